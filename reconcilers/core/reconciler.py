@@ -1,0 +1,104 @@
+"""The `Reconciler` base class that every kind implements, and the `Context` the runner hands it.
+
+A reconciler declares the resource it owns, its state machine, the child kinds it owns (a child's change
+enqueues its owner, as controller-runtime's `Owns()`), and an optional finalizer for external state.
+`reconcile(ctx, obj)` reads the live object (a dict, as the API returned it), acts, and returns a Result.
+"""
+
+from __future__ import annotations
+
+import logging
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from typing import Any, ClassVar, Protocol
+
+from reconcilers.core.statemachine import StateMachine
+from reconcilers.core.types import Condition, Request, Result
+
+
+@dataclass(frozen=True)
+class ResourceKind:
+    """One API resource: group ('' for core), version, plural, kind, and whether it lives in a namespace."""
+
+    group: str
+    version: str
+    plural: str
+    kind: str
+    namespaced: bool = True
+
+    @property
+    def api_version(self) -> str:
+        """`group/version`, or just `version` for the core group."""
+        return f"{self.group}/{self.version}" if self.group else self.version
+
+    def request(self, namespace: str, name: str) -> Request:
+        """The reconcile key of one object of this kind."""
+        return Request(self.group, self.version, self.plural, namespace if self.namespaced else "", name)
+
+
+class Context(Protocol):
+    """What a reconciler may use while it runs; the engine provides the implementation."""
+
+    request: Request
+    log: logging.Logger
+    api_client: Any  # kubernetes.client.ApiClient
+    span: Any  # opentelemetry.trace.Span
+
+    def apply_child(self, manifest: dict[str, Any]) -> dict[str, Any]:
+        """Create the child, or patch it to match `manifest`, with an ownerReference to the reconciled object."""
+        ...
+
+    def get(self, kind: ResourceKind, namespace: str, name: str) -> dict[str, Any] | None:
+        """Read one object, or None when it does not exist."""
+        ...
+
+    def delete(self, kind: ResourceKind, namespace: str, name: str) -> bool:
+        """Delete one object; False when it was already gone."""
+        ...
+
+    def list_children(self, kind: ResourceKind) -> list[dict[str, Any]]:
+        """The objects of `kind` that the reconciled object owns (by ownerReference uid)."""
+        ...
+
+    def add_finalizer(self, name: str) -> None:
+        """Add a finalizer to the reconciled object (no-op when present)."""
+        ...
+
+    def remove_finalizer(self, name: str) -> None:
+        """Remove a finalizer from the reconciled object (no-op when absent)."""
+        ...
+
+    def event(self, type_: str, reason: str, message: str) -> None:
+        """Post a Kubernetes Event about the reconciled object (type_ is Normal or Warning)."""
+        ...
+
+    def condition(self, type_: str, status: str, reason: str, message: str = "") -> Condition:
+        """Build a Condition (the runner stamps times and generation)."""
+        ...
+
+
+class Reconciler(ABC):
+    """Base class of a reconciler: subclass it as `<Kind>Reconciler` in `reconcilers/kinds/<kind>.py`."""
+
+    resource: ClassVar[ResourceKind]
+    state_machine: ClassVar[StateMachine]
+    owns: ClassVar[tuple[ResourceKind, ...]] = ()
+    finalizer: ClassVar[str | None] = None
+    #: phases the engine sets itself around deletion, when the kind declares them
+    terminating_phase: ClassVar[str] = "Terminating"
+    deleted_phase: ClassVar[str] = "Deleted"
+    failed_phase: ClassVar[str] = "Failed"
+
+    @property
+    def name(self) -> str:
+        """The controller name used in metrics labels and logs: the kind, lower-cased."""
+        return self.resource.kind.lower()
+
+    @abstractmethod
+    def reconcile(self, ctx: Context, obj: dict[str, Any]) -> Result:
+        """Bring the world in line with `obj`'s spec and say where it stands. Must be idempotent."""
+
+    def finalize(self, ctx: Context, obj: dict[str, Any]) -> Result | None:
+        """Clean up external state of an object being deleted. Return a Result with requeue/requeue_after
+        while cleanup is still in progress, or None when it is done (the engine then removes the finalizer)."""
+        return None

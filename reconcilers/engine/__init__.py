@@ -1,0 +1,1 @@
+"""The engine: workqueue, runner, controller (informers, leader election) and audit recording."""

@@ -1,0 +1,1 @@
+"""Built-in reconcilers, one module per kind (`<Kind>Reconciler` in `reconcilers/kinds/<kind>.py`)."""

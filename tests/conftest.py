@@ -1,0 +1,44 @@
+"""Fixtures shared by the whole suite: a real Redis, real Celery workers on a private queue."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+
+import pytest
+import redis as redis_lib
+from django.conf import settings
+
+from tests.support.workers import WorkerProcess
+
+
+@pytest.fixture(scope="session")
+def redis_client() -> Iterator[redis_lib.Redis]:
+    """The suite's Redis (REDIS_URL), which must answer: tests talk to a real server."""
+    client = redis_lib.Redis.from_url(settings.REDIS_URL)
+    client.ping()
+    yield client
+    client.close()
+
+
+@pytest.fixture(scope="session")
+def celery_queue() -> str:
+    """A queue name private to this test session."""
+    from opsconsole.celery import app
+
+    queue = f"test-{uuid.uuid4().hex[:10]}"
+    app.conf.task_default_queue = queue
+    return queue
+
+
+@pytest.fixture
+def celery_worker(transactional_db: None, celery_queue: str, redis_client: redis_lib.Redis) -> Iterator[WorkerProcess]:
+    """A real prefork Celery worker on this session's queue, sharing the test database."""
+    from opsconsole.celery import app
+
+    worker = WorkerProcess(celery_queue, concurrency=1).start()
+    try:
+        worker.wait_ready(app)
+        yield worker
+    finally:
+        worker.stop()

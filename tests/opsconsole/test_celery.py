@@ -1,0 +1,28 @@
+"""The Celery app is configured for at-least-once delivery, and a task round-trips through a real worker."""
+
+from __future__ import annotations
+
+import pytest
+from django.conf import settings
+
+from opsconsole.celery import app
+from opsconsole.tasks import ping
+
+
+def test_celery_is_configured_for_at_least_once_delivery() -> None:
+    conf = app.conf
+    assert conf.task_acks_late is True
+    assert conf.task_reject_on_worker_lost is True
+    assert conf.worker_prefetch_multiplier == 1
+    assert conf.task_serializer == "json"
+    assert conf.accept_content == ["json"]
+    assert conf.broker_transport_options["visibility_timeout"] > conf.task_time_limit
+    assert conf.broker_url == settings.REDIS_URL
+
+
+@pytest.mark.integration
+def test_the_smoke_task_round_trips_through_a_real_worker(celery_worker) -> None:
+    result = ping.apply_async(args=["hello"], queue=celery_worker.queue)
+    answer = result.get(timeout=30)
+    assert answer["echo"] == "hello"
+    assert answer["pid"] in celery_worker.children()

@@ -1,0 +1,94 @@
+"""Settings load both ways (SQLite by default, PostgreSQL from DATABASE_URL) and production tightens them."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent.parent
+PG_URL = os.environ.get("DATABASE_URL", "")
+if not PG_URL.startswith("postgres"):
+    PG_URL = "postgres://postgres@127.0.0.1:5432/test"
+
+PROBE = """
+import json, django
+from django.conf import settings
+django.setup()
+from django.db import connection
+out = {"engine": settings.DATABASES["default"]["ENGINE"], "name": str(settings.DATABASES["default"]["NAME"]),
+       "debug": settings.DEBUG, "hsts": getattr(settings, "SECURE_HSTS_SECONDS", 0),
+       "secure_cookie": settings.SESSION_COOKIE_SECURE}
+if CONNECT:
+    connection.ensure_connection()
+    with connection.cursor() as cur:
+        cur.execute("select 1")
+        out["select"] = cur.fetchone()[0]
+print(json.dumps(out))
+"""
+
+
+def load(env: dict[str, str], *, connect: bool = False, module: str = "opsconsole.settings") -> dict:
+    """Import the settings in a fresh interpreter with exactly this environment and report them."""
+    base = {k: v for k, v in os.environ.items() if k not in {"DATABASE_URL", "SECRET_KEY", "DEBUG"}}
+    base.update(env)
+    base["DJANGO_SETTINGS_MODULE"] = module
+    proc = subprocess.run(
+        [sys.executable, "-c", f"CONNECT={connect}\n{PROBE}"], cwd=ROOT, env=base, capture_output=True, text=True
+    )
+    if proc.returncode != 0:
+        raise RuntimeError(proc.stderr)
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def postgres_reachable() -> bool:
+    try:
+        socket.create_connection(("127.0.0.1", 5432), timeout=1).close()
+        return True
+    except OSError:
+        return False
+
+
+def test_without_database_url_it_uses_a_sqlite_file_in_the_data_folder(tmp_path: Path) -> None:
+    out = load({"OPSCONSOLE_DATA_DIR": str(tmp_path)}, connect=True)
+    assert out["engine"] == "django.db.backends.sqlite3"
+    assert out["name"] == str(tmp_path / "opsconsole.sqlite3")
+    assert out["select"] == 1
+    assert out["debug"] is False
+
+
+def test_a_postgres_database_url_selects_postgresql_and_connects(tmp_path: Path) -> None:
+    connect = postgres_reachable() or os.environ.get("CI") == "true"
+    out = load({"OPSCONSOLE_DATA_DIR": str(tmp_path), "DATABASE_URL": PG_URL}, connect=connect)
+    assert out["engine"] == "django.db.backends.postgresql"
+    assert out["name"] == PG_URL.rsplit("/", 1)[1]
+    if connect:
+        assert out["select"] == 1
+
+
+def test_production_settings_require_a_secret_key(tmp_path: Path) -> None:
+    with pytest.raises(RuntimeError, match="SECRET_KEY must be set"):
+        load({"OPSCONSOLE_DATA_DIR": str(tmp_path), "DATABASE_URL": PG_URL}, module="opsconsole.settings_production")
+
+
+def test_production_settings_turn_debug_off_and_hold_browsers_to_https(tmp_path: Path) -> None:
+    out = load(
+        {"OPSCONSOLE_DATA_DIR": str(tmp_path), "DATABASE_URL": PG_URL, "SECRET_KEY": "x" * 60, "DEBUG": "1"},
+        module="opsconsole.settings_production",
+    )
+    assert out["debug"] is False
+    assert out["hsts"] >= 31536000
+    assert out["secure_cookie"] is True
+
+
+def test_the_local_secret_key_is_generated_once_per_installation(tmp_path: Path) -> None:
+    load({"OPSCONSOLE_DATA_DIR": str(tmp_path)})
+    first = (tmp_path / "secret_key").read_text()
+    load({"OPSCONSOLE_DATA_DIR": str(tmp_path)})
+    assert (tmp_path / "secret_key").read_text() == first
+    assert len(first) >= 50

@@ -1,0 +1,1 @@
+"""Helpers the tests share: real worker processes, database URLs for subprocesses, waiting."""
