@@ -1,0 +1,131 @@
+"""Every metric opsconsole exports, defined in one place.
+
+Names, labels and buckets follow controller-runtime (and client-go's workqueue and leader election), so the
+Grafana dashboards users already run for Go operators work unchanged; ours are prefixed `operator_` and
+`opsconsole_`. Labels never carry a resource name: only the controller (the kind, lower-cased), results,
+phases, reasons, HTTP codes and methods, all bounded sets. `label_pairs_init()` makes every known label pair
+exist at 0 before the first event, as controller-runtime does.
+
+In Celery's prefork pool every child writes its samples to PROMETHEUS_MULTIPROC_DIR; gauges declare how
+the worker's main process aggregates them (`multiprocess_mode`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from prometheus_client import Counter, Gauge, Histogram
+
+# controller-runtime's reconcile time buckets (pkg/internal/controller/metrics).
+RECONCILE_TIME_BUCKETS = (
+    0.005, 0.01, 0.025, 0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.35, 0.4, 0.45, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0,
+    1.25, 1.5, 1.75, 2.0, 2.5, 3.0, 3.5, 4.0, 4.5, 5, 6, 7, 8, 9, 10, 15, 20, 25, 30, 40, 50, 60,
+)
+# client-go workqueue buckets: prometheus.ExponentialBuckets(10e-9, 10, 12).
+WORKQUEUE_BUCKETS = tuple(10e-9 * 10**i for i in range(12))
+# Time spent in a phase: from seconds to a week.
+TIME_IN_PHASE_BUCKETS = (1, 5, 15, 30, 60, 120, 300, 600, 1800, 3600, 7200, 21600, 86400, 604800)
+
+RESULTS = ("success", "error", "requeue", "requeue_after")
+
+RECONCILE_TOTAL = Counter(
+    "controller_runtime_reconcile_total", "Total number of reconciliations per controller",
+    ["controller", "result"],
+)
+RECONCILE_ERRORS = Counter(
+    "controller_runtime_reconcile_errors_total", "Total number of reconciliation errors per controller",
+    ["controller"],
+)
+TERMINAL_RECONCILE_ERRORS = Counter(
+    "controller_runtime_terminal_reconcile_errors_total",
+    "Total number of terminal reconciliation errors per controller", ["controller"],
+)
+RECONCILE_TIME = Histogram(
+    "controller_runtime_reconcile_time_seconds", "Length of time per reconciliation per controller",
+    ["controller"], buckets=RECONCILE_TIME_BUCKETS,
+)
+ACTIVE_WORKERS = Gauge(
+    "controller_runtime_active_workers", "Number of currently used workers per controller",
+    ["controller"], multiprocess_mode="livesum",
+)
+MAX_CONCURRENT_RECONCILES = Gauge(
+    "controller_runtime_max_concurrent_reconciles", "Maximum number of concurrent reconciles per controller",
+    ["controller"], multiprocess_mode="livesum",
+)
+
+WORKQUEUE_DEPTH = Gauge(
+    "workqueue_depth", "Current depth of workqueue", ["name", "controller"], multiprocess_mode="livemax",
+)
+WORKQUEUE_ADDS = Counter("workqueue_adds_total", "Total number of adds handled by workqueue", ["name", "controller"])
+WORKQUEUE_QUEUE_DURATION = Histogram(
+    "workqueue_queue_duration_seconds", "How long in seconds an item stays in workqueue before being requested",
+    ["name", "controller"], buckets=WORKQUEUE_BUCKETS,
+)
+WORKQUEUE_WORK_DURATION = Histogram(
+    "workqueue_work_duration_seconds", "How long in seconds processing an item from workqueue takes",
+    ["name", "controller"], buckets=WORKQUEUE_BUCKETS,
+)
+WORKQUEUE_RETRIES = Counter(
+    "workqueue_retries_total", "Total number of retries handled by workqueue", ["name", "controller"],
+)
+WORKQUEUE_UNFINISHED_WORK = Gauge(
+    "workqueue_unfinished_work_seconds",
+    "How many seconds of work has been done that is in progress and hasn't been observed by work_duration.",
+    ["name", "controller"], multiprocess_mode="livesum",
+)
+WORKQUEUE_LONGEST_RUNNING = Gauge(
+    "workqueue_longest_running_processor_seconds",
+    "How many seconds has the longest running processor for workqueue been running.",
+    ["name", "controller"], multiprocess_mode="livemax",
+)
+
+REST_CLIENT_REQUESTS = Counter(
+    "rest_client_requests_total", "Number of HTTP requests, partitioned by status code, method, and host.",
+    ["code", "method", "host"],
+)
+LEADER_ELECTION_MASTER = Gauge(
+    "leader_election_master_status",
+    "Gauge of if the reporting system is master of the relevant lease, 0 indicates backup, 1 indicates master.",
+    ["name"], multiprocess_mode="livemax",
+)
+
+RECONCILE_FAILURES = Counter(
+    "operator_reconcile_failures_total", "Reconciles that failed, by controller and reason", ["controller", "reason"],
+)
+RESOURCES = Gauge(
+    "opsconsole_resources", "Resources known to opsconsole, by kind and phase", ["kind", "phase"],
+    multiprocess_mode="mostrecent",
+)
+TRANSITIONS = Counter(
+    "opsconsole_transitions_total", "Recorded phase transitions, by kind and from/to phase", ["kind", "from", "to"],
+)
+TIME_IN_PHASE = Histogram(
+    "opsconsole_time_in_phase_seconds", "How long resources stayed in a phase before leaving it",
+    ["kind", "phase"], buckets=TIME_IN_PHASE_BUCKETS,
+)
+
+
+def label_pairs_init(
+    controller: str,
+    kind: str,
+    states: Iterable[str],
+    transitions: Iterable[tuple[str, str]],
+    failure_reasons: Iterable[str] = (),
+) -> None:
+    """Create every label pair of one controller at 0, so dashboards and rate() see them from the start."""
+    for result in RESULTS:
+        RECONCILE_TOTAL.labels(controller, result)
+    RECONCILE_ERRORS.labels(controller)
+    TERMINAL_RECONCILE_ERRORS.labels(controller)
+    RECONCILE_TIME.labels(controller)
+    ACTIVE_WORKERS.labels(controller)
+    for metric in (WORKQUEUE_ADDS, WORKQUEUE_RETRIES, WORKQUEUE_QUEUE_DURATION, WORKQUEUE_WORK_DURATION):
+        metric.labels(controller, controller)
+    for reason in failure_reasons:
+        RECONCILE_FAILURES.labels(controller, reason)
+    states = list(states)
+    for state in states:
+        RESOURCES.labels(kind, state)
+        TIME_IN_PHASE.labels(kind, state)
+    for source, target in transitions:
+        TRANSITIONS.labels(kind, source, target)
