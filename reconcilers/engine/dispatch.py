@@ -1,0 +1,100 @@
+"""Feed the workqueue's ready keys to Celery workers.
+
+The workqueue (`reconcilers.engine.workqueue`) decides *when* a key must be reconciled; this module sends
+the `reconcilers.reconcile` task for it, by name (so it does not import the task module), onto the Celery
+queue the app is configured with (`task_default_queue`), never with an ETA or countdown: delays live in the
+workqueue's delayed set and `pump()` releases them when due.
+
+Settings read here (all optional): `REDIS_URL`; `OPSCONSOLE_WORKQUEUE_NAME` (default: the Celery queue name,
+so a private Celery queue gets a private workqueue); `OPSCONSOLE_WORKQUEUE_LEASE_SECONDS` (30);
+`OPSCONSOLE_WORKQUEUE_BACKOFF_BASE` (0.005); `OPSCONSOLE_WORKQUEUE_BACKOFF_CAP` (1000);
+`OPSCONSOLE_WORKQUEUE_QPS` (10); `OPSCONSOLE_WORKQUEUE_BURST` (100); `OPSCONSOLE_WORKQUEUE_REDISPATCH_AFTER` (300).
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Iterable
+
+import redis
+from django.conf import settings
+
+from opsconsole.celery import app
+from reconcilers.engine.workqueue import WorkQueue
+
+TASK_NAME = "reconcilers.reconcile"
+
+_lock = threading.Lock()
+_queues: dict[tuple[int, str, str], WorkQueue] = {}
+
+
+def celery_queue() -> str:
+    """The Celery queue reconcile tasks are sent to (read at send time, so a test's private queue holds)."""
+    return str(app.conf.task_default_queue)
+
+
+def queue_name() -> str:
+    """The workqueue's name: OPSCONSOLE_WORKQUEUE_NAME, else the Celery queue's name."""
+    return getattr(settings, "OPSCONSOLE_WORKQUEUE_NAME", "") or celery_queue()
+
+
+def get_queue() -> WorkQueue:
+    """This process's WorkQueue on settings.REDIS_URL (one per process, name and URL: safe after fork)."""
+    ident = (os.getpid(), settings.REDIS_URL, queue_name())
+    with _lock:
+        queue = _queues.get(ident)
+        if queue is None:
+            queue = WorkQueue(
+                redis.Redis.from_url(settings.REDIS_URL),
+                name=ident[2],
+                lease_seconds=float(getattr(settings, "OPSCONSOLE_WORKQUEUE_LEASE_SECONDS", 30.0)),
+                backoff_base=float(getattr(settings, "OPSCONSOLE_WORKQUEUE_BACKOFF_BASE", 0.005)),
+                backoff_cap=float(getattr(settings, "OPSCONSOLE_WORKQUEUE_BACKOFF_CAP", 1000.0)),
+                bucket_qps=float(getattr(settings, "OPSCONSOLE_WORKQUEUE_QPS", 10.0)),
+                bucket_burst=int(getattr(settings, "OPSCONSOLE_WORKQUEUE_BURST", 100)),
+                redispatch_after=float(getattr(settings, "OPSCONSOLE_WORKQUEUE_REDISPATCH_AFTER", 300.0)),
+            )
+            _queues[ident] = queue
+        return queue
+
+
+def dispatch(keys: Iterable[str]) -> int:
+    """Send one reconcile task per key (keys the workqueue said to dispatch). Returns how many were sent."""
+    keys = list(keys)
+    if not keys:
+        return 0
+    queue = celery_queue()
+    with app.producer_or_acquire() as producer:
+        for key in keys:
+            app.send_task(TASK_NAME, args=[key], queue=queue, producer=producer)
+    return len(keys)
+
+
+def enqueue(key: str) -> bool:
+    """Queue key for a reconcile now; sends the task unless coalesced. True when a task was sent."""
+    return dispatch([key]) == 1 if get_queue().add(key) else False
+
+
+def enqueue_after(key: str, delay: float) -> None:
+    """Queue key for a reconcile after delay seconds (released by pump()); delay <= 0 enqueues now."""
+    if delay <= 0:
+        enqueue(key)
+    else:
+        get_queue().add_after(key, delay)
+
+
+def done(key: str, owner: str) -> bool:
+    """Release owner's lease on key and dispatch the key if it became dirty meanwhile. True when sent."""
+    return dispatch([key]) == 1 if get_queue().done(key, owner) else False
+
+
+def retry_now(key: str) -> bool:
+    """Admin: reconcile a delayed/backing-off key now. True when a task was sent."""
+    return dispatch([key]) == 1 if get_queue().retry_now(key) else False
+
+
+def pump() -> int:
+    """One step: dispatch due delayed keys and re-queue expired leases. Returns the number of tasks sent."""
+    queue = get_queue()
+    return dispatch(queue.release_due()) + dispatch(queue.reap_expired())

@@ -1,0 +1,374 @@
+"""The reconcile workqueue, kept in Redis so that every worker on every host shares it.
+
+It has client-go's workqueue semantics (DESIGN.md §3), with Celery as the transport for "this key is ready":
+
+- `dirty` (sorted set key → queued_at): keys that need a reconcile. An add of a key already dirty is
+  coalesced; an add of a key being processed only marks it dirty, and `done()` re-queues it exactly once.
+- `processing` (hash key → JSON owner/since/expires/queued) and `leases` (sorted set key → lease expiry):
+  one reconcile per key at a time. A worker `claim()`s the key's lease, `renew()`s it during a long
+  reconcile (every lease_seconds / 3 or so: a lease that lapses while its owner still runs lets another
+  worker in) and releases it with `done()`. A lease that expires (worker killed) is re-queued by
+  `reap_expired()`.
+- `delayed` (sorted set key → due time): RequeueAfter and retry backoff, released by `release_due()`;
+  never Celery ETA/countdown, which the Redis broker redelivers after its visibility timeout.
+- `failures` (hash key → count) and `bucket` (hash tokens/ts): controller-runtime's default rate limiter,
+  MaxOf(per-key exponential backoff base·2^n capped, overall token bucket qps/burst).
+- `dispatched` (sorted set key → time the key was handed to the broker): a dirty key that was dispatched
+  but never claimed within `redispatch_after` (its task was lost) is dispatched again by `reap_expired()`.
+
+Every state change is one Lua script (atomic). All keys live under `wq:{<name>}:` (one hash slot), so several
+queues share a Redis. Times come from the injected `clock`, or from Redis `TIME` when none is given, so
+leases compare consistently across hosts. Methods that return keys "to dispatch" leave the sending of the
+Celery task to the caller (`reconcilers.engine.dispatch`).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import redis
+
+_PARTS = ("dirty", "processing", "leases", "delayed", "failures", "bucket", "dispatched")
+
+# KEYS: 1 dirty, 2 processing, 3 leases, 4 delayed, 5 failures, 6 bucket, 7 dispatched. ARGV[1]: now, or < 0
+# for the Redis server's clock. Times are formatted with 6 decimals: Lua numbers returned to Redis truncate.
+_PRELUDE = """
+local now = tonumber(ARGV[1])
+if now < 0 then local t = redis.call('TIME'); now = tonumber(t[1]) + tonumber(t[2]) / 1000000 end
+local function f(x) return string.format('%.6f', x) end
+local function owner_of(key)
+  local raw = redis.call('HGET', KEYS[2], key)
+  if raw then return cjson.decode(raw) end
+  return nil
+end
+local function mark(key, at)  -- make key dirty (queued at `at`); 1 when the caller must dispatch it now
+  if redis.call('ZSCORE', KEYS[1], key) then return 0 end
+  redis.call('ZADD', KEYS[1], at or f(now), key)
+  redis.call('ZREM', KEYS[4], key)
+  if redis.call('HEXISTS', KEYS[2], key) == 1 then return 0 end
+  redis.call('ZADD', KEYS[7], f(now), key)
+  return 1
+end
+local function delay(key, due)  -- the earlier of the new and any existing due time wins
+  local cur = tonumber(redis.call('ZSCORE', KEYS[4], key))
+  if cur and cur <= due then return cur end
+  redis.call('ZADD', KEYS[4], f(due), key)
+  return due
+end
+"""
+
+_SCRIPTS = {
+    "now": "return f(now)",
+    "add": "return mark(ARGV[2])",
+    "add_after": "return f(delay(ARGV[2], now + tonumber(ARGV[3])))",
+    "add_rate_limited": """
+local key, base, cap, qps, burst = ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
+local n = redis.call('HINCRBY', KEYS[5], key, 1) - 1
+local backoff = math.min(cap, base * 2 ^ math.min(n, 1023))
+local wait = 0
+if qps > 0 then
+  local b = redis.call('HMGET', KEYS[6], 'tokens', 'ts')
+  local tokens, ts = tonumber(b[1]) or burst, tonumber(b[2]) or now
+  if now > ts then tokens = math.min(burst, tokens + (now - ts) * qps); ts = now end
+  tokens = tokens - 1
+  if tokens < 0 then wait = -tokens / qps end
+  redis.call('HSET', KEYS[6], 'tokens', tostring(tokens), 'ts', f(ts))
+end
+local due = delay(key, now + math.max(backoff, wait))
+return {f(due - now), n + 1}
+""",
+    "claim": """
+local key, owner, lease = ARGV[2], ARGV[3], tonumber(ARGV[4])
+local cur = owner_of(key)
+local since = now
+if cur then
+  if cur.owner ~= owner and tonumber(cur.expires) > now then
+    if not redis.call('ZSCORE', KEYS[1], key) then redis.call('ZADD', KEYS[1], f(now), key) end
+    return false
+  end
+  if cur.owner == owner then since = tonumber(cur.since) end
+end
+local queued = redis.call('ZSCORE', KEYS[1], key) or (cur and cur.owner == owner and cur.queued) or f(now)
+redis.call('ZREM', KEYS[1], key); redis.call('ZREM', KEYS[4], key); redis.call('ZREM', KEYS[7], key)
+local expires = now + lease
+redis.call('HSET', KEYS[2], key, cjson.encode({owner = owner, since = f(since), expires = f(expires),
+  queued = queued}))
+redis.call('ZADD', KEYS[3], f(expires), key)
+return {queued, f(since), f(expires), tonumber(redis.call('HGET', KEYS[5], key)) or 0}
+""",
+    "renew": """
+local key, owner = ARGV[2], ARGV[3]
+local cur = owner_of(key)
+if not cur or cur.owner ~= owner then return false end
+cur.expires = f(now + tonumber(ARGV[4]))
+redis.call('HSET', KEYS[2], key, cjson.encode(cur))
+redis.call('ZADD', KEYS[3], cur.expires, key)
+return cur.expires
+""",
+    "done": """
+local key = ARGV[2]
+local cur = owner_of(key)
+if not cur or cur.owner ~= ARGV[3] then return 0 end
+redis.call('HDEL', KEYS[2], key); redis.call('ZREM', KEYS[3], key)
+if not redis.call('ZSCORE', KEYS[1], key) then return 0 end
+redis.call('ZADD', KEYS[7], f(now), key)
+return 1
+""",
+    "release_due": """
+local out = {}
+local due = redis.call('ZRANGEBYSCORE', KEYS[4], '-inf', f(now), 'WITHSCORES', 'LIMIT', 0, tonumber(ARGV[2]))
+for i = 1, #due, 2 do
+  redis.call('ZREM', KEYS[4], due[i])
+  if mark(due[i], due[i + 1]) == 1 then table.insert(out, due[i]) end
+end
+return out
+""",
+    "reap_expired": """
+local out = {}
+local limit = tonumber(ARGV[2])
+for _, key in ipairs(redis.call('ZRANGEBYSCORE', KEYS[3], '-inf', f(now), 'LIMIT', 0, limit)) do
+  local cur = owner_of(key)
+  if not cur then
+    redis.call('ZREM', KEYS[3], key)
+  elseif tonumber(cur.expires) > now then
+    redis.call('ZADD', KEYS[3], cur.expires, key)
+  else
+    redis.call('HDEL', KEYS[2], key); redis.call('ZREM', KEYS[3], key)
+    if not redis.call('ZSCORE', KEYS[1], key) then redis.call('ZADD', KEYS[1], f(now), key) end
+    redis.call('ZADD', KEYS[7], f(now), key)
+    table.insert(out, key)
+  end
+end
+local stale = redis.call('ZRANGEBYSCORE', KEYS[7], '-inf', f(now - tonumber(ARGV[3])), 'LIMIT', 0, limit)
+for _, key in ipairs(stale) do
+  if redis.call('HEXISTS', KEYS[2], key) == 1 or not redis.call('ZSCORE', KEYS[1], key) then
+    redis.call('ZREM', KEYS[7], key)
+  else
+    redis.call('ZADD', KEYS[7], f(now), key)
+    table.insert(out, key)
+  end
+end
+return out
+""",
+    "snapshot": """
+local limit = tonumber(ARGV[2])
+local processing, busy_dirty = {}, 0
+local entries = redis.call('HGETALL', KEYS[2])
+for i = 1, #entries, 2 do
+  local dirty = redis.call('ZSCORE', KEYS[1], entries[i]) and 1 or 0
+  busy_dirty = busy_dirty + dirty
+  if #processing < limit * 2 then
+    table.insert(processing, entries[i]); table.insert(processing, entries[i + 1] .. '|' .. dirty)
+  end
+end
+local pending = {}
+local dirty = redis.call('ZRANGE', KEYS[1], 0, limit + #entries / 2 - 1, 'WITHSCORES')
+for i = 1, #dirty, 2 do
+  if #pending < limit * 2 and redis.call('HEXISTS', KEYS[2], dirty[i]) == 0 then
+    table.insert(pending, dirty[i]); table.insert(pending, dirty[i + 1])
+  end
+end
+local delayed = redis.call('ZRANGE', KEYS[4], 0, limit - 1, 'WITHSCORES')
+local fails = {}
+for i = 1, #delayed, 2 do table.insert(fails, redis.call('HGET', KEYS[5], delayed[i]) or '0') end
+return {f(now), redis.call('ZCARD', KEYS[1]) - busy_dirty, #entries / 2, redis.call('ZCARD', KEYS[4]),
+  processing, pending, delayed, fails}
+""",
+    "retry_now": """
+if not redis.call('ZSCORE', KEYS[4], ARGV[2]) then return 0 end
+redis.call('ZREM', KEYS[4], ARGV[2])
+return mark(ARGV[2])
+""",
+}
+
+
+@dataclass(frozen=True)
+class Claim:
+    """A held lease: the reconcile of `key` by `owner` may run until `lease_expires` (renew to extend)."""
+
+    key: str
+    owner: str
+    queued_at: float  # when the key last became dirty (for workqueue_queue_duration_seconds)
+    claimed_at: float
+    lease_expires: float
+    failures: int  # consecutive failures so far (the run's attempt number is failures + 1)
+
+
+@dataclass(frozen=True)
+class PendingItem:
+    """A key waiting for a worker, dirty since queued_at."""
+
+    key: str
+    queued_at: float
+
+
+@dataclass(frozen=True)
+class ProcessingItem:
+    """A key being reconciled by owner since `since`, under a lease until lease_expires."""
+
+    key: str
+    owner: str
+    since: float
+    lease_expires: float
+    dirty: bool  # changed while processing: done() re-queues it
+
+
+@dataclass(frozen=True)
+class DelayedItem:
+    """A key waiting in the delayed set until next_retry."""
+
+    key: str
+    failures: int  # 0: a RequeueAfter; > 0: backing off after that many failures
+    next_retry: float
+
+
+@dataclass(frozen=True)
+class QueueSnapshot:
+    """The queue's state at one instant. `depth` counts keys waiting for a worker (not processing)."""
+
+    name: str
+    now: float
+    depth: int
+    processing_count: int
+    delayed_count: int
+    pending: list[PendingItem] = field(default_factory=list)
+    processing: list[ProcessingItem] = field(default_factory=list)
+    backing_off: list[DelayedItem] = field(default_factory=list)
+
+    def as_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict (for the console and the API)."""
+        return asdict(self)
+
+
+def _text(value: bytes | str) -> str:
+    return value.decode() if isinstance(value, bytes) else value
+
+
+class WorkQueue:
+    """One named workqueue in Redis. Thread-safe and process-safe: all state lives in Redis."""
+
+    def __init__(
+        self,
+        redis: redis.Redis,
+        *,
+        name: str = "opsconsole",
+        lease_seconds: float = 30.0,
+        backoff_base: float = 0.005,
+        backoff_cap: float = 1000.0,
+        bucket_qps: float = 10.0,
+        bucket_burst: int = 100,
+        redispatch_after: float = 300.0,
+        batch: int = 500,
+        clock: Callable[[], float] | None = None,
+    ) -> None:
+        """`clock` None uses the Redis server's clock (consistent across hosts); tests inject a fake one.
+        `bucket_qps` <= 0 disables the token bucket. `batch` bounds the keys one release/reap step moves."""
+        if lease_seconds <= 0 or backoff_base < 0 or backoff_cap < backoff_base or bucket_burst < 1 or batch < 1:
+            raise ValueError("invalid workqueue parameters")
+        self.redis = redis
+        self.name = name
+        self.lease_seconds = float(lease_seconds)
+        self.backoff_base = float(backoff_base)
+        self.backoff_cap = float(backoff_cap)
+        self.bucket_qps = float(bucket_qps)
+        self.bucket_burst = int(bucket_burst)
+        self.redispatch_after = float(redispatch_after)
+        self.batch = int(batch)
+        self.clock = clock
+        self.prefix = f"wq:{{{name}}}:"
+        self.keys = [self.prefix + part for part in _PARTS]
+        self._scripts = {op: redis.register_script(_PRELUDE + src) for op, src in _SCRIPTS.items()}
+
+    def _run(self, op: str, *args: object) -> Any:
+        now = self.clock() if self.clock is not None else -1.0
+        return self._scripts[op](keys=self.keys, args=[repr(float(now)), *args])
+
+    def now(self) -> float:
+        """The queue's current time (the injected clock or the Redis server's)."""
+        return float(self._run("now"))
+
+    def add(self, key: str) -> bool:
+        """Mark key dirty. True: newly queued, the caller must dispatch a task for it. False: coalesced with a
+        pending add, or the key is processing (done() re-queues it once). Supersedes a delayed retry."""
+        return self._run("add", key) == 1
+
+    def add_after(self, key: str, delay: float) -> None:
+        """Queue key after delay seconds (RequeueAfter, TemporaryError); an earlier due time already set wins."""
+        self._run("add_after", key, repr(max(0.0, float(delay))))
+
+    def add_rate_limited(self, key: str) -> float:
+        """Record a failure and delay key by max(per-key backoff base·2^n capped, token bucket wait).
+        Returns the delay in seconds until the key is released."""
+        delay, _ = self._run("add_rate_limited", key, repr(self.backoff_base), repr(self.backoff_cap),
+                             repr(self.bucket_qps), str(self.bucket_burst))
+        return float(delay)
+
+    def forget(self, key: str) -> None:
+        """Reset key's failure count (after a success)."""
+        self.redis.hdel(self.keys[4], key)
+
+    def failures(self, key: str) -> int:
+        """Consecutive failures recorded for key."""
+        return int(self.redis.hget(self.keys[4], key) or 0)
+
+    def claim(self, key: str, owner: str) -> Claim | None:
+        """Take key's lease for owner. None when another owner holds an unexpired lease (the key then stays
+        dirty, so that owner's done() re-queues it). An expired lease is taken over."""
+        got = self._run("claim", key, owner, repr(self.lease_seconds))
+        if not got:
+            return None
+        queued, since, expires, failures = got
+        return Claim(key, owner, float(queued), float(since), float(expires), int(failures))
+
+    def renew(self, key: str, owner: str) -> bool:
+        """Extend owner's lease on key by lease_seconds from now. False: the lease is no longer owner's."""
+        return bool(self._run("renew", key, owner, repr(self.lease_seconds)))
+
+    def done(self, key: str, owner: str) -> bool:
+        """Release owner's lease. True: the key became dirty meanwhile, the caller must dispatch it."""
+        return self._run("done", key, owner) == 1
+
+    def release_due(self) -> list[str]:
+        """One step: move due delayed keys into the queue. Returns the keys to dispatch."""
+        return [_text(k) for k in self._run("release_due", str(self.batch))]
+
+    def reap_expired(self) -> list[str]:
+        """One step: re-queue keys whose lease expired (killed worker) and dirty keys dispatched longer than
+        redispatch_after ago but never claimed (lost task). Returns the keys to dispatch."""
+        keys = self._run("reap_expired", str(self.batch), repr(self.redispatch_after))
+        return list(dict.fromkeys(_text(k) for k in keys))
+
+    def snapshot(self, limit: int = 1000) -> QueueSnapshot:
+        """The queue's state for the console/API; lists hold at most `limit` items each (counts are exact)."""
+        now, depth, nproc, ndelayed, proc, pending, delayed, fails = self._run("snapshot", str(limit))
+        processing = []
+        for i in range(0, len(proc), 2):
+            raw, dirty = _text(proc[i + 1]).rsplit("|", 1)
+            entry = json.loads(raw)
+            processing.append(ProcessingItem(_text(proc[i]), entry["owner"], float(entry["since"]),
+                                             float(entry["expires"]), dirty == "1"))
+        return QueueSnapshot(
+            name=self.name, now=float(now), depth=int(depth), processing_count=int(nproc),
+            delayed_count=int(ndelayed),
+            pending=[PendingItem(_text(pending[i]), float(pending[i + 1])) for i in range(0, len(pending), 2)],
+            processing=sorted(processing, key=lambda p: (p.since, p.key)),
+            backing_off=[DelayedItem(_text(delayed[i]), int(fails[i // 2]), float(delayed[i + 1]))
+                         for i in range(0, len(delayed), 2)],
+        )
+
+    def retry_now(self, key: str) -> bool:
+        """Admin: release a delayed/backing-off key now. True: the caller must dispatch it (False: it was not
+        delayed, or it is already pending or processing)."""
+        return self._run("retry_now", key) == 1
+
+    def reset_backoff(self, key: str) -> None:
+        """Admin: reset key's failure count so its next failure backs off from the base again. A retry
+        already scheduled keeps its time (use retry_now to move it)."""
+        self.forget(key)
+
+    def clear(self) -> None:
+        """Delete every Redis key of this queue (tests, admin)."""
+        self.redis.delete(*self.keys)
