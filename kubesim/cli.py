@@ -1,0 +1,92 @@
+"""Command line: ``python -m kubesim --port 6443 --kubeconfig PATH [--data-dir DIR]`` and friends."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import secrets
+import signal
+import sys
+
+from kubesim.kubeconfig import write_kubeconfig
+from kubesim.options import Faults, KubeletOptions, Options
+from kubesim.simulator import Simulator
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser (flags are documented in kubesim/README.md)."""
+    p = argparse.ArgumentParser(prog="python -m kubesim", description="A Kubernetes API emulator.")
+    p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
+    p.add_argument("--port", type=int, default=6443, help="port to listen on; 0 picks a free one (default 6443)")
+    p.add_argument("--kubeconfig", default="kubesim.kubeconfig", help="where to write the kubeconfig")
+    p.add_argument("--data-dir", default=None, help="persist objects here across restarts")
+    auth = p.add_mutually_exclusive_group()
+    auth.add_argument("--token", default=None, help="bearer token to require (default: a random one)")
+    auth.add_argument("--no-auth", action="store_true", help="accept unauthenticated requests")
+    p.add_argument("--history-size", type=int, default=10000, help="watch events kept for replay")
+    p.add_argument("--bookmark-interval", type=float, default=60.0, help="seconds between watch BOOKMARKs")
+    p.add_argument("--no-controllers", action="store_true", help="do not run the simulated controllers")
+    k = KubeletOptions()
+    p.add_argument("--schedule-delay", type=float, default=k.schedule_delay, help="seconds until a Pod is bound")
+    p.add_argument("--start-delay", type=float, default=k.start_delay, help="seconds until a Pod runs")
+    p.add_argument("--ready-delay", type=float, default=k.ready_delay, help="seconds until a running Pod is Ready")
+    p.add_argument("--broken-image-marker", action="append", default=None,
+                   help="image tags containing this stay in ImagePullBackOff (repeatable)")
+    p.add_argument("--crash-image-marker", action="append", default=None,
+                   help="image tags containing this go to CrashLoopBackOff (repeatable)")
+    f = Faults()
+    p.add_argument("--fault-error-rate", type=float, default=f.error_rate, help="share of requests that fail")
+    p.add_argument("--fault-error-code", type=int, default=f.error_code, choices=(429, 500, 503))
+    p.add_argument("--fault-retry-after", type=int, default=f.retry_after, help="Retry-After seconds for 429")
+    p.add_argument("--fault-latency-ms", type=float, default=0.0, help="latency added to API requests")
+    p.add_argument("--fault-watch-cut-after", type=int, default=0, help="end watches after N events")
+    p.add_argument("--log-level", default="INFO")
+    return p
+
+
+def options_from_args(args: argparse.Namespace) -> Options:
+    """Options from parsed arguments."""
+    kubelet = KubeletOptions(schedule_delay=args.schedule_delay, start_delay=args.start_delay,
+                             ready_delay=args.ready_delay)
+    if args.broken_image_marker:
+        kubelet.broken_image_markers = args.broken_image_marker
+    if args.crash_image_marker:
+        kubelet.crash_image_markers = args.crash_image_marker
+    faults = Faults(error_rate=args.fault_error_rate, error_code=args.fault_error_code,
+                    retry_after=args.fault_retry_after, latency=args.fault_latency_ms / 1000.0,
+                    watch_cut_after=args.fault_watch_cut_after)
+    token = None if args.no_auth else (args.token or secrets.token_urlsafe(24))
+    return Options(host=args.host, port=args.port, token=token, data_dir=args.data_dir,
+                   history_size=args.history_size, bookmark_interval=args.bookmark_interval,
+                   controllers=not args.no_controllers, kubelet=kubelet, faults=faults)
+
+
+async def serve(options: Options, kubeconfig: str) -> None:
+    """Run until SIGINT or SIGTERM."""
+    sim = Simulator(options)
+    await sim.start()
+    write_kubeconfig(kubeconfig, sim.url, options.token)
+    print(f"kubesim serving {sim.url} (kubeconfig: {kubeconfig})", flush=True)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    try:
+        await stop.wait()
+    finally:
+        await sim.stop()
+        print("kubesim stopped", flush=True)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point; returns the exit status."""
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(name)s %(levelname)s %(message)s",
+                        stream=sys.stderr)
+    try:
+        asyncio.run(serve(options_from_args(args), args.kubeconfig))
+    except OSError as e:
+        print(f"kubesim: {e}", file=sys.stderr)
+        return 1
+    return 0

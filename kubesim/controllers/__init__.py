@@ -1,0 +1,39 @@
+"""Simulated control plane: controllers running as asyncio tasks next to the API server."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from kubesim.simulator import Simulator
+
+log = logging.getLogger("kubesim.controllers")
+
+
+class ControllerManager:
+    """Starts and stops the simulated controllers."""
+
+    def __init__(self, sim: Simulator) -> None:
+        self.sim = sim
+        self.tasks: list[asyncio.Task] = []
+        self.controllers: list = []
+
+    def start(self) -> None:
+        """Start every controller's loop."""
+        for c in self.controllers:
+            self.tasks.append(asyncio.get_running_loop().create_task(c.run(), name=type(c).__name__))
+
+    async def stop(self) -> None:
+        """Cancel the loops and wait for them."""
+        for t in self.tasks:
+            t.cancel()
+        for t in self.tasks:
+            try:
+                await t
+            except asyncio.CancelledError:
+                pass
+            except Exception:  # noqa: BLE001
+                log.exception("controller %s failed", t.get_name())
+        self.tasks.clear()

@@ -1,0 +1,34 @@
+"""Writing the kubeconfig that points kubectl and the official client at a running kubesim."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import yaml
+
+
+def kubeconfig_dict(url: str, token: str | None, namespace: str = "default") -> dict:
+    """The kubeconfig document for ``url`` (with the bearer token when auth is on)."""
+    user: dict = {"token": token} if token else {}
+    return {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{"name": "kubesim", "cluster": {"server": url}}],
+        "users": [{"name": "kubesim", "user": user}],
+        "contexts": [{"name": "kubesim", "context": {"cluster": "kubesim", "user": "kubesim",
+                                                      "namespace": namespace}}],
+        "current-context": "kubesim",
+        "preferences": {},
+    }
+
+
+def write_kubeconfig(path: str, url: str, token: str | None) -> None:
+    """Write the kubeconfig atomically, readable only by the owner (it holds the token)."""
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = target.with_name(target.name + ".tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as f:
+        yaml.safe_dump(kubeconfig_dict(url, token), f, sort_keys=False)
+    os.replace(tmp, target)

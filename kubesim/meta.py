@@ -1,0 +1,102 @@
+"""Small helpers on JSON objects: cloning, nested access, timestamps, uids and name validation."""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import random
+import re
+import uuid
+from typing import Any
+
+_SUFFIX_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
+DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+DNS1123_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+
+
+def clone(value: Any) -> Any:
+    """Deep-copy a JSON value (faster than ``copy.deepcopy`` for plain dicts and lists)."""
+    if isinstance(value, dict):
+        return {k: clone(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [clone(v) for v in value]
+    return value
+
+
+def dumps(value: Any) -> str:
+    """Serialise compactly, as the apiserver does."""
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+
+
+def now() -> str:
+    """The current time in the RFC 3339 form metav1.Time uses (second precision, UTC)."""
+    return _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def now_micro() -> str:
+    """The current time in metav1.MicroTime form."""
+    return _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def parse_time(value: str) -> _dt.datetime:
+    """Parse an RFC 3339 timestamp as written by :func:`now`."""
+    return _dt.datetime.fromisoformat(value.replace("Z", "+00:00"))
+
+
+def new_uid() -> str:
+    """A fresh object uid."""
+    return str(uuid.uuid4())
+
+
+def random_suffix(length: int = 5) -> str:
+    """The random suffix used by generateName and by controllers naming Pods."""
+    return "".join(random.choice(_SUFFIX_ALPHABET) for _ in range(length))
+
+
+def get_path(obj: Any, path: list[str] | tuple[str, ...], default: Any = None) -> Any:
+    """Read ``obj[p0][p1]...``; ``default`` when any step is missing."""
+    cur = obj
+    for part in path:
+        if not isinstance(cur, dict) or part not in cur:
+            return default
+        cur = cur[part]
+    return cur
+
+
+def set_path(obj: dict, path: list[str] | tuple[str, ...], value: Any) -> None:
+    """Write ``obj[p0][p1]... = value``, creating intermediate dicts."""
+    cur = obj
+    for part in path[:-1]:
+        nxt = cur.get(part)
+        if not isinstance(nxt, dict):
+            nxt = {}
+            cur[part] = nxt
+        cur = nxt
+    cur[path[-1]] = value
+
+
+def json_path(expr: str) -> list[str]:
+    """Split a simple JSONPath such as ``.spec.replicas`` into its parts."""
+    expr = expr.strip()
+    if expr.startswith("{") and expr.endswith("}"):
+        expr = expr[1:-1]
+    return [p for p in expr.lstrip("$").split(".") if p]
+
+
+def name_error(name: str, *, label: bool = False) -> str | None:
+    """The apiserver's message when ``name`` is not a valid DNS-1123 subdomain (or label), else None."""
+    if label:
+        if len(name) > 63 or not DNS1123_LABEL.match(name):
+            return (
+                "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', "
+                "and must start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', "
+                "regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')"
+            )
+        return None
+    if len(name) > 253 or not DNS1123_SUBDOMAIN.match(name):
+        return (
+            "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', "
+            "and must start and end with an alphanumeric character (e.g. 'example.com', regex used for "
+            "validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')"
+        )
+    return None

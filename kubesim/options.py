@@ -1,0 +1,76 @@
+"""kubesim's settings: listening address, auth, persistence, watch tuning, kubelet delays and faults."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields
+from typing import Any
+
+
+@dataclass
+class Faults:
+    """Server-side fault injection (changeable at runtime through ``/kubesim/faults``)."""
+
+    error_rate: float = 0.0  # share of API requests answered with ``error_code``
+    error_code: int = 500  # 500 (InternalError) or 429 (TooManyRequests with Retry-After)
+    retry_after: int = 1  # seconds, for 429
+    latency: float = 0.0  # seconds added to every API request
+    watch_cut_after: int = 0  # end watch streams after this many events (0 = never)
+    methods: list[str] = field(default_factory=list)  # only these HTTP methods (empty = all)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON form."""
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+    def update(self, values: dict[str, Any]) -> None:
+        """Change some fields; unknown names raise ValueError."""
+        names = {f.name: f for f in fields(self)}
+        for key, value in values.items():
+            if key not in names:
+                raise ValueError(f"unknown fault {key!r}; known: {', '.join(names)}")
+            current = getattr(self, key)
+            if isinstance(current, bool):
+                value = bool(value)
+            elif isinstance(current, int):
+                value = int(value)
+            elif isinstance(current, float):
+                value = float(value)
+            elif isinstance(current, list):
+                value = [str(v).upper() for v in value]
+            setattr(self, key, value)
+        if self.error_code not in (429, 500, 503):
+            raise ValueError("error_code must be 429, 500 or 503")
+
+    def clear(self) -> None:
+        """Back to no faults."""
+        fresh = Faults()
+        for f in fields(self):
+            setattr(self, f.name, getattr(fresh, f.name))
+
+
+@dataclass
+class KubeletOptions:
+    """Timings and failure markers of the simulated kubelet and scheduler."""
+
+    schedule_delay: float = 0.05  # Pending (unscheduled) -> bound to the node
+    start_delay: float = 0.2  # bound -> Running (containers started)
+    ready_delay: float = 0.2  # Running -> Ready
+    broken_image_markers: list[str] = field(default_factory=lambda: ["broken", "imagepullbackoff", "doesnotexist"])
+    crash_image_markers: list[str] = field(default_factory=lambda: ["crashloop", "crash"])
+    node_name: str = "kubesim-node"
+
+
+@dataclass
+class Options:
+    """Everything kubesim can be configured with (CLI flags map onto these)."""
+
+    host: str = "127.0.0.1"
+    port: int = 6443
+    token: str | None = None  # bearer token; None disables authentication
+    data_dir: str | None = None
+    history_size: int = 10000  # events kept for watch replay (older resourceVersions get 410 Gone)
+    bookmark_interval: float = 60.0  # seconds between BOOKMARK events on watches that allow them
+    default_watch_timeout: float = 1800.0
+    controllers: bool = True  # run the simulated controllers (deployments, kubelet, GC, namespaces)
+    kubelet: KubeletOptions = field(default_factory=KubeletOptions)
+    faults: Faults = field(default_factory=Faults)
+    gc_interval: float = 2.0  # periodic garbage-collector sweep

@@ -1,0 +1,1 @@
+"""The HTTP side of kubesim: an aiohttp application serving the Kubernetes REST API."""

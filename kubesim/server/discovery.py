@@ -1,0 +1,163 @@
+"""Discovery and metadata endpoints: /version, /api, /apis, APIResourceLists, health, and a minimal OpenAPI v3.
+
+Aggregated discovery is not advertised, so clients (kubectl included) fall back to legacy discovery.
+The OpenAPI v3 documents only declare each resource's PATCH operation and its ``fieldValidation``
+parameter: enough for kubectl to rely on server-side field validation.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import TYPE_CHECKING, Any
+
+from aiohttp import web
+
+from kubesim import KUBE_VERSION, errors
+from kubesim.meta import dumps
+from kubesim.registry import ResourceType
+from kubesim.server.http import json_response
+
+if TYPE_CHECKING:
+    from kubesim.simulator import Simulator
+
+
+def version_info() -> dict[str, str]:
+    """The /version document."""
+    major, minor, patch = KUBE_VERSION
+    return {"major": str(major), "minor": str(minor), "gitVersion": f"v{major}.{minor}.{patch}-kubesim",
+            "gitCommit": "0000000000000000000000000000000000000000", "gitTreeState": "clean",
+            "buildDate": "2026-01-01T00:00:00Z", "goVersion": "go1.23.0", "compiler": "gc",
+            "platform": "linux/amd64"}
+
+
+def _resource_entries(rt: ResourceType) -> list[dict[str, Any]]:
+    main: dict[str, Any] = {"name": rt.plural, "singularName": rt.singular, "namespaced": rt.namespaced,
+                            "kind": rt.kind, "verbs": rt.verbs}
+    if rt.short_names:
+        main["shortNames"] = rt.short_names
+    if rt.categories:
+        main["categories"] = rt.categories
+    main["storageVersionHash"] = hashlib.sha256(f"{rt.group}/{rt.plural}".encode()).hexdigest()[:11]
+    out = [main]
+    if rt.status:
+        out.append({"name": f"{rt.plural}/status", "singularName": "", "namespaced": rt.namespaced,
+                    "kind": rt.kind, "verbs": ["get", "patch", "update"]})
+    if rt.scale:
+        out.append({"name": f"{rt.plural}/scale", "singularName": "", "namespaced": rt.namespaced,
+                    "group": "autoscaling", "version": "v1", "kind": "Scale", "verbs": ["get", "patch", "update"]})
+    if rt.kind == "Namespace":
+        out.append({"name": "namespaces/finalize", "singularName": "", "namespaced": False, "kind": "Namespace",
+                    "verbs": ["update"]})
+    return out
+
+
+class Discovery:
+    """Builds the discovery documents from the registry (cached until the registry changes)."""
+
+    def __init__(self, sim: Simulator) -> None:
+        self.sim = sim
+        self._cache: dict[str, tuple[int, bytes]] = {}
+
+    def _cached(self, key: str, build: Any) -> web.Response:
+        gen = self.sim.registry.generation
+        hit = self._cache.get(key)
+        if hit is None or hit[0] != gen:
+            body = build()
+            if body is None:
+                raise errors.resource_not_found()
+            hit = (gen, dumps(body).encode())
+            self._cache[key] = hit
+        return web.Response(body=hit[1], content_type="application/json")
+
+    def api_versions(self, request: web.Request) -> web.Response:
+        host = request.host
+        return json_response({"kind": "APIVersions", "versions": ["v1"],
+                              "serverAddressByClientCIDRs": [{"clientCIDR": "0.0.0.0/0", "serverAddress": host}]})
+
+    def _group(self, group: str, versions: list[str]) -> dict[str, Any]:
+        gvs = [{"groupVersion": f"{group}/{v}", "version": v} for v in versions]
+        return {"name": group, "versions": gvs, "preferredVersion": gvs[0]}
+
+    def api_groups(self, request: web.Request) -> web.Response:
+        return self._cached("/apis", lambda: {
+            "kind": "APIGroupList", "apiVersion": "v1",
+            "groups": [self._group(g, vs) for g, vs in self.sim.registry.groups()]})
+
+    def api_group(self, request: web.Request) -> web.Response:
+        group = request.match_info["group"]
+
+        def build() -> dict[str, Any] | None:
+            for g, vs in self.sim.registry.groups():
+                if g == group:
+                    return {"kind": "APIGroup", "apiVersion": "v1", **self._group(g, vs)}
+            return None
+
+        return self._cached(f"/apis/{group}", build)
+
+    def resource_list(self, request: web.Request) -> web.Response:
+        group = request.match_info.get("group", "")
+        version = request.match_info["version"]
+
+        def build() -> dict[str, Any] | None:
+            types = self.sim.registry.in_group_version(group, version)
+            if not types:
+                return None
+            resources = [e for rt in sorted(types, key=lambda r: r.plural) for e in _resource_entries(rt)]
+            gv = f"{group}/{version}" if group else version
+            return {"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": gv, "resources": resources}
+
+        return self._cached(f"/gv/{group}/{version}", build)
+
+    # ---- OpenAPI v3 -----------------------------------------------------------------------------------
+    def _gv_list(self) -> list[tuple[str, str]]:
+        out = [("", "v1")]
+        for g, vs in self.sim.registry.groups():
+            out.extend((g, v) for v in vs)
+        return out
+
+    def openapi_index(self, request: web.Request) -> web.Response:
+        def build() -> dict[str, Any]:
+            paths = {}
+            for g, v in self._gv_list():
+                rel = f"api/{v}" if not g else f"apis/{g}/{v}"
+                h = hashlib.sha256(f"{rel}:{self.sim.registry.generation}".encode()).hexdigest()[:16].upper()
+                paths[rel] = {"serverRelativeURL": f"/openapi/v3/{rel}?hash={h}"}
+            return {"paths": paths}
+
+        return self._cached("/openapi/v3", build)
+
+    def openapi_gv(self, request: web.Request) -> web.Response:
+        rel = request.match_info["path"].strip("/")
+        parts = rel.split("/")
+        if parts[0] == "api" and len(parts) == 2:
+            group, version = "", parts[1]
+        elif parts[0] == "apis" and len(parts) == 3:
+            group, version = parts[1], parts[2]
+        else:
+            raise errors.resource_not_found()
+
+        def build() -> dict[str, Any] | None:
+            types = self.sim.registry.in_group_version(group, version)
+            if not types:
+                return None
+            prefix = f"/api/{version}" if not group else f"/apis/{group}/{version}"
+            paths: dict[str, Any] = {}
+            for rt in types:
+                base = f"{prefix}/namespaces/{{namespace}}/{rt.plural}" if rt.namespaced else f"{prefix}/{rt.plural}"
+                gvk = {"group": group, "version": version, "kind": rt.kind}
+                paths[f"{base}/{{name}}"] = {"patch": {
+                    "operationId": f"patch{rt.kind}",
+                    "x-kubernetes-action": "patch",
+                    "x-kubernetes-group-version-kind": gvk,
+                    "parameters": [{"name": "fieldValidation", "in": "query", "schema": {"type": "string"},
+                                    "uniqueItems": True},
+                                   {"name": "fieldManager", "in": "query", "schema": {"type": "string"},
+                                    "uniqueItems": True},
+                                   {"name": "dryRun", "in": "query", "schema": {"type": "string"},
+                                    "uniqueItems": True}],
+                    "responses": {"200": {"description": "OK"}},
+                }}
+            return {"openapi": "3.0.0", "info": {"title": "Kubernetes", "version": version_info()["gitVersion"]},
+                    "paths": paths, "components": {"schemas": {}}}
+
+        return self._cached(f"/openapi/{group}/{version}", build)

@@ -1,0 +1,237 @@
+"""Handlers for resource paths: /api/v1/... and /apis/<group>/<version>/... (CRUD, list, watch, subresources)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from aiohttp import web
+
+from kubesim import errors
+from kubesim.cluster import WriteOptions
+from kubesim.registry import ResourceType
+from kubesim.selectors import parse_field_selector, parse_label_selector
+from kubesim.server.http import (
+    Accept,
+    flag,
+    int_param,
+    json_response,
+    parse_accept,
+    read_body,
+    warning_headers,
+)
+from kubesim.server.watch import serve_watch
+from kubesim.table import to_table
+
+if TYPE_CHECKING:
+    from kubesim.simulator import Simulator
+
+
+@dataclass
+class Target:
+    """What a resource path names."""
+
+    rt: ResourceType
+    version: str
+    namespace: str | None
+    name: str | None
+    sub: str | None
+
+
+def parse_path(sim: Simulator, path: str) -> Target:
+    """Resolve a resource path (404 when the server does not serve it)."""
+    parts = [p for p in path.split("/") if p]
+    if parts and parts[0] == "api" and len(parts) >= 3:
+        group, version, rest = "", parts[1], parts[2:]
+    elif parts and parts[0] == "apis" and len(parts) >= 4:
+        group, version, rest = parts[1], parts[2], parts[3:]
+    else:
+        raise errors.resource_not_found()
+    namespace = None
+    if len(rest) >= 3 and rest[0] == "namespaces" and rest[2] not in ("status", "finalize"):
+        namespace, rest = rest[1], rest[2:]
+    if len(rest) > 3:
+        raise errors.resource_not_found()
+    rt = sim.registry.lookup(group, version, rest[0])
+    if rt is None:
+        raise errors.resource_not_found()
+    name = rest[1] if len(rest) > 1 else None
+    sub = rest[2] if len(rest) > 2 else None
+    if rt.namespaced and namespace is None and name is not None:
+        raise errors.resource_not_found()
+    if not rt.namespaced and namespace is not None:
+        raise errors.resource_not_found()
+    if sub is not None and not ((sub == "status" and rt.status) or (sub == "scale" and rt.scale)
+                                or (sub == "finalize" and rt.kind == "Namespace")):
+        raise errors.resource_not_found()
+    return Target(rt, version, namespace, name, sub)
+
+
+def _write_opts(request: web.Request) -> WriteOptions:
+    q = request.query
+    dry = q.getall("dryRun", [])
+    if any(d != "All" for d in dry):
+        raise errors.bad_request(f"Invalid dryRun value: {dry}")
+    fv = q.get("fieldValidation", "Warn") or "Warn"
+    if fv not in ("Strict", "Warn", "Ignore"):
+        raise errors.bad_request(f"fieldValidation must be one of Ignore, Warn or Strict, got {fv}")
+    return WriteOptions(dry_run=bool(dry), field_validation=fv, field_manager=q.get("fieldManager"),
+                        force=flag(q, "force"))
+
+
+class ResourceHandler:
+    """Dispatches one resource request to the cluster and renders the answer."""
+
+    def __init__(self, sim: Simulator) -> None:
+        self.sim = sim
+
+    @property
+    def cluster(self) -> Any:
+        return self.sim.cluster
+
+    def _render(self, t: Target, obj: dict[str, Any], accept: Accept, request: web.Request,
+                status: int = 200, headers: dict[str, str] | None = None) -> web.Response:
+        ext = t.rt.external(obj, t.version)
+        if accept.table:
+            body = to_table(t.rt, t.version, [ext], include=request.query.get("includeObject", "Metadata"),
+                            table_version=accept.table_version)
+            return json_response(body, status, headers)
+        if accept.partial:
+            return json_response({"kind": "PartialObjectMetadata",
+                                  "apiVersion": f"meta.k8s.io/{accept.table_version}",
+                                  "metadata": ext.get("metadata", {})}, status, headers)
+        return json_response(ext, status, headers)
+
+    async def handle(self, request: web.Request) -> web.StreamResponse:
+        t = parse_path(self.sim, request.path)
+        method = request.method
+        accept = parse_accept(request.headers.get("Accept"))
+        if t.name is None:
+            if method == "GET":
+                if flag(request.query, "watch"):
+                    return await serve_watch(self.sim, request, t.rt, t.version, t.namespace, accept)
+                return self._list(t, request, accept)
+            if method == "POST":
+                return await self._create(t, request, accept)
+            if method == "DELETE":
+                return await self._delete_collection(t, request)
+            raise errors.method_not_allowed()
+        if t.sub == "scale":
+            return await self._scale(t, request)
+        if t.sub == "finalize":
+            if method != "PUT":
+                raise errors.method_not_allowed()
+            return await self._finalize(t, request, accept)
+        if method == "GET":
+            return self._render(t, self.cluster.get(t.rt, t.namespace or "", t.name), accept, request)
+        if method == "PUT":
+            opts = _write_opts(request)
+            body = await read_body(request)
+            obj = self.cluster.update(t.rt, t.namespace or "", t.name, body, subresource=t.sub, opts=opts,
+                                      version=t.version)
+            return self._render(t, obj, accept, request, 200, warning_headers(opts.warnings))
+        if method == "PATCH":
+            opts = _write_opts(request)
+            raw = await request.read()
+            obj, created = self.cluster.patch(t.rt, t.namespace or "", t.name, request.content_type, raw,
+                                              subresource=t.sub, opts=opts, version=t.version)
+            return self._render(t, obj, accept, request, 201 if created else 200, warning_headers(opts.warnings))
+        if method == "DELETE" and t.sub is None:
+            return await self._delete(t, request, accept)
+        raise errors.method_not_allowed()
+
+    def _list(self, t: Target, request: web.Request, accept: Accept) -> web.Response:
+        q = request.query
+        label = parse_label_selector(q.get("labelSelector"))
+        field = parse_field_selector(q.get("fieldSelector"), t.rt.field_selectors)
+        rv = q.get("resourceVersion")
+        if rv not in (None, "", "0"):
+            try:
+                wanted = int(rv)
+            except ValueError as e:
+                raise errors.bad_request(f"invalid resource version: {rv}") from e
+            if wanted > self.sim.store.rv:
+                raise errors.ApiError(504, "Timeout", f"Too large resource version: {wanted}, current: "
+                                      f"{self.sim.store.rv}", {"causes": [{"reason": "ResourceVersionTooLarge",
+                                                                          "message": "Too large resource version"}],
+                                                               "retryAfterSeconds": 1})
+        items, list_rv, token, remaining = self.cluster.list(
+            t.rt, t.namespace, version=t.version, label=label, field=field,
+            limit=int_param(q, "limit"), continue_token=q.get("continue") or None)
+        meta: dict[str, Any] = {"resourceVersion": str(list_rv)}
+        if token:
+            meta["continue"] = token
+        if remaining is not None:
+            meta["remainingItemCount"] = remaining
+        if accept.table:
+            return json_response(to_table(t.rt, t.version, items, include=q.get("includeObject", "Metadata"),
+                                          table_version=accept.table_version, list_meta=meta))
+        if accept.partial:
+            return json_response({"kind": "PartialObjectMetadataList",
+                                  "apiVersion": f"meta.k8s.io/{accept.table_version}", "metadata": meta,
+                                  "items": [{"kind": "PartialObjectMetadata",
+                                             "apiVersion": f"meta.k8s.io/{accept.table_version}",
+                                             "metadata": i["metadata"]} for i in items]})
+        return json_response({"kind": t.rt.list_kind, "apiVersion": t.rt.api_version(t.version),
+                              "metadata": meta, "items": items})
+
+    async def _create(self, t: Target, request: web.Request, accept: Accept) -> web.Response:
+        opts = _write_opts(request)
+        body = await read_body(request)
+        if t.rt.namespaced and t.namespace is None:
+            raise errors.resource_not_found()
+        obj = self.cluster.create(t.rt, t.namespace or "", body, opts, t.version)
+        return self._render(t, obj, accept, request, 201, warning_headers(opts.warnings))
+
+    async def _delete_options(self, request: web.Request) -> dict[str, Any]:
+        body = await read_body(request)
+        options = dict(body) if isinstance(body, dict) else {}
+        q = request.query
+        if q.get("propagationPolicy"):
+            options["propagationPolicy"] = q["propagationPolicy"]
+        if q.get("orphanDependents"):
+            options["orphanDependents"] = flag(q, "orphanDependents")
+        return options
+
+    async def _delete(self, t: Target, request: web.Request, accept: Accept) -> web.Response:
+        opts = _write_opts(request)
+        options = await self._delete_options(request)
+        obj, deleted = self.cluster.delete(t.rt, t.namespace or "", t.name, options, opts)
+        if deleted and not t.rt.return_deleted:
+            meta = obj["metadata"]
+            details: dict[str, Any] = {"name": meta["name"], "kind": t.rt.plural, "uid": meta.get("uid")}
+            if t.rt.group:
+                details["group"] = t.rt.group
+            return json_response({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success",
+                                  "details": details})
+        return self._render(t, obj, accept, request)
+
+    async def _delete_collection(self, t: Target, request: web.Request) -> web.Response:
+        opts = _write_opts(request)
+        options = await self._delete_options(request)
+        q = request.query
+        label = parse_label_selector(q.get("labelSelector"))
+        field = parse_field_selector(q.get("fieldSelector"), t.rt.field_selectors)
+        items = self.cluster.delete_collection(t.rt, t.namespace, label, field, options, opts)
+        return json_response({"kind": t.rt.list_kind, "apiVersion": t.rt.api_version(t.version),
+                              "metadata": {"resourceVersion": str(self.sim.store.rv)},
+                              "items": [t.rt.external(i, t.version) for i in items]})
+
+    async def _scale(self, t: Target, request: web.Request) -> web.Response:
+        ns = t.namespace or ""
+        if request.method == "GET":
+            return json_response(self.cluster.get_scale(t.rt, ns, t.name))
+        opts = _write_opts(request)
+        if request.method == "PUT":
+            return json_response(self.cluster.update_scale(t.rt, ns, t.name, await read_body(request), opts))
+        if request.method == "PATCH":
+            raw = await request.read()
+            return json_response(self.cluster.patch_scale(t.rt, ns, t.name, request.content_type, raw, opts))
+        raise errors.method_not_allowed()
+
+    async def _finalize(self, t: Target, request: web.Request, accept: Accept) -> web.Response:
+        body = await read_body(request)
+        if not isinstance(body, dict):
+            raise errors.bad_request("the request body must be a Namespace")
+        obj = self.cluster.finalize_namespace(t.name, (body.get("spec") or {}).get("finalizers") or [])
+        return self._render(t, obj, accept, request)

@@ -1,0 +1,131 @@
+"""The Simulator: one store, registry and cluster, the HTTP server and the simulated controllers."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any
+
+from aiohttp import web
+
+from kubesim import errors
+from kubesim.cluster import Cluster
+from kubesim.controllers import ControllerManager
+from kubesim.meta import clone, now
+from kubesim.options import Options
+from kubesim.persistence import Persistence
+from kubesim.registry.builtins import builtin_registry
+from kubesim.server.app import build_app
+from kubesim.store import Store
+
+log = logging.getLogger("kubesim")
+DEFAULT_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
+
+
+class Simulator:
+    """A whole simulated cluster; ``await start()`` serves it, ``await stop()`` ends it cleanly."""
+
+    def __init__(self, options: Options | None = None) -> None:
+        self.options = options or Options()
+        self.store = Store(self.options.history_size)
+        self.registry = builtin_registry()
+        self.cluster = Cluster(self.store, self.registry)
+        self.persistence = Persistence(self.options.data_dir) if self.options.data_dir else None
+        self.controllers = ControllerManager(self)
+        self.active_watches = 0
+        self.injected_errors = 0
+        self.port: int | None = None
+        self._runner: web.AppRunner | None = None
+
+    @property
+    def url(self) -> str:
+        """The base URL clients use."""
+        return f"http://{self.options.host}:{self.port}"
+
+    def bootstrap(self) -> None:
+        """Load persisted state and make sure the default namespaces and the node exist."""
+        if self.persistence is not None:
+            self.persistence.load(self.store)
+        self.cluster.sync_crd_types()
+        ns_rt = self.cluster.resource("", "namespaces")
+        for name in DEFAULT_NAMESPACES:
+            if self.cluster.find(ns_rt, "", name) is None:
+                self.cluster.create(ns_rt, "", {"metadata": {"name": name}})
+        node_rt = self.cluster.resource("", "nodes")
+        node_name = self.options.kubelet.node_name
+        if self.cluster.find(node_rt, "", node_name) is None:
+            node = self.cluster.create(node_rt, "", {"metadata": {"name": node_name, "labels": {
+                "kubernetes.io/hostname": node_name, "kubernetes.io/os": "linux"}}})
+            ready = clone(node)
+            ready["status"] = {
+                "conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady",
+                                "message": "kubelet is posting ready status", "lastHeartbeatTime": now(),
+                                "lastTransitionTime": now()}],
+                "addresses": [{"type": "InternalIP", "address": "10.0.0.10"},
+                              {"type": "Hostname", "address": node_name}],
+                "capacity": {"cpu": "8", "memory": "32Gi", "pods": "250"},
+                "allocatable": {"cpu": "8", "memory": "32Gi", "pods": "250"},
+                "nodeInfo": {"kubeletVersion": "v1.32.0", "operatingSystem": "linux", "architecture": "amd64",
+                             "containerRuntimeVersion": "kubesim://0.1.0"},
+            }
+            self.cluster.update(node_rt, "", node_name, ready, subresource="status")
+
+    async def start(self) -> int:
+        """Bootstrap, start the controllers and listen; returns the bound port."""
+        self.bootstrap()
+        if self.options.controllers:
+            self.controllers.start()
+        app = build_app(self)
+        self._runner = web.AppRunner(app, handle_signals=False, access_log=None, shutdown_timeout=1.0)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, self.options.host, self.options.port, reuse_address=True)
+        await site.start()
+        server = site._server  # noqa: SLF001 - aiohttp exposes no public accessor for the bound port
+        sockets = getattr(server, "sockets", None) or []
+        self.port = sockets[0].getsockname()[1] if sockets else self.options.port
+        log.info("kubesim serving on %s", self.url)
+        return self.port
+
+    async def stop(self) -> None:
+        """Stop serving: end watches, stop controllers, write the final snapshot."""
+        self.store.close_all_watchers()
+        await self.controllers.stop()
+        if self._runner is not None:
+            await asyncio.sleep(0)
+            await self._runner.cleanup()
+            self._runner = None
+        if self.persistence is not None:
+            self.persistence.close()
+            self.store.journal = None
+
+    def fail_pod(self, namespace: str, name: str, *, reason: str = "Error", message: str = "",
+                 exit_code: int = 1) -> dict[str, Any]:
+        """Make a Pod's containers terminate with ``exit_code``; the Pod becomes Failed."""
+        rt = self.cluster.resource("", "pods")
+        pod = self.cluster.get(rt, namespace, name)
+        if pod["metadata"].get("deletionTimestamp"):
+            raise errors.bad_request(f'pod "{name}" is being deleted')
+        stamp = now()
+        new = clone(pod)
+        status = new.setdefault("status", {})
+        status["phase"] = "Failed"
+        status["reason"] = reason
+        status["message"] = message or f"container exited with code {exit_code}"
+        statuses = []
+        for c in (pod.get("spec") or {}).get("containers") or []:
+            prev = next((s for s in status.get("containerStatuses") or [] if s.get("name") == c["name"]), {})
+            statuses.append({
+                "name": c["name"], "image": c.get("image", ""), "imageID": prev.get("imageID", ""),
+                "ready": False, "started": False, "restartCount": prev.get("restartCount", 0),
+                "state": {"terminated": {"exitCode": exit_code, "reason": reason, "message": status["message"],
+                                         "startedAt": (prev.get("state") or {}).get("running", {}).get("startedAt",
+                                                                                                        stamp),
+                                         "finishedAt": stamp}},
+            })
+        status["containerStatuses"] = statuses
+        conds = [c for c in status.get("conditions") or [] if c.get("type") not in ("Ready", "ContainersReady")]
+        for t in ("ContainersReady", "Ready"):
+            conds.append({"type": t, "status": "False", "reason": "PodFailed", "lastProbeTime": None,
+                          "lastTransitionTime": stamp})
+        status["conditions"] = conds
+        return self.cluster.update(rt, namespace, name, new, subresource="status")

@@ -1,0 +1,1 @@
+"""Tests of kubesim, driven through the official kubernetes client over HTTP."""
