@@ -1,0 +1,258 @@
+"""Tamper evidence for the transition log: a canonical encoding, a per-resource hash chain, its verification.
+
+Each `Transition` stores `prev_hash` (the `hash` of the previous row of the same resource, '' for seq 1) and
+`hash` = sha256 of the canonical encoding of its fields plus `prev_hash`. The resource's mirror row stores
+the chain's head (`last_transition_seq`, `last_transition_hash`) in the same transaction, so removing or
+editing the newest row is detected too.
+
+`chain_verify()` walks every chain in seq order and reports, per broken chain, the first broken row and what
+is wrong with it:
+
+- `edited`: a row's fields no longer match its hash, or its hash no longer matches what the next row (or the
+  resource's head) recorded;
+- `removed`: a seq number is missing (gap or missing tail), or a row's predecessor is gone;
+- `reordered`: rows are out of order (a row's prev_hash names a row that comes after it; ids out of seq order);
+- `inserted`: rows beyond the head the engine recorded.
+
+It detects changes made behind the ORM's back (raw SQL, a DBA with the triggers disabled); it cannot detect a
+rewrite that recomputes every later hash *and* the resource's head, since the hash is not keyed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from django.db import connection, transaction
+
+from reconcilers.models import Resource, Transition
+
+#: the fields covered by a transition's hash, in the canonical encoding (prev_hash is added to them)
+HASHED_FIELDS: tuple[str, ...] = (
+    "resource_uid",
+    "kind",
+    "namespace",
+    "name",
+    "seq",
+    "from_phase",
+    "to_phase",
+    "reason",
+    "message",
+    "generation",
+    "resource_version",
+    "actor",
+    "run_id",
+    "trace_id",
+    "created_at",
+)
+ENCODING_VERSION = 1
+
+EDITED, REMOVED, REORDERED, INSERTED = "edited", "removed", "reordered", "inserted"
+
+
+def _canonical_value(value: Any) -> Any:
+    if isinstance(value, datetime):
+        if value.tzinfo is None:
+            raise ValueError("transition times must be timezone-aware")
+        return value.astimezone(UTC).isoformat(timespec="microseconds")
+    return value
+
+
+def canonical_encoding(fields: Mapping[str, Any], prev_hash: str) -> bytes:
+    """The bytes a transition's hash covers: a JSON object of HASHED_FIELDS + prev_hash + the encoding
+    version, keys sorted, no whitespace, UTF-8, times as UTC ISO-8601 with microseconds."""
+    missing = [name for name in HASHED_FIELDS if name not in fields]
+    if missing:
+        raise KeyError(f"missing transition fields: {missing}")
+    doc = {name: _canonical_value(fields[name]) for name in HASHED_FIELDS}
+    doc["prev_hash"] = prev_hash
+    doc["v"] = ENCODING_VERSION
+    return json.dumps(doc, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+
+
+def transition_hash(fields: Mapping[str, Any], prev_hash: str) -> str:
+    """sha256 (hex) of `canonical_encoding(fields, prev_hash)`."""
+    return hashlib.sha256(canonical_encoding(fields, prev_hash)).hexdigest()
+
+
+def row_fields(row: Any) -> dict[str, Any]:
+    """The hashed fields of a Transition instance (or of a dict from `.values()`)."""
+    if isinstance(row, Mapping):
+        return {name: row[name] for name in HASHED_FIELDS}
+    return {name: getattr(row, name) for name in HASHED_FIELDS}
+
+
+@dataclass(frozen=True)
+class ChainBreak:
+    """The first broken row of one chain. `transition_id` is None when the broken row is missing."""
+
+    resource_uid: str
+    seq: int
+    transition_id: int | None
+    problem: str
+    detail: str
+    kind: str = ""
+    namespace: str = ""
+    name: str = ""
+
+    def describe(self) -> str:
+        """One line naming the row: resource, seq, id, then what is wrong."""
+        where = f"{self.namespace}/{self.name}" if self.namespace else self.name
+        ident = self.transition_id if self.transition_id is not None else "-"
+        return (
+            f"resource={self.resource_uid} ({self.kind} {where}) seq={self.seq} id={ident}: "
+            f"{self.problem}: {self.detail}"
+        )
+
+
+@dataclass
+class VerifyReport:
+    """What `chain_verify` found: how much it checked, and the first broken row of each broken chain."""
+
+    chains: int = 0
+    transitions: int = 0
+    breaks: list[ChainBreak] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        """True when every chain verified."""
+        return not self.breaks
+
+
+@dataclass(frozen=True)
+class _Head:
+    seq: int
+    hash: str
+    kind: str
+    namespace: str
+    name: str
+
+
+_COLUMNS = ("id", "hash", "prev_hash", *HASHED_FIELDS)
+
+
+def _chain_rows(resource_uid: str | None) -> Iterator[tuple[str, list[dict[str, Any]]]]:
+    """Yield (uid, rows in (seq, id) order) per chain, streaming the table in uid order."""
+    qs = Transition.objects.all()
+    if resource_uid is not None:
+        qs = qs.filter(resource_uid=resource_uid)
+    current: str | None = None
+    rows: list[dict[str, Any]] = []
+    for row in qs.order_by("resource_uid", "seq", "id").values(*_COLUMNS).iterator(chunk_size=2000):
+        if row["resource_uid"] != current:
+            if current is not None:
+                yield current, rows
+            current, rows = row["resource_uid"], []
+        rows.append(row)
+    if current is not None:
+        yield current, rows
+
+
+def _heads(resource_uid: str | None) -> dict[str, _Head]:
+    qs = Resource.objects.filter(last_transition_seq__gt=0)
+    if resource_uid is not None:
+        qs = qs.filter(uid=resource_uid)
+    return {
+        r["uid"]: _Head(r["last_transition_seq"], r["last_transition_hash"], r["kind"], r["namespace"], r["name"])
+        for r in qs.values("uid", "last_transition_seq", "last_transition_hash", "kind", "namespace", "name")
+    }
+
+
+def verify_chain(uid: str, rows: list[dict[str, Any]], head: _Head | None) -> ChainBreak | None:
+    """Check one chain (rows in (seq, id) order, as dicts with id, hash, prev_hash and HASHED_FIELDS) against
+    its head; return its first broken row, or None when it is intact."""
+
+    named = rows[0] if rows else None
+    kind, namespace, name = (
+        (named["kind"], named["namespace"], named["name"]) if named else (head.kind, head.namespace, head.name)
+        if head else ("", "", "")
+    )
+
+    def broken(row: dict[str, Any] | None, seq: int, problem: str, detail: str) -> ChainBreak:
+        return ChainBreak(uid, seq, row["id"] if row else None, problem, detail, kind, namespace, name)
+
+    position_of_hash = {row["hash"]: i for i, row in enumerate(rows)}
+    expected_prev, expected_seq = "", 1
+    for i, row in enumerate(rows):
+        seq = row["seq"]
+        if row["prev_hash"] != expected_prev and position_of_hash.get(row["prev_hash"], -1) > i:
+            later = rows[position_of_hash[row["prev_hash"]]]
+            return broken(
+                row, seq, REORDERED, f"it chains onto the row now at seq {later['seq']} (id {later['id']}), after it"
+            )
+        if seq < expected_seq:
+            return broken(row, seq, REORDERED, f"seq {seq} appears twice or out of order (expected {expected_seq})")
+        if seq > expected_seq:
+            gap = f"seq {expected_seq}" if seq == expected_seq + 1 else f"seqs {expected_seq}..{seq - 1}"
+            return broken(row, seq, REMOVED, f"{gap} missing before it")
+        if transition_hash(row_fields(row), row["prev_hash"]) != row["hash"]:
+            return broken(row, seq, EDITED, "its fields no longer match its hash")
+        if row["prev_hash"] != expected_prev:
+            if i == 0:
+                return broken(row, seq, EDITED, "seq 1 must have an empty prev_hash")
+            prev = rows[i - 1]
+            if row["prev_hash"] in position_of_hash:
+                return broken(row, seq, REORDERED, "its predecessor is not the row before it")
+            return broken(
+                prev, prev["seq"], EDITED, f"its hash changed: seq {seq} (id {row['id']}) recorded another one"
+            )
+        if i > 0 and row["id"] < rows[i - 1]["id"]:
+            return broken(row, seq, REORDERED, f"id {row['id']} is older than seq {seq - 1}'s id {rows[i - 1]['id']}")
+        expected_prev, expected_seq = row["hash"], seq + 1
+
+    last_seq = rows[-1]["seq"] if rows else 0
+    if head is None:
+        if rows:
+            return broken(rows[0], rows[0]["seq"], INSERTED, "the resource records no transitions")
+        return None
+    if head.seq > last_seq:
+        gap = f"seq {head.seq}" if head.seq == last_seq + 1 else f"seqs {last_seq + 1}..{head.seq}"
+        return broken(None, last_seq + 1, REMOVED, f"{gap} missing at the end (the resource records {head.seq})")
+    if head.seq < last_seq:
+        extra = rows[[r["seq"] for r in rows].index(head.seq + 1)] if head.seq + 1 <= last_seq else rows[-1]
+        return broken(extra, extra["seq"], INSERTED, f"the resource records only {head.seq} transitions")
+    if head.hash != rows[-1]["hash"]:
+        return broken(rows[-1], last_seq, EDITED, "its hash differs from the head the resource recorded")
+    return None
+
+
+@contextmanager
+def _consistent_read() -> Iterator[None]:
+    """One snapshot for the heads and the chains, so a reconcile committing meanwhile raises no false alarm:
+    REPEATABLE READ on PostgreSQL; on SQLite the transaction's lock keeps writers out until the end."""
+    if connection.in_atomic_block:  # the caller's transaction decides
+        yield
+        return
+    with transaction.atomic():
+        if connection.vendor == "postgresql":
+            with connection.cursor() as cursor:
+                cursor.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+        yield
+
+
+def chain_verify(resource_uid: str | None = None) -> VerifyReport:
+    """Verify every chain (or one resource's): the report lists the first broken row of each broken chain,
+    oldest row first."""
+    report = VerifyReport()
+    with _consistent_read():
+        heads = _heads(resource_uid)
+        seen: set[str] = set()
+        for uid, rows in _chain_rows(resource_uid):
+            seen.add(uid)
+            report.chains += 1
+            report.transitions += len(rows)
+            found = verify_chain(uid, rows, heads.get(uid))
+            if found is not None:
+                report.breaks.append(found)
+    for uid in sorted(set(heads) - seen):
+        report.chains += 1
+        found = verify_chain(uid, [], heads[uid])
+        if found is not None:
+            report.breaks.append(found)
+    report.breaks.sort(key=lambda b: (b.transition_id is None, b.transition_id or 0, b.resource_uid))
+    return report

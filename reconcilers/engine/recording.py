@@ -1,0 +1,406 @@
+"""Recording a reconcile in the database: the run, any phase transition (chained), the mirror, the requests.
+
+Everything a reconcile leaves behind is written by `reconcile_record` in one transaction, with the object's
+`Resource` row locked (`select_for_update`), so concurrent runs for one object serialise here. The phase a
+transition starts from is the one the *database* recorded, not the live status: a worker killed after its
+status write but before this commit gets its transition recorded by the next run, and a rerun after the
+commit finds nothing to record (deduplication). The per-resource `(resource_uid, seq)` unique constraint is
+the last guard: a conflict means another run recorded it, and the recording is redone from a fresh read.
+
+The controller keeps the rest of the mirror current with `resource_mirror_upsert` (never the phase) and
+`resource_mirror_mark_deleted`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from django.db import IntegrityError, transaction
+from django.db.models import Q
+from django.utils import timezone
+
+from reconcilers.core.reconciler import ResourceKind
+from reconcilers.core.statemachine import StateMachine
+from reconcilers.engine.audit import row_fields, transition_hash
+from reconcilers.models import (
+    Anomaly,
+    ReconcileRequest,
+    ReconcileRun,
+    RequestState,
+    Resource,
+    RunResult,
+    Transition,
+)
+
+#: results after which a handled manual request counts as succeeded (an error fails it)
+_SUCCEEDED_RESULTS = {RunResult.SUCCESS, RunResult.REQUEUE, RunResult.REQUEUE_AFTER}
+_ATTEMPTS = 5
+
+
+@dataclass
+class ObservedObject:
+    """What the runner saw of the live object after its status write."""
+
+    kind: ResourceKind
+    uid: str
+    namespace: str
+    name: str
+    generation: int
+    observed_generation: int | None
+    resource_version: str
+    labels: dict
+    owner: dict | None
+    spec: dict
+    status: dict
+    conditions: list[dict]
+    deleted: bool = False
+
+
+@dataclass
+class PhaseChange:
+    """The phase the reconcile concluded, with why. `actor` is 'controller' or 'user:<name>'."""
+
+    to_phase: str
+    reason: str
+    message: str
+    actor: str = "controller"
+
+
+@dataclass
+class RunRecord:
+    """One reconcile run as the runner measured it."""
+
+    key: str
+    kind: str
+    started_at: datetime
+    duration_seconds: float
+    result: str
+    error_class: str = ""
+    error_message: str = ""
+    attempt: int = 1
+    worker: str = ""
+    trace_id: str = ""
+    request_token: str | None = None  # the manual-reconcile token this run handled
+
+
+@dataclass
+class RecordOutcome:
+    """What was written: the run, the transitions appended (in order), the anomaly (new or the existing one
+    for the same refused change), and the recorded phase before and after."""
+
+    run_id: int
+    transition_ids: list[int]
+    anomaly_id: int | None
+    from_phase: str
+    to_phase: str
+
+
+def reconcile_record(
+    run: RunRecord, obj: ObservedObject, change: PhaseChange | None, machine: StateMachine
+) -> RecordOutcome:
+    """Record one reconcile in one transaction (see the module docstring).
+
+    With `change` given and its phase different from the recorded one: an allowed change appends a chained
+    Transition and moves the recorded phase; a refused one is recorded as an Anomaly. From no phase at all,
+    the object first enters the machine's initial phase (one Transition), then moves on if that is allowed.
+    Always: the ReconcileRun row, the mirror, and the manual requests the run handled.
+    """
+    if run.result not in RunResult.values:
+        raise ValueError(f"result must be one of {RunResult.values}, not {run.result!r}")
+    if change is not None and not _actor_valid(change.actor):
+        raise ValueError(f"actor must be 'controller' or 'user:<name>', not {change.actor!r}")
+    for attempt in range(1, _ATTEMPTS + 1):
+        try:
+            with transaction.atomic():
+                return _record(run, obj, change, machine)
+        except IntegrityError:
+            # a concurrent run created the Resource row or recorded this transition first: redo from a fresh
+            # read, which then finds the object's phase already moved (nothing is doubled)
+            if attempt == _ATTEMPTS:
+                raise
+    raise AssertionError("unreachable")
+
+
+def transition_append(
+    resource: Resource,
+    *,
+    to_phase: str,
+    reason: str = "",
+    message: str = "",
+    actor: str = "controller",
+    run: ReconcileRun | None = None,
+    trace_id: str = "",
+    at: datetime | None = None,
+    generation: int | None = None,
+    resource_version: str | None = None,
+) -> Transition:
+    """Append the next chained Transition of `resource` (locked by the caller, inside its transaction) from
+    its recorded phase to `to_phase`, and move the recorded phase and the chain head. No state-machine check
+    here: callers decide (reconcile_record asks the kind's machine). `generation` and `resource_version`
+default to the mirror's."""
+    if not _actor_valid(actor):
+        raise ValueError(f"actor must be 'controller' or 'user:<name>', not {actor!r}")
+    now = at or timezone.now()
+    last = Transition.objects.filter(resource_uid=resource.uid).order_by("-seq").values("seq", "hash").first()
+    seq, prev_hash = (last["seq"] + 1, last["hash"]) if last else (1, "")
+    row = Transition(
+        resource=resource,
+        resource_uid=resource.uid,
+        kind=resource.kind,
+        namespace=resource.namespace,
+        name=resource.name,
+        seq=seq,
+        from_phase=resource.phase,
+        to_phase=to_phase,
+        reason=reason[:255],
+        message=message,
+        generation=resource.generation if generation is None else generation,
+        resource_version=resource.resource_version if resource_version is None else resource_version,
+        actor=actor,
+        run=run,
+        trace_id=trace_id,
+        created_at=now,
+        prev_hash=prev_hash,
+    )
+    row.hash = transition_hash(row_fields(row), prev_hash)
+    row.save(force_insert=True)
+    resource.phase, resource.phase_since = to_phase, now
+    resource.last_transition_seq, resource.last_transition_hash = seq, row.hash
+    return row
+
+
+def resource_mirror_upsert(kind: ResourceKind, obj: dict) -> None:
+    """Create or refresh the mirror of a live object (as the API returned it): metadata, spec, status,
+    generation, labels, owner. Never the phase, its reason or the chain head (the recording owns those).
+    An object older than the mirror (numeric resourceVersion below the recorded one) changes nothing."""
+    meta = obj.get("metadata") or {}
+    uid = meta.get("uid")
+    if not uid:
+        raise ValueError("the object has no metadata.uid")
+    status = obj.get("status") or {}
+    with transaction.atomic():
+        resource = _resource_locked(uid, lambda: _new_resource(kind, uid, meta.get("namespace") or "", meta["name"]))
+        if not _is_newer(str(meta.get("resourceVersion") or ""), resource.resource_version):
+            return
+        resource.namespace = (meta.get("namespace") or "") if kind.namespaced else ""
+        resource.name = meta["name"]
+        resource.key = kind.request(resource.namespace, resource.name).key()
+        resource.generation = int(meta.get("generation") or 0)
+        resource.resource_version = str(meta.get("resourceVersion") or "")
+        resource.labels = dict(meta.get("labels") or {})
+        resource.owner = controller_owner(meta)
+        resource.spec = obj.get("spec") or {}
+        resource.status = status
+        resource.conditions = list(status.get("conditions") or [])
+        if status.get("observedGeneration") is not None:
+            resource.observed_generation = int(status["observedGeneration"])
+        resource.save()
+
+
+def resource_mirror_mark_deleted(uid: str) -> None:
+    """Mark the mirror of an object that is gone from the API as deleted (once; a no-op when unknown)."""
+    now = timezone.now()
+    Resource.objects.filter(uid=uid, deleted=False).update(deleted=True, deleted_at=now, updated_at=now)
+
+
+def controller_owner(meta: dict[str, Any]) -> dict[str, Any] | None:
+    """The ownerReference with controller=true in an object's metadata, if any."""
+    for ref in meta.get("ownerReferences") or []:
+        if ref.get("controller"):
+            return dict(ref)
+    return None
+
+
+def _error_text(run: RunRecord) -> str:
+    parts = [p for p in (run.error_class, run.error_message) if p]
+    return ": ".join(parts) or f"reconcile ended with {run.result}"
+
+
+def _actor_valid(actor: str) -> bool:
+    return actor == "controller" or (actor.startswith("user:") and len(actor) > len("user:"))
+
+
+def _is_newer(incoming: str, recorded: str) -> bool:
+    """resourceVersions are opaque, but numeric ones (etcd revisions, kubesim) may be compared: refuse to
+    go back. Anything else is taken as newer."""
+    if incoming.isdigit() and recorded.isdigit():
+        return int(incoming) >= int(recorded)
+    return True
+
+
+def _new_resource(kind: ResourceKind, uid: str, namespace: str, name: str) -> Resource:
+    namespace = namespace if kind.namespaced else ""
+    return Resource(
+        uid=uid,
+        key=kind.request(namespace, name).key(),
+        group=kind.group,
+        version=kind.version,
+        plural=kind.plural,
+        kind=kind.kind,
+        namespace=namespace,
+        name=name,
+    )
+
+
+def _resource_locked(uid: str, build: Any) -> Resource:
+    """The Resource row of `uid`, locked for this transaction; created (by `build()`) when missing."""
+    resource = Resource.objects.select_for_update().filter(uid=uid).first()
+    if resource is not None:
+        return resource
+    try:
+        with transaction.atomic():
+            resource = build()
+            resource.save(force_insert=True)
+            return resource
+    except IntegrityError:
+        # created concurrently: that transaction has committed, so the row is there to lock now
+        return Resource.objects.select_for_update().get(uid=uid)
+
+
+def _record(run: RunRecord, obj: ObservedObject, change: PhaseChange | None, machine: StateMachine) -> RecordOutcome:
+    now = timezone.now()
+    resource = _resource_locked(obj.uid, lambda: _new_resource(obj.kind, obj.uid, obj.namespace, obj.name))
+    from_phase = resource.phase
+    _mirror_observed(resource, obj, now)
+
+    request = None
+    if run.request_token:
+        request = (
+            ReconcileRequest.objects.filter(token=run.request_token)
+            .filter(Q(resource=resource) | Q(key=run.key))
+            .order_by("-requested_at")
+            .first()
+        )
+    run_row = ReconcileRun.objects.create(
+        key=run.key,
+        kind=run.kind,
+        resource=resource,
+        started_at=run.started_at,
+        duration_seconds=run.duration_seconds,
+        result=run.result,
+        error_class=run.error_class[:255],
+        error_message=run.error_message,
+        attempt=run.attempt,
+        worker=run.worker[:255],
+        trace_id=run.trace_id,
+        request=request,
+    )
+
+    transitions: list[Transition] = []
+    anomaly_id: int | None = None
+    if change is not None and change.to_phase != from_phase:
+
+        def append(to_phase: str, reason: str, message: str) -> None:
+            transitions.append(
+                transition_append(
+                    resource,
+                    to_phase=to_phase,
+                    reason=reason,
+                    message=message,
+                    actor=change.actor,
+                    run=run_row,
+                    trace_id=run.trace_id,
+                    at=now,
+                    generation=obj.generation,
+                    resource_version=obj.resource_version,
+                )
+            )
+
+        if not from_phase and change.to_phase != machine.initial:
+            append(machine.initial, "Initialized", f"first recorded phase, on the way to {change.to_phase}")
+        if machine.allows(resource.phase, change.to_phase):
+            if change.to_phase != resource.phase:
+                append(change.to_phase, change.reason, change.message)
+            resource.reason, resource.message = change.reason[:255], change.message
+        else:
+            anomaly_id = _anomaly_record(resource, change, machine, run_row)
+    elif change is not None:
+        resource.reason, resource.message = change.reason[:255], change.message
+
+    resource.last_reconcile_at = now
+    resource.last_result = run.result
+    resource.save()
+
+    if run.request_token:
+        _requests_finish(run, resource, request, run_row, transitions[0] if transitions else None, now)
+    return RecordOutcome(run_row.id, [t.id for t in transitions], anomaly_id, from_phase, resource.phase)
+
+
+def _mirror_observed(resource: Resource, obj: ObservedObject, now: datetime) -> None:
+    """Copy what the runner observed onto the (locked) mirror row; saved by the caller."""
+    if not _is_newer(obj.resource_version, resource.resource_version):
+        return
+    resource.namespace = obj.namespace if obj.kind.namespaced else ""
+    resource.name = obj.name
+    resource.key = obj.kind.request(resource.namespace, obj.name).key()
+    resource.generation = obj.generation
+    resource.observed_generation = obj.observed_generation
+    resource.resource_version = obj.resource_version
+    resource.labels = dict(obj.labels)
+    resource.owner = obj.owner
+    resource.spec = obj.spec
+    resource.status = obj.status
+    resource.conditions = list(obj.conditions)
+    if obj.deleted and not resource.deleted:
+        resource.deleted, resource.deleted_at = True, now
+
+
+def _anomaly_record(resource: Resource, change: PhaseChange, machine: StateMachine, run_row: ReconcileRun) -> int:
+    """The Anomaly for this refused change at this generation: the existing one, or a new one."""
+    existing = (
+        Anomaly.objects.filter(
+            resource=resource, from_phase=resource.phase, to_phase=change.to_phase, generation=resource.generation
+        )
+        .values_list("id", flat=True)
+        .first()
+    )
+    if existing is not None:
+        return existing
+    if change.to_phase not in machine.states:
+        detail = f"{change.to_phase!r} is not a state of the {machine.name} state machine"
+    else:
+        allowed = ", ".join(machine.successors(resource.phase)) or "none"
+        detail = f"{machine.name} does not allow {resource.phase or '(none)'} -> {change.to_phase} (allowed: {allowed})"
+    anomaly = Anomaly.objects.create(
+        resource=resource,
+        from_phase=resource.phase,
+        to_phase=change.to_phase,
+        reason=change.reason[:255],
+        message=change.message,
+        detail=detail,
+        generation=resource.generation,
+        actor=change.actor,
+        run=run_row,
+    )
+    return anomaly.id
+
+
+def _requests_finish(
+    run: RunRecord,
+    resource: Resource,
+    request: ReconcileRequest | None,
+    run_row: ReconcileRun,
+    transition: Transition | None,
+    now: datetime,
+) -> None:
+    """Finish the request with the handled token and the older open ones of the same object (guarded: only
+    rows still open are changed)."""
+    succeeded = run.result in _SUCCEEDED_RESULTS
+    handled = Q(token=run.request_token)
+    if request is not None:
+        handled |= Q(requested_at__lte=request.requested_at)
+    open_rows = ReconcileRequest.objects.filter(
+        Q(resource=resource) | Q(key=run.key), state__in=ReconcileRequest.OPEN_STATES
+    ).filter(handled)
+    open_rows.filter(picked_up_at__isnull=True).update(picked_up_at=run.started_at)
+    open_rows.update(
+        resource=resource,
+        state=RequestState.SUCCEEDED if succeeded else RequestState.FAILED,
+        finished_at=now,
+        run=run_row,
+        transition=transition,
+        trace_id=run.trace_id,
+        error="" if succeeded else _error_text(run),
+    )

@@ -1,0 +1,23 @@
+"""The engine's tables: the Resource mirror, the audit trail and runs, manual requests, spans.
+
+`Transition` and `ReconcileRun` are append-only (see `reconcilers.models.base`).
+"""
+
+from reconcilers.models.audit import Anomaly, Transition
+from reconcilers.models.base import AppendOnlyError, AppendOnlyModel
+from reconcilers.models.resource import Resource
+from reconcilers.models.runs import ReconcileRequest, ReconcileRun, RequestState, RunResult
+from reconcilers.models.spans import Span
+
+__all__ = [
+    "Anomaly",
+    "AppendOnlyError",
+    "AppendOnlyModel",
+    "ReconcileRequest",
+    "ReconcileRun",
+    "RequestState",
+    "Resource",
+    "RunResult",
+    "Span",
+    "Transition",
+]

@@ -1,0 +1,86 @@
+"""The audit trail: `Transition` (append-only, hash-chained per resource) and `Anomaly` (refused changes).
+
+Rows are written by `reconcilers.engine.recording` only; the hash is computed by `reconcilers.engine.audit`
+(no logic lives in `save()`).
+"""
+
+from __future__ import annotations
+
+from django.db import models
+from django.db.models import Q
+from django.utils import timezone
+
+from reconcilers.models.base import AppendOnlyModel
+
+
+class Transition(AppendOnlyModel):
+    """One recorded phase change of one resource. `seq` counts 1, 2, 3… per resource; `prev_hash` is the
+    previous row's `hash` ('' for seq 1) and `hash` covers this row's fields and `prev_hash`."""
+
+    resource = models.ForeignKey("reconcilers.Resource", on_delete=models.PROTECT, related_name="transitions")
+    resource_uid = models.CharField(max_length=64)
+    kind = models.CharField(max_length=63)
+    namespace = models.CharField(max_length=63, blank=True)
+    name = models.CharField(max_length=253)
+    seq = models.PositiveIntegerField()
+    from_phase = models.CharField(max_length=63, blank=True)
+    to_phase = models.CharField(max_length=63)
+    reason = models.CharField(max_length=255, blank=True)
+    message = models.TextField(blank=True)
+    generation = models.BigIntegerField(default=0)
+    resource_version = models.CharField(max_length=64, blank=True)
+    actor = models.CharField(max_length=255, default="controller", help_text="'controller' or 'user:<name>'")
+    run = models.ForeignKey(
+        "reconcilers.ReconcileRun", on_delete=models.PROTECT, null=True, blank=True, related_name="transitions"
+    )
+    trace_id = models.CharField(max_length=32, blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+    prev_hash = models.CharField(max_length=64, blank=True)
+    hash = models.CharField(max_length=64)
+
+    class Meta:
+        base_manager_name = "objects"
+        constraints = [
+            models.UniqueConstraint(fields=["resource_uid", "seq"], name="transition_uid_seq_unique"),
+            models.CheckConstraint(condition=Q(seq__gte=1), name="transition_seq_positive"),
+            models.CheckConstraint(
+                condition=Q(actor="controller") | Q(actor__startswith="user:"), name="transition_actor_valid"
+            ),
+        ]
+        indexes = [
+            models.Index(fields=["created_at"], name="transition_created_at"),
+            models.Index(fields=["kind", "to_phase"], name="transition_kind_to"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.kind} {self.namespace}/{self.name} #{self.seq}: {self.from_phase or '(none)'} -> {self.to_phase}"
+
+
+class Anomaly(models.Model):
+    """A phase change the kind's state machine refused. One row per (resource, from, to, generation): a
+    repeated run asking for the same refused change at the same generation does not add another."""
+
+    resource = models.ForeignKey("reconcilers.Resource", on_delete=models.PROTECT, related_name="anomalies")
+    from_phase = models.CharField(max_length=63, blank=True)
+    to_phase = models.CharField(max_length=63)
+    reason = models.CharField(max_length=255, blank=True)
+    message = models.TextField(blank=True)
+    detail = models.TextField(blank=True, help_text="why it was refused")
+    generation = models.BigIntegerField(default=0)
+    actor = models.CharField(max_length=255, default="controller")
+    run = models.ForeignKey(
+        "reconcilers.ReconcileRun", on_delete=models.PROTECT, null=True, blank=True, related_name="anomalies"
+    )
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        verbose_name_plural = "anomalies"
+        constraints = [
+            models.UniqueConstraint(
+                fields=["resource", "from_phase", "to_phase", "generation"], name="anomaly_once_per_generation"
+            ),
+        ]
+        indexes = [models.Index(fields=["created_at"], name="anomaly_created_at")]
+
+    def __str__(self) -> str:
+        return f"refused {self.from_phase or '(none)'} -> {self.to_phase} ({self.resource_id})"

@@ -1,0 +1,61 @@
+"""`Resource`: the database mirror of one Kubernetes object that a reconciler owns.
+
+The controller keeps its metadata, spec, labels and owner current (`resource_mirror_upsert`); the recording
+of a reconcile owns `phase`, `phase_since`, `reason`, `message` and the head of the object's transition chain
+(`last_transition_seq`, `last_transition_hash`), which it changes only with the row locked, in the same
+transaction as the Transition it appends.
+"""
+
+from __future__ import annotations
+
+from django.db import models
+
+
+class Resource(models.Model):
+    """One object (by uid) of a registered kind, as last seen by the controller or a reconcile."""
+
+    uid = models.CharField(max_length=64, unique=True)
+    key = models.CharField(max_length=1024, db_index=True, help_text="the workqueue key group/version/plural/ns/name")
+    group = models.CharField(max_length=253, blank=True)
+    version = models.CharField(max_length=63)
+    plural = models.CharField(max_length=63)
+    kind = models.CharField(max_length=63)
+    namespace = models.CharField(max_length=63, blank=True, help_text="'' for a cluster-scoped object")
+    name = models.CharField(max_length=253)
+
+    phase = models.CharField(max_length=63, blank=True, help_text="'' until the first recorded transition")
+    phase_since = models.DateTimeField(null=True, blank=True)
+    reason = models.CharField(max_length=255, blank=True)
+    message = models.TextField(blank=True)
+    conditions = models.JSONField(default=list, blank=True)
+
+    generation = models.BigIntegerField(default=0)
+    observed_generation = models.BigIntegerField(null=True, blank=True)
+    resource_version = models.CharField(max_length=64, blank=True)
+    labels = models.JSONField(default=dict, blank=True)
+    owner = models.JSONField(null=True, blank=True, help_text="the controller ownerReference, if any")
+    spec = models.JSONField(default=dict, blank=True)
+    status = models.JSONField(default=dict, blank=True)
+
+    deleted = models.BooleanField(default=False)
+    deleted_at = models.DateTimeField(null=True, blank=True)
+    last_reconcile_at = models.DateTimeField(null=True, blank=True)
+    last_result = models.CharField(max_length=16, blank=True)
+
+    #: the head of the transition chain: what audit_verify checks the chain's end against
+    last_transition_seq = models.PositiveIntegerField(default=0)
+    last_transition_hash = models.CharField(max_length=64, blank=True)
+
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        indexes = [
+            models.Index(fields=["kind", "namespace", "phase"], name="resource_kind_ns_phase"),
+            models.Index(fields=["phase_since"], name="resource_phase_since"),
+            models.Index(fields=["group", "plural", "namespace", "name"], name="resource_gpnn"),
+        ]
+
+    def __str__(self) -> str:
+        where = f"{self.namespace}/{self.name}" if self.namespace else self.name
+        return f"{self.kind} {where}"
