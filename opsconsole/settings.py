@@ -174,6 +174,16 @@ OPSCONSOLE_RECONCILERS = env_list(
     ],
 )
 
+# The workqueue in Redis (DESIGN.md §3); defaults are controller-runtime's.
+# Empty: the Celery queue's name, read at run time (a private Celery queue gets a private workqueue).
+OPSCONSOLE_WORKQUEUE_NAME = os.environ.get("OPSCONSOLE_WORKQUEUE_NAME", "")
+OPSCONSOLE_WORKQUEUE_LEASE_SECONDS = float(os.environ.get("OPSCONSOLE_WORKQUEUE_LEASE_SECONDS", "30"))
+OPSCONSOLE_WORKQUEUE_BACKOFF_BASE = float(os.environ.get("OPSCONSOLE_WORKQUEUE_BACKOFF_BASE", "0.005"))
+OPSCONSOLE_WORKQUEUE_BACKOFF_CAP = float(os.environ.get("OPSCONSOLE_WORKQUEUE_BACKOFF_CAP", "1000"))
+OPSCONSOLE_WORKQUEUE_QPS = float(os.environ.get("OPSCONSOLE_WORKQUEUE_QPS", "10"))
+OPSCONSOLE_WORKQUEUE_BURST = int(os.environ.get("OPSCONSOLE_WORKQUEUE_BURST", "100"))
+OPSCONSOLE_WORKQUEUE_REDISPATCH_AFTER = float(os.environ.get("OPSCONSOLE_WORKQUEUE_REDISPATCH_AFTER", "300"))
+
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
