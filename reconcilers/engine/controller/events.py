@@ -1,0 +1,126 @@
+"""What an informer reports, and which of its events lead to a reconcile (pure functions, no I/O).
+
+For a reconciled (primary) kind, controller-runtime's predicates: an object that appears or disappears,
+a generation change (spec), a change of deletionTimestamp or finalizers, and a change of the manual
+reconcile annotation enqueue its key; an update of status only (or of nothing but resourceVersion) does not.
+For an owned (child) kind, any real change of the child enqueues the owner named by its controller
+ownerReference (controller-runtime's `Owns()`), so that status changes of a Deployment reach its Memcached.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from reconcilers.core.reconciler import ResourceKind
+
+RECONCILE_REQUESTED_AT = "opsconsole.io/reconcile-requested-at"
+
+ADDED, MODIFIED, DELETED = "ADDED", "MODIFIED", "DELETED"
+
+#: metadata fields that change on every write and say nothing about the object
+VOLATILE_METADATA = ("resourceVersion", "managedFields")
+
+
+@dataclass(frozen=True)
+class InformerEvent:
+    """One change seen by an informer: ADDED, MODIFIED (with the previous state) or DELETED (last state)."""
+
+    type: str
+    kind: ResourceKind
+    obj: dict[str, Any]
+    old: dict[str, Any] | None = None
+
+    @property
+    def key(self) -> str:
+        """The reconcile key of the object."""
+        return object_key(self.kind, self.obj)
+
+    @property
+    def uid(self) -> str:
+        return str(_meta(self.obj).get("uid") or "")
+
+
+def _meta(obj: dict[str, Any] | None) -> dict[str, Any]:
+    return (obj or {}).get("metadata") or {}
+
+
+def object_key(kind: ResourceKind, obj: dict[str, Any]) -> str:
+    """The reconcile key (`group/version/plural/namespace/name`) of one object of `kind`."""
+    meta = _meta(obj)
+    return kind.request(meta.get("namespace") or "", meta["name"]).key()
+
+
+def annotation(obj: dict[str, Any] | None, name: str) -> str | None:
+    """One annotation's value, or None."""
+    return (_meta(obj).get("annotations") or {}).get(name)
+
+
+def primary_wants_reconcile(event: InformerEvent) -> bool:
+    """Whether an event of a reconciled kind enqueues its key."""
+    if event.type in (ADDED, DELETED) or event.old is None:
+        return True
+    new, old = _meta(event.obj), _meta(event.old)
+    return (
+        new.get("generation") != old.get("generation")
+        or new.get("deletionTimestamp") != old.get("deletionTimestamp")
+        or (new.get("finalizers") or []) != (old.get("finalizers") or [])
+        or annotation(event.obj, RECONCILE_REQUESTED_AT) != annotation(event.old, RECONCILE_REQUESTED_AT)
+    )
+
+
+def _without_volatile(obj: dict[str, Any]) -> dict[str, Any]:
+    meta = {k: v for k, v in _meta(obj).items() if k not in VOLATILE_METADATA}
+    return {**obj, "metadata": meta}
+
+
+def child_changed(event: InformerEvent) -> bool:
+    """Whether an event of an owned kind is a real change (anything but resourceVersion/managedFields)."""
+    if event.type in (ADDED, DELETED) or event.old is None:
+        return True
+    return _without_volatile(event.obj) != _without_volatile(event.old)
+
+
+def controller_ref(obj: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The ownerReference with controller=true, if any (Kubernetes allows at most one)."""
+    for ref in _meta(obj).get("ownerReferences") or []:
+        if ref.get("controller"):
+            return ref
+    return None
+
+
+def _ref_group(ref: dict[str, Any]) -> str:
+    api_version = ref.get("apiVersion") or ""
+    return api_version.rpartition("/")[0]
+
+
+def owner_keys(
+    event: InformerEvent,
+    owners: Iterable[ResourceKind],
+    lookup: Callable[[ResourceKind, str], str | None],
+) -> set[str]:
+    """The keys of the owners to enqueue for a child's event.
+
+    The owner is the child's controller ownerReference whose kind and API group match one of `owners`;
+    its key comes from `lookup(owner_kind, uid)` (the owner informer's cache). When the cache does not know
+    the uid (yet), the key is built from the reference's name and the child's namespace, as
+    controller-runtime's EnqueueRequestForOwner does; a stale key costs one reconcile that finds nothing.
+    On an update that moved the reference, both the old and the new owner are enqueued.
+    """
+    owners = list(owners)
+    keys: set[str] = set()
+    for obj in (event.obj, event.old):
+        ref = controller_ref(obj)
+        if ref is None:
+            continue
+        for owner in owners:
+            if ref.get("kind") != owner.kind or _ref_group(ref) != owner.group:
+                continue
+            key = lookup(owner, str(ref.get("uid") or ""))
+            if key is None and ref.get("name"):
+                namespace = _meta(obj).get("namespace") or ""
+                key = owner.request(namespace, ref["name"]).key()
+            if key is not None:
+                keys.add(key)
+    return keys

@@ -1,0 +1,93 @@
+"""The thread-safe handoff between informer threads (which put) and the controller loop (which takes).
+
+Keys are coalesced (a key put twice before the loop takes it is taken once, in first-put order); mirror
+updates are coalesced per uid keeping the newest state. A put wakes the loop at once.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+from typing import Any
+
+from reconcilers.core.reconciler import ResourceKind
+
+
+@dataclass(frozen=True)
+class MirrorUpdate:
+    """The newest state of one object for the Resource mirror; `deleted` when it is gone."""
+
+    kind: ResourceKind
+    uid: str
+    obj: dict[str, Any]
+    deleted: bool = False
+
+
+class Handoff:
+    """Keys to enqueue and mirror updates to write, handed from threads to the loop."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._keys: dict[str, None] = {}
+        self._mirror: dict[str, MirrorUpdate] = {}
+        self._wake = threading.Event()
+
+    def put_key(self, key: str) -> None:
+        with self._lock:
+            self._keys[key] = None
+        self._wake.set()
+
+    def put_keys(self, keys: list[str]) -> None:
+        """Put several keys (used to give back keys the loop could not enqueue), ahead of newer ones."""
+        with self._lock:
+            self._keys = {**dict.fromkeys(keys), **self._keys}
+        self._wake.set()
+
+    def put_mirror(self, update: MirrorUpdate) -> None:
+        with self._lock:
+            self._mirror.pop(update.uid, None)  # re-insert: the newest goes last
+            self._mirror[update.uid] = update
+        self._wake.set()
+
+    def take_keys(self, limit: int) -> list[str]:
+        """Up to `limit` keys, oldest first."""
+        with self._lock:
+            taken = []
+            for key in self._keys:
+                if len(taken) >= limit:
+                    break
+                taken.append(key)
+            for key in taken:
+                del self._keys[key]
+            return taken
+
+    def take_mirror(self, limit: int) -> list[MirrorUpdate]:
+        """Up to `limit` mirror updates, oldest first."""
+        with self._lock:
+            taken = []
+            for uid in self._mirror:
+                if len(taken) >= limit:
+                    break
+                taken.append(uid)
+            return [self._mirror.pop(uid) for uid in taken]
+
+    def pending(self) -> tuple[int, int]:
+        """(keys, mirror updates) waiting."""
+        with self._lock:
+            return len(self._keys), len(self._mirror)
+
+    def clear(self) -> None:
+        """Drop everything (on losing leadership)."""
+        with self._lock:
+            self._keys.clear()
+            self._mirror.clear()
+
+    def wait(self, timeout: float) -> bool:
+        """Sleep until something is put (or `wake()`), at most `timeout` seconds; re-arms the wakeup."""
+        woke = self._wake.wait(max(0.0, timeout))
+        self._wake.clear()
+        return woke
+
+    def wake(self) -> None:
+        """Wake the loop (e.g. to stop)."""
+        self._wake.set()

@@ -1,0 +1,269 @@
+"""An informer: list one kind, then watch it from the list's resourceVersion, keeping a cache.
+
+As client-go's reflector: a dropped or timed-out watch resumes from the last resourceVersion it saw
+(bookmarks included); a 410 Gone (an HTTP 410, or an ERROR event carrying a Status with code 410) re-lists,
+and the re-list is diffed against the cache, so objects added, changed or deleted while the watch was
+down are reported as ADDED / MODIFIED / DELETED and nothing is missed. Every change goes to `handler`
+(called on the informer's thread: it must be quick; the controller's hands it off to its loop).
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+from typing import Any
+
+from urllib3.exceptions import HTTPError
+
+from reconcilers.core.reconciler import ResourceKind
+from reconcilers.engine import kube
+from reconcilers.engine.controller.events import ADDED, DELETED, MODIFIED, InformerEvent, object_key
+
+log = logging.getLogger(__name__)
+
+Handler = Callable[[InformerEvent], None]
+
+
+class Informer:
+    """The cache and list+watch loop of one kind (all namespaces unless `namespace` is given)."""
+
+    def __init__(
+        self,
+        api: Any,
+        kind: ResourceKind,
+        handler: Handler,
+        *,
+        namespace: str | None = None,
+        page_size: int = 500,
+        watch_timeout_seconds: int = 300,
+        min_backoff: float = 0.1,
+        max_backoff: float = 10.0,
+    ) -> None:
+        self.api = api
+        self.kind = kind
+        self.handler = handler
+        self.namespace = namespace
+        self.page_size = page_size
+        self.watch_timeout_seconds = watch_timeout_seconds
+        self.min_backoff = min_backoff
+        self.max_backoff = max_backoff
+
+        self.resource_version = ""  # the last one seen: where a watch resumes
+        self.synced = threading.Event()  # set after the first complete list
+        self.lists = 0
+        self.watches = 0
+        self.watch_starts: deque[str] = deque(maxlen=100)  # the resourceVersion each watch started from
+        self._need_list = True
+        self._lock = threading.Lock()
+        self._cache: dict[str, dict[str, Any]] = {}
+        self._uids: dict[str, str] = {}
+        self._stop = threading.Event()
+        self._stream: kube.WatchStream | None = None
+        self._thread: threading.Thread | None = None
+        self._backoff = 0.0
+
+    def __repr__(self) -> str:
+        return f"<Informer {self.kind.plural}.{self.kind.group or 'core'}/{self.kind.version}>"
+
+    # -- the cache (thread-safe reads) ---------------------------------------------------------------------
+
+    def get(self, key: str) -> dict[str, Any] | None:
+        """The cached object of one key."""
+        with self._lock:
+            return self._cache.get(key)
+
+    def keys(self) -> list[str]:
+        """Every cached key."""
+        with self._lock:
+            return list(self._cache)
+
+    def items(self) -> list[dict[str, Any]]:
+        """Every cached object."""
+        with self._lock:
+            return list(self._cache.values())
+
+    def key_for_uid(self, uid: str) -> str | None:
+        """The key of the cached object with this uid."""
+        with self._lock:
+            return self._uids.get(uid)
+
+    # -- one step ------------------------------------------------------------------------------------------
+
+    def step(self) -> int:
+        """List when needed (first time, after 410), else one watch request until it ends. Returns how many
+        changes were handed to the handler. Raises on errors other than 410 (the caller backs off)."""
+        if self._need_list:
+            return self.relist()
+        return self.watch_once()
+
+    def relist(self) -> int:
+        """List every page, replace the cache and report the differences."""
+        items: list[dict[str, Any]] = []
+        token: str | None = None
+        while True:
+            try:
+                page = kube.list_objects(
+                    self.api, self.kind, self.namespace, limit=self.page_size, continue_token=token
+                )
+            except kube.ApiException as exc:
+                if exc.status == 410 and token:  # the continue token expired: start over
+                    items, token = [], None
+                    continue
+                raise
+            items.extend(page.items)
+            if not page.continue_token:
+                break
+            token = page.continue_token
+        changes = 0
+        fresh = {object_key(self.kind, obj): obj for obj in items}
+        with self._lock:
+            gone = [(key, obj) for key, obj in self._cache.items() if key not in fresh]
+        for key, obj in gone:
+            changes += self._apply(DELETED, key, obj)
+        for key, obj in fresh.items():
+            changes += self._apply(ADDED, key, obj)
+        self.resource_version = page.resource_version
+        self._need_list = False
+        self.lists += 1
+        self.synced.set()
+        return changes
+
+    def watch_once(self) -> int:
+        """One watch request from the last resourceVersion; returns when the server ends it (or on stop)."""
+        timeout = int(self.watch_timeout_seconds * (1 + random.random()))  # spread reconnects, as client-go
+        self.watches += 1
+        self.watch_starts.append(self.resource_version)
+        try:
+            stream = kube.watch_objects(
+                self.api, self.kind, resource_version=self.resource_version, namespace=self.namespace,
+                timeout_seconds=max(timeout, 1),
+            )
+        except kube.ApiException as exc:
+            if exc.status == 410:
+                self._expired()
+                return 0
+            raise
+        with self._lock:
+            self._stream = stream
+        if self._stop.is_set():
+            stream.close()
+        changes = 0
+        try:
+            for event in stream:
+                changes += self._on_watch_event(event)
+        except kube.ResourceExpired:
+            self._expired()
+        finally:
+            stream.close()
+            with self._lock:
+                self._stream = None
+        return changes
+
+    def _expired(self) -> None:
+        log.info("%r: resourceVersion %s expired (410 Gone): re-listing", self, self.resource_version)
+        self._need_list = True
+
+    def _on_watch_event(self, event: kube.WatchEvent) -> int:
+        changes = 0
+        if event.type in (ADDED, MODIFIED, DELETED):
+            changes = self._apply(event.type, object_key(self.kind, event.object), event.object)
+        elif event.type != "BOOKMARK":
+            log.warning("%r: unexpected watch event type %r", self, event.type)
+        if event.resource_version:
+            self.resource_version = event.resource_version
+        return changes
+
+    def _apply(self, etype: str, key: str, obj: dict[str, Any]) -> int:
+        """Update the cache with one change and report it; 0 when it was no change (same resourceVersion)."""
+        uid = str((obj.get("metadata") or {}).get("uid") or "")
+        with self._lock:
+            old = self._cache.get(key)
+            if etype == DELETED:
+                if old is not None:
+                    del self._cache[key]
+                    self._uids.pop(str(old["metadata"].get("uid") or ""), None)
+            else:
+                self._cache[key] = obj
+                if old is not None:
+                    self._uids.pop(str(old["metadata"].get("uid") or ""), None)
+                self._uids[uid] = key
+        events: list[InformerEvent] = []
+        if etype == DELETED:
+            events.append(InformerEvent(DELETED, self.kind, obj, old))
+        elif old is None:
+            events.append(InformerEvent(ADDED, self.kind, obj))
+        elif str(old["metadata"].get("uid") or "") != uid:  # deleted and re-created while we were not looking
+            events.append(InformerEvent(DELETED, self.kind, old, old))
+            events.append(InformerEvent(ADDED, self.kind, obj))
+        elif old["metadata"].get("resourceVersion") != obj["metadata"].get("resourceVersion"):
+            events.append(InformerEvent(MODIFIED, self.kind, obj, old))
+        for ev in events:
+            try:
+                self.handler(ev)
+            except Exception:
+                log.exception("%r: handler failed on %s %s", self, ev.type, key)
+        return len(events)
+
+    # -- the thread ----------------------------------------------------------------------------------------
+
+    def run(self) -> None:
+        """Step until stopped, backing off exponentially on errors (reset by any success)."""
+        while not self._stop.is_set():
+            started = time.monotonic()
+            try:
+                changes = self.step()
+            except (kube.ApiException, kube.WatchError, HTTPError, OSError, ValueError) as exc:
+                if self._stop.is_set():
+                    break
+                self._backoff = min(self.max_backoff, max(self.min_backoff, self._backoff * 2))
+                log.warning("%r: %s; retrying in %.1fs", self, _describe(exc), self._backoff)
+                self._stop.wait(self._backoff)
+                continue
+            except Exception:
+                if self._stop.is_set():
+                    break
+                self._backoff = self.max_backoff
+                log.exception("%r: unexpected error; retrying in %.1fs", self, self._backoff)
+                self._stop.wait(self._backoff)
+                continue
+            if changes or time.monotonic() - started > 1.0:
+                self._backoff = 0.0
+            elif not self._need_list:  # a watch that ended at once with nothing: do not spin
+                self._backoff = min(self.max_backoff, max(self.min_backoff, self._backoff * 2))
+                self._stop.wait(self._backoff)
+
+    def start(self) -> Informer:
+        """Run in a daemon thread."""
+        self._stop.clear()
+        self._thread = threading.Thread(target=self.run, name=f"informer-{self.kind.plural}", daemon=True)
+        self._thread.start()
+        return self
+
+    def signal_stop(self) -> None:
+        """Ask the thread to stop and end its current watch, without waiting."""
+        self._stop.set()
+        with self._lock:
+            stream = self._stream
+        if stream is not None:
+            stream.close()
+
+    def stop(self, timeout: float = 5.0) -> None:
+        """Stop the thread: end the current watch and wait for it."""
+        self.signal_stop()
+        if self._thread is not None and self._thread is not threading.current_thread():
+            self._thread.join(timeout)
+
+    @property
+    def alive(self) -> bool:
+        return self._thread is not None and self._thread.is_alive()
+
+
+def _describe(exc: BaseException) -> str:
+    if isinstance(exc, kube.ApiException):
+        return f"HTTP {exc.status} {exc.reason}"
+    return f"{type(exc).__name__}: {exc}"
+

@@ -1,0 +1,307 @@
+"""The controller: informers per reconciled and owned kind, feeding the workqueue, while it leads.
+
+Written as single steps (healthchecks' `sendalerts` style): `step()` does one round of work and says
+whether it did any, so tests drive it step by step and `run()` is only the loop around it. One step:
+renew or acquire the Lease when due; start the informers on becoming leader, stop them on losing it;
+enqueue the keys the informer threads handed off (dispatch.enqueue); write the Resource mirror updates
+(recording.resource_mirror_upsert / resource_mirror_mark_deleted); pump the delayed and expired keys
+(dispatch.pump) every `pump_interval`; enqueue every cached key every `resync_seconds`.
+
+The informers run in threads (one per kind) and only talk HTTP and fill their caches; the handler they
+call filters the event (events.py) and hands keys and mirror updates to this loop, which alone touches
+Redis and the database.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from reconcilers.core.reconciler import Reconciler, ResourceKind
+from reconcilers.engine.controller.events import (
+    DELETED,
+    InformerEvent,
+    child_changed,
+    owner_keys,
+    primary_wants_reconcile,
+)
+from reconcilers.engine.controller.handoff import Handoff, MirrorUpdate
+from reconcilers.engine.controller.informer import Informer
+from reconcilers.engine.controller.leader import LeaderElector
+
+log = logging.getLogger(__name__)
+
+KindId = tuple[str, str]  # (group, plural)
+
+
+def _kind_id(kind: ResourceKind) -> KindId:
+    return (kind.group, kind.plural)
+
+
+def default_resync_seconds() -> float:
+    """settings.OPSCONSOLE_RESYNC_SECONDS (default 300)."""
+    from django.conf import settings
+
+    return float(getattr(settings, "OPSCONSOLE_RESYNC_SECONDS", 300))
+
+
+def _default_enqueue(key: str) -> bool:
+    from reconcilers.engine import dispatch
+
+    return dispatch.enqueue(key)
+
+
+def _default_pump() -> int:
+    from reconcilers.engine import dispatch
+
+    return dispatch.pump()
+
+
+def _default_upsert(kind: ResourceKind, obj: dict[str, Any]) -> None:
+    from reconcilers.engine import recording
+
+    recording.resource_mirror_upsert(kind, obj)
+
+
+def _default_mark_deleted(uid: str) -> None:
+    from reconcilers.engine import recording
+
+    recording.resource_mirror_mark_deleted(uid)
+
+
+def _close_old_db_connections() -> None:
+    """Drop a broken or expired DB connection before using it (a long-running process must)."""
+    try:
+        from django.db import close_old_connections, connection
+
+        if not connection.in_atomic_block:  # never inside a transaction (e.g. a test's)
+            close_old_connections()
+    except Exception:
+        log.debug("could not check DB connections", exc_info=True)
+
+
+class Controller:
+    """Informers for `reconcilers` (their resource, and the kinds they own), feeding the workqueue."""
+
+    def __init__(
+        self,
+        api: Any,
+        reconcilers: Sequence[Reconciler],
+        *,
+        elector: LeaderElector | None = None,
+        enqueue: Callable[[str], bool] | None = None,
+        pump: Callable[[], int] | None = None,
+        mirror_upsert: Callable[[ResourceKind, dict[str, Any]], None] | None = None,
+        mirror_mark_deleted: Callable[[str], None] | None = None,
+        mirror: bool = True,
+        resync_seconds: float | None = None,
+        pump_interval: float = 0.2,
+        batch_size: int = 500,
+        informer_options: dict[str, Any] | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.api = api
+        self.reconcilers = list(reconcilers)
+        self.elector = elector
+        self.enqueue = enqueue or _default_enqueue
+        self.pump = pump or _default_pump
+        self.mirror = mirror
+        self.mirror_upsert = mirror_upsert or _default_upsert
+        self.mirror_mark_deleted = mirror_mark_deleted or _default_mark_deleted
+        self.resync_seconds = default_resync_seconds() if resync_seconds is None else resync_seconds
+        self.pump_interval = pump_interval
+        self.batch_size = batch_size
+        self.informer_options = dict(informer_options or {})
+        self.clock = clock
+
+        # which kinds are reconciled, which are owned, and by whom
+        self.primary: dict[KindId, ResourceKind] = {}
+        self.owners_of: dict[KindId, list[ResourceKind]] = {}
+        self.kinds: dict[KindId, ResourceKind] = {}
+        for rec in self.reconcilers:
+            self.primary[_kind_id(rec.resource)] = rec.resource
+            self.kinds.setdefault(_kind_id(rec.resource), rec.resource)
+            for child in rec.owns:
+                owners = self.owners_of.setdefault(_kind_id(child), [])
+                if rec.resource not in owners:
+                    owners.append(rec.resource)
+                self.kinds.setdefault(_kind_id(child), child)
+
+        self.handoff = Handoff()
+        self.informers: dict[KindId, Informer] = {}
+        self.running = False
+        self.enqueued = 0  # keys handed to enqueue() (for tests and logs)
+        self.resyncs = 0
+        self._next_pump = -float("inf")
+        self._next_resync = float("inf")
+        self._stop = threading.Event()
+
+    # -- what informer threads call ------------------------------------------------------------------------
+
+    def _lookup_owner(self, owner: ResourceKind, uid: str) -> str | None:
+        informer = self.informers.get(_kind_id(owner))
+        return informer.key_for_uid(uid) if informer is not None and uid else None
+
+    def handle(self, event: InformerEvent) -> None:
+        """Filter one informer event into keys to enqueue and a mirror update (any thread)."""
+        kid = _kind_id(event.kind)
+        if kid in self.primary:
+            if primary_wants_reconcile(event):
+                self.handoff.put_key(event.key)
+            if self.mirror and event.uid:
+                self.handoff.put_mirror(MirrorUpdate(event.kind, event.uid, event.obj, event.type == DELETED))
+        owners = self.owners_of.get(kid)
+        if owners and child_changed(event):
+            for key in sorted(owner_keys(event, owners, self._lookup_owner)):
+                self.handoff.put_key(key)
+
+    # -- informers -----------------------------------------------------------------------------------------
+
+    def _start_informers(self) -> None:
+        self.handoff.clear()
+        # owner kinds first, so their caches (uid -> key) fill before the children's events arrive
+        order = sorted(self.kinds, key=lambda kid: kid not in self.primary)
+        self.informers = {
+            kid: Informer(self.api, self.kinds[kid], self.handle, **self.informer_options) for kid in order
+        }
+        for informer in self.informers.values():
+            informer.start()
+        self.running = True
+        self._next_resync = self.clock() + self.resync_seconds
+        log.info("controller: informers started for %s", ", ".join(f"{g or 'core'}/{p}" for g, p in order))
+
+    def _stop_informers(self) -> None:
+        informers = list(self.informers.values())
+        for informer in informers:  # end all watches first, then wait for the threads
+            informer.signal_stop()
+        for informer in informers:
+            informer.stop()
+        self.running = False
+        self.handoff.clear()
+        log.info("controller: informers stopped")
+
+    def synced(self) -> bool:
+        """Whether every informer has completed its first list."""
+        return self.running and all(inf.synced.is_set() for inf in self.informers.values())
+
+    def wait_synced(self, timeout: float = 10.0) -> bool:
+        """Wait until every informer listed once (tests)."""
+        deadline = time.monotonic() + timeout
+        for informer in list(self.informers.values()):
+            if not informer.synced.wait(max(0.0, deadline - time.monotonic())):
+                return False
+        return True
+
+    def cached_keys(self) -> list[str]:
+        """Every key in the caches of the reconciled kinds."""
+        keys: list[str] = []
+        for kid in self.primary:
+            informer = self.informers.get(kid)
+            if informer is not None:
+                keys.extend(informer.keys())
+        return keys
+
+    # -- one step ------------------------------------------------------------------------------------------
+
+    @property
+    def leading(self) -> bool:
+        return self.elector.is_leader if self.elector is not None else True
+
+    def step(self) -> bool:
+        """One round of work; True when it did any."""
+        did = False
+        if self.elector is not None and self.elector.due():
+            self.elector.step()
+        leading = self.leading
+        if leading and not self.running:
+            self._start_informers()
+            did = True
+        elif not leading and self.running:
+            self._stop_informers()
+            return True
+        if not self.running:
+            return did
+        did |= self._enqueue_handed_off()
+        did |= self._write_mirror()
+        now = self.clock()
+        if now >= self._next_pump:
+            self._next_pump = now + self.pump_interval
+            try:
+                did |= bool(self.pump())
+            except Exception:
+                log.exception("controller: pump failed")
+        if self.resync_seconds > 0 and now >= self._next_resync:
+            did |= self.resync()
+        return did
+
+    def _enqueue_handed_off(self) -> bool:
+        keys = self.handoff.take_keys(self.batch_size)
+        for i, key in enumerate(keys):
+            try:
+                self.enqueue(key)
+            except Exception:
+                log.exception("controller: enqueue failed; keeping %d keys for the next step", len(keys) - i)
+                self.handoff.put_keys(keys[i:])
+                return i > 0
+            self.enqueued += 1
+        return bool(keys)
+
+    def _write_mirror(self) -> bool:
+        updates = self.handoff.take_mirror(self.batch_size)
+        if not updates:
+            return False
+        _close_old_db_connections()
+        for update in updates:
+            try:
+                if update.deleted:
+                    self.mirror_mark_deleted(update.uid)
+                else:
+                    self.mirror_upsert(update.kind, update.obj)
+            except Exception:
+                log.exception("controller: mirror update of %s failed", update.uid)
+        return True
+
+    def resync(self) -> bool:
+        """Enqueue every cached key of the reconciled kinds (the periodic resync); True when any."""
+        self._next_resync = self.clock() + self.resync_seconds
+        keys = self.cached_keys()
+        for key in keys:
+            self.handoff.put_key(key)
+        self.resyncs += 1
+        log.info("controller: resync of %d keys", len(keys))
+        return self._enqueue_handed_off() or bool(keys)
+
+    def _sleep_budget(self) -> float:
+        now = self.clock()
+        deadlines = [self._next_pump if self.running else now + 0.5]
+        if self.running and self.resync_seconds > 0:
+            deadlines.append(self._next_resync)
+        if self.elector is not None:
+            deadlines.append(self.elector.next_step_at)
+        return min(0.5, max(0.0, min(deadlines) - now))
+
+    # -- the loop ------------------------------------------------------------------------------------------
+
+    def run(self) -> None:
+        """Step until `request_stop()`; then stop the informers and release the Lease."""
+        try:
+            while not self._stop.is_set():
+                if not self.step():
+                    self.handoff.wait(self._sleep_budget())
+        finally:
+            self.shutdown()
+
+    def request_stop(self) -> None:
+        """Ask `run()` to return (safe from a signal handler or another thread)."""
+        self._stop.set()
+        self.handoff.wake()
+
+    def shutdown(self) -> None:
+        """Stop the informers and give the Lease up."""
+        if self.running:
+            self._stop_informers()
+        if self.elector is not None:
+            self.elector.release()

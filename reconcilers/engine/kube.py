@@ -1,0 +1,459 @@
+"""The Kubernetes client the engine uses, and small generic helpers over any `ResourceKind`.
+
+`build_api_client()` reads the settings: `KUBECONFIG` when set, the in-cluster service account when
+`KUBERNETES_SERVICE_HOST` is set (inside a Pod), else the kubeconfig that kubesim writes
+(`KUBESIM_KUBECONFIG`). The helpers speak plain REST through `ApiClient.call_api` and hand back the JSON
+as dicts, so core, apps and custom resources go through the same code and the engine never knows whether
+it talks to kubesim or to a real cluster. Errors are the client's `ApiException` (see `status_of`).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import quote
+
+from django.conf import settings
+from kubernetes import client as k8s
+from kubernetes import config as k8s_config
+from kubernetes.client.exceptions import ApiException
+
+from reconcilers.core.reconciler import ResourceKind
+
+__all__ = [
+    "ApiException",
+    "ListResult",
+    "ResourceExpired",
+    "WatchError",
+    "WatchEvent",
+    "WatchStream",
+    "build_api_client",
+    "collection_path",
+    "create_object",
+    "delete_object",
+    "ensure_object",
+    "get_api_client",
+    "get_object",
+    "kind_for",
+    "list_objects",
+    "object_path",
+    "patch_object",
+    "patch_status",
+    "replace_object",
+    "request_json",
+    "server_version",
+    "status_of",
+    "watch_objects",
+]
+
+MERGE_PATCH = "application/merge-patch+json"
+AUTH_SETTINGS = ["BearerToken"]
+DEFAULT_TIMEOUT = (5.0, 30.0)  # (connect, read) seconds for ordinary requests
+Timeout = float | tuple[float, float] | None
+
+
+# -- the client ------------------------------------------------------------------------------------------
+
+
+def build_api_client(kubeconfig: str | os.PathLike[str] | None = None) -> k8s.ApiClient:
+    """A new ApiClient: `kubeconfig` if given, else settings.KUBECONFIG, else in-cluster config when
+    KUBERNETES_SERVICE_HOST is set, else settings.KUBESIM_KUBECONFIG."""
+    configuration = k8s.Configuration()
+    path = kubeconfig or getattr(settings, "KUBECONFIG", None)
+    if path:
+        k8s_config.load_kube_config(config_file=str(path), client_configuration=configuration, persist_config=False)
+    elif os.environ.get("KUBERNETES_SERVICE_HOST"):
+        k8s_config.load_incluster_config(client_configuration=configuration)
+    else:
+        k8s_config.load_kube_config(
+            config_file=str(settings.KUBESIM_KUBECONFIG), client_configuration=configuration, persist_config=False
+        )
+    # One connection per informer watch plus the ordinary calls: keep them all pooled.
+    configuration.connection_pool_maxsize = max(configuration.connection_pool_maxsize or 0, 32)
+    return k8s.ApiClient(configuration)
+
+
+_shared: dict[int, k8s.ApiClient] = {}
+_shared_lock = threading.Lock()
+
+
+def get_api_client() -> k8s.ApiClient:
+    """This process's shared ApiClient (a forked worker builds its own: connections do not survive fork)."""
+    pid = os.getpid()
+    with _shared_lock:
+        api = _shared.get(pid)
+        if api is None:
+            _shared.clear()
+            api = _shared[pid] = build_api_client()
+        return api
+
+
+# -- paths and raw requests -----------------------------------------------------------------------------
+
+
+def _group_path(kind: ResourceKind) -> str:
+    return f"/apis/{kind.group}/{kind.version}" if kind.group else f"/api/{kind.version}"
+
+
+def collection_path(kind: ResourceKind, namespace: str | None = None) -> str:
+    """The REST path of a collection: all namespaces when `namespace` is None (or the kind is cluster-scoped)."""
+    base = _group_path(kind)
+    if kind.namespaced and namespace:
+        base += f"/namespaces/{quote(namespace, safe='')}"
+    return f"{base}/{kind.plural}"
+
+
+def object_path(kind: ResourceKind, namespace: str | None, name: str, subresource: str | None = None) -> str:
+    """The REST path of one object (and optionally one of its subresources)."""
+    if kind.namespaced and not namespace:
+        raise ValueError(f"{kind.kind} is namespaced: a namespace is required")
+    path = f"{collection_path(kind, namespace if kind.namespaced else None)}/{quote(name, safe='')}"
+    return f"{path}/{subresource}" if subresource else path
+
+
+def _query(params: dict[str, Any] | None) -> list[tuple[str, str]] | None:
+    if not params:
+        return None
+    out = []
+    for key, value in params.items():
+        if value is None:
+            continue
+        if isinstance(value, bool):
+            value = "true" if value else "false"
+        out.append((key, str(value)))
+    return out or None
+
+
+def _raw(
+    api: k8s.ApiClient,
+    method: str,
+    path: str,
+    *,
+    query: dict[str, Any] | None = None,
+    body: Any = None,
+    content_type: str | None = None,
+    timeout: Timeout = DEFAULT_TIMEOUT,
+) -> Any:
+    headers = {"Accept": "application/json"}
+    if content_type:
+        headers["Content-Type"] = content_type
+    return api.call_api(
+        path,
+        method,
+        query_params=_query(query),
+        header_params=headers,
+        body=body,
+        auth_settings=AUTH_SETTINGS,
+        _preload_content=False,
+        _request_timeout=timeout,
+    )
+
+
+def request_json(
+    api: k8s.ApiClient,
+    method: str,
+    path: str,
+    *,
+    query: dict[str, Any] | None = None,
+    body: Any = None,
+    content_type: str | None = None,
+    timeout: Timeout = DEFAULT_TIMEOUT,
+) -> Any:
+    """One request to any REST path; the decoded JSON answer (None when empty). Raises ApiException."""
+    resp = _raw(api, method, path, query=query, body=body, content_type=content_type, timeout=timeout)
+    data = resp.data
+    return json.loads(data) if data else None
+
+
+def status_of(exc: BaseException) -> int | None:
+    """The HTTP status of an ApiException (None for anything else, or a connection error's 0)."""
+    if isinstance(exc, ApiException):
+        return exc.status or None
+    return None
+
+
+def server_version(api: k8s.ApiClient, timeout: float = 5.0) -> dict[str, Any]:
+    """GET /version (the cheapest way to know the API answers)."""
+    return request_json(api, "GET", "/version", timeout=timeout)
+
+
+# -- objects ----------------------------------------------------------------------------------------------
+
+
+@dataclass
+class ListResult:
+    """A list's items and the list's resourceVersion (where a watch resumes from)."""
+
+    items: list[dict[str, Any]]
+    resource_version: str
+    continue_token: str = ""
+
+
+def get_object(
+    api: k8s.ApiClient, kind: ResourceKind, namespace: str | None, name: str, *, timeout: Timeout = DEFAULT_TIMEOUT
+) -> dict[str, Any] | None:
+    """One object, or None when it does not exist."""
+    try:
+        return request_json(api, "GET", object_path(kind, namespace, name), timeout=timeout)
+    except ApiException as exc:
+        if exc.status == 404:
+            return None
+        raise
+
+
+def list_objects(
+    api: k8s.ApiClient,
+    kind: ResourceKind,
+    namespace: str | None = None,
+    *,
+    label_selector: str | None = None,
+    field_selector: str | None = None,
+    limit: int | None = None,
+    continue_token: str | None = None,
+    resource_version: str | None = None,
+    timeout: Timeout = (5.0, 60.0),
+) -> ListResult:
+    """One page of a list (all pages when `limit` is None and the server does not paginate)."""
+    body = request_json(
+        api,
+        "GET",
+        collection_path(kind, namespace),
+        query={
+            "labelSelector": label_selector,
+            "fieldSelector": field_selector,
+            "limit": limit,
+            "continue": continue_token,
+            "resourceVersion": resource_version,
+        },
+        timeout=timeout,
+    )
+    meta = body.get("metadata") or {}
+    items = body.get("items") or []
+    for item in items:  # list items carry no apiVersion/kind; give them back, as the client libraries do
+        item.setdefault("apiVersion", kind.api_version)
+        item.setdefault("kind", kind.kind)
+    return ListResult(items, str(meta.get("resourceVersion") or ""), str(meta.get("continue") or ""))
+
+
+def create_object(
+    api: k8s.ApiClient,
+    kind: ResourceKind,
+    obj: dict[str, Any],
+    namespace: str | None = None,
+    *,
+    timeout: Timeout = DEFAULT_TIMEOUT,
+) -> dict[str, Any]:
+    """POST a new object (namespace from the argument or its metadata). Raises ApiException (409 exists)."""
+    ns = namespace or (obj.get("metadata") or {}).get("namespace")
+    return request_json(api, "POST", collection_path(kind, ns if kind.namespaced else None), body=obj, timeout=timeout)
+
+
+def replace_object(
+    api: k8s.ApiClient, kind: ResourceKind, obj: dict[str, Any], *, timeout: Timeout = DEFAULT_TIMEOUT
+) -> dict[str, Any]:
+    """PUT the whole object; its metadata.resourceVersion makes it conditional (409 when it moved on)."""
+    meta = obj["metadata"]
+    return request_json(api, "PUT", object_path(kind, meta.get("namespace"), meta["name"]), body=obj, timeout=timeout)
+
+
+def patch_object(
+    api: k8s.ApiClient, kind: ResourceKind, namespace: str | None, name: str, patch: dict[str, Any]
+) -> dict[str, Any]:
+    """A JSON merge patch (RFC 7386) of the object. Put metadata.resourceVersion in it for a conditional one."""
+    return request_json(api, "PATCH", object_path(kind, namespace, name), body=patch, content_type=MERGE_PATCH)
+
+
+def patch_status(
+    api: k8s.ApiClient, kind: ResourceKind, namespace: str | None, name: str, patch: dict[str, Any]
+) -> dict[str, Any]:
+    """A JSON merge patch through the /status subresource."""
+    return request_json(
+        api, "PATCH", object_path(kind, namespace, name, "status"), body=patch, content_type=MERGE_PATCH
+    )
+
+
+def delete_object(
+    api: k8s.ApiClient,
+    kind: ResourceKind,
+    namespace: str | None,
+    name: str,
+    *,
+    propagation_policy: str | None = "Background",
+) -> bool:
+    """Delete one object; False when it was already gone."""
+    body = {"kind": "DeleteOptions", "apiVersion": "v1"}
+    if propagation_policy:
+        body["propagationPolicy"] = propagation_policy
+    try:
+        request_json(api, "DELETE", object_path(kind, namespace, name), body=body)
+    except ApiException as exc:
+        if exc.status == 404:
+            return False
+        raise
+    return True
+
+
+def ensure_object(
+    api: k8s.ApiClient, kind: ResourceKind, obj: dict[str, Any], namespace: str | None = None
+) -> tuple[dict[str, Any], bool]:
+    """Create-if-missing: (the object, True) when created, (the existing one, False) when it was there."""
+    try:
+        return create_object(api, kind, obj, namespace), True
+    except ApiException as exc:
+        if exc.status != 409:
+            raise
+    meta = obj.get("metadata") or {}
+    ns = namespace or meta.get("namespace")
+    existing = get_object(api, kind, ns, meta["name"])
+    if existing is None:  # deleted in between: try once more
+        return create_object(api, kind, obj, namespace), True
+    return existing, False
+
+
+# -- discovery --------------------------------------------------------------------------------------------
+
+_discovery: dict[tuple[int, str], dict[str, ResourceKind]] = {}
+_discovery_lock = threading.Lock()
+
+
+def _discover(api: k8s.ApiClient, api_version: str) -> dict[str, ResourceKind]:
+    group, _, version = api_version.rpartition("/")
+    path = f"/apis/{group}/{version}" if group else f"/api/{version}"
+    try:
+        body = request_json(api, "GET", path)
+    except ApiException as exc:
+        if exc.status == 404:
+            return {}
+        raise
+    kinds = {}
+    for res in body.get("resources") or []:
+        if "/" in res.get("name", ""):  # subresources
+            continue
+        kinds[res["kind"]] = ResourceKind(group, version, res["name"], res["kind"], bool(res.get("namespaced")))
+    return kinds
+
+
+def kind_for(api: k8s.ApiClient, api_version: str, kind: str, *, refresh: bool = False) -> ResourceKind | None:
+    """The ResourceKind the server serves for `apiVersion` + `kind` (by discovery, cached), or None."""
+    cache_key = (id(api), api_version)
+    with _discovery_lock:
+        cached = None if refresh else _discovery.get(cache_key)
+    if cached is None or kind not in cached:
+        cached = _discover(api, api_version)
+        with _discovery_lock:
+            _discovery[cache_key] = cached
+    return cached.get(kind)
+
+
+# -- watch ------------------------------------------------------------------------------------------------
+
+
+class WatchError(Exception):
+    """The watch answered an ERROR event (a Status) other than 410."""
+
+    def __init__(self, status: dict[str, Any]) -> None:
+        super().__init__(status.get("message") or "watch error")
+        self.status = status
+        self.code = status.get("code")
+
+
+class ResourceExpired(WatchError):
+    """410 Gone: the resourceVersion is older than the server keeps. Re-list."""
+
+
+@dataclass
+class WatchEvent:
+    """One watch event: ADDED, MODIFIED, DELETED or BOOKMARK, and the object."""
+
+    type: str
+    object: dict[str, Any]
+
+    @property
+    def resource_version(self) -> str:
+        return str((self.object.get("metadata") or {}).get("resourceVersion") or "")
+
+
+class WatchStream:
+    """The events of one watch request; iterate it. `close()` from another thread ends the iteration."""
+
+    def __init__(self, response: Any) -> None:
+        self._response = response
+        self._closed = False
+
+    def __iter__(self) -> Iterator[WatchEvent]:
+        buffer = bytearray()
+        try:
+            for chunk in self._response.stream(amt=None, decode_content=True):
+                if self._closed:
+                    return
+                buffer.extend(chunk)
+                while (nl := buffer.find(b"\n")) != -1:
+                    line = bytes(buffer[:nl]).strip()
+                    del buffer[: nl + 1]
+                    if line:
+                        yield self._event(line)
+            if buffer.strip() and not self._closed:
+                yield self._event(bytes(buffer).strip())
+        except Exception:
+            if self._closed:  # closing from another thread breaks the read: that is the end, not an error
+                return
+            raise
+        finally:
+            self.close()
+
+    @staticmethod
+    def _event(line: bytes) -> WatchEvent:
+        data = json.loads(line)
+        etype = data.get("type", "")
+        obj = data.get("object") or {}
+        if etype == "ERROR":
+            if obj.get("code") == 410:
+                raise ResourceExpired(obj)
+            raise WatchError(obj)
+        return WatchEvent(etype, obj)
+
+    def close(self) -> None:
+        """End the stream (safe from any thread, idempotent)."""
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            self._response.shutdown()  # interrupts a read blocked in another thread
+        except Exception:
+            pass
+        try:
+            self._response.close()  # the connection is not reused: a watch ends rarely
+        except Exception:
+            pass
+
+
+def watch_objects(
+    api: k8s.ApiClient,
+    kind: ResourceKind,
+    *,
+    resource_version: str,
+    namespace: str | None = None,
+    label_selector: str | None = None,
+    timeout_seconds: int = 300,
+    allow_bookmarks: bool = True,
+) -> WatchStream:
+    """Open a watch from `resource_version`. Raises ApiException at once (e.g. 410) when refused; the
+    stream raises ResourceExpired / WatchError on ERROR events."""
+    resp = _raw(
+        api,
+        "GET",
+        collection_path(kind, namespace),
+        query={
+            "watch": True,
+            "resourceVersion": resource_version,
+            "allowWatchBookmarks": allow_bookmarks,
+            "labelSelector": label_selector,
+            "timeoutSeconds": timeout_seconds,
+        },
+        timeout=(5.0, timeout_seconds + 30.0),
+    )
+    return WatchStream(resp)

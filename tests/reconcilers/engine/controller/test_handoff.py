@@ -1,0 +1,62 @@
+"""The handoff between informer threads and the controller loop."""
+
+from __future__ import annotations
+
+import threading
+
+from reconcilers.core.reconciler import ResourceKind
+from reconcilers.engine.controller.handoff import Handoff, MirrorUpdate
+
+KIND = ResourceKind("cache.example.com", "v1alpha1", "memcacheds", "Memcached")
+
+
+def test_keys_are_coalesced_in_first_put_order():
+    h = Handoff()
+    for key in ["a", "b", "a", "c", "b"]:
+        h.put_key(key)
+    assert h.take_keys(2) == ["a", "b"]
+    assert h.take_keys(10) == ["c"]
+    assert h.take_keys(10) == []
+
+
+def test_given_back_keys_go_first():
+    h = Handoff()
+    h.put_key("new")
+    h.put_keys(["old1", "old2"])
+    assert h.take_keys(10) == ["old1", "old2", "new"]
+
+
+def test_mirror_updates_keep_the_newest_state_per_uid():
+    h = Handoff()
+    h.put_mirror(MirrorUpdate(KIND, "u1", {"v": 1}))
+    h.put_mirror(MirrorUpdate(KIND, "u2", {"v": 1}))
+    h.put_mirror(MirrorUpdate(KIND, "u1", {"v": 2}, deleted=True))
+    taken = h.take_mirror(10)
+    assert [(u.uid, u.obj["v"], u.deleted) for u in taken] == [("u2", 1, False), ("u1", 2, True)]
+
+
+def test_a_put_from_another_thread_wakes_the_waiter():
+    h = Handoff()
+    h.wait(0)  # re-arm
+    threading.Timer(0.05, h.put_key, args=["k"]).start()
+    assert h.wait(5.0) is True
+    assert h.take_keys(1) == ["k"]
+    assert h.wait(0.01) is False
+
+
+def test_many_threads_lose_no_key():
+    h = Handoff()
+
+    def put(n):
+        for i in range(500):
+            h.put_key(f"{n}-{i}")
+
+    threads = [threading.Thread(target=put, args=(n,)) for n in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    seen = set()
+    while batch := h.take_keys(300):
+        seen.update(batch)
+    assert len(seen) == 2000
