@@ -184,6 +184,14 @@ OPSCONSOLE_WORKQUEUE_QPS = float(os.environ.get("OPSCONSOLE_WORKQUEUE_QPS", "10"
 OPSCONSOLE_WORKQUEUE_BURST = int(os.environ.get("OPSCONSOLE_WORKQUEUE_BURST", "100"))
 OPSCONSOLE_WORKQUEUE_REDISPATCH_AFTER = float(os.environ.get("OPSCONSOLE_WORKQUEUE_REDISPATCH_AFTER", "300"))
 
+# The controller: periodic resync of every key and leader election through a coordination.k8s.io Lease
+# (client-go's defaults: 15 s lease, 10 s renew deadline, 2 s retry).
+OPSCONSOLE_RESYNC_SECONDS = float(os.environ.get("OPSCONSOLE_RESYNC_SECONDS", "300"))
+OPSCONSOLE_LEADER_NAMESPACE = os.environ.get("OPSCONSOLE_LEADER_NAMESPACE", "default")
+OPSCONSOLE_LEADER_LEASE_SECONDS = float(os.environ.get("OPSCONSOLE_LEADER_LEASE_SECONDS", "15"))
+OPSCONSOLE_LEADER_RENEW_DEADLINE_SECONDS = float(os.environ.get("OPSCONSOLE_LEADER_RENEW_DEADLINE_SECONDS", "10"))
+OPSCONSOLE_LEADER_RETRY_SECONDS = float(os.environ.get("OPSCONSOLE_LEADER_RETRY_SECONDS", "2"))
+
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
