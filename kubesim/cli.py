@@ -24,6 +24,10 @@ def build_parser() -> argparse.ArgumentParser:
     auth = p.add_mutually_exclusive_group()
     auth.add_argument("--token", default=None, help="bearer token to require (default: a random one)")
     auth.add_argument("--no-auth", action="store_true", help="accept unauthenticated requests")
+    p.add_argument("--no-tls", action="store_true",
+                   help="serve plain HTTP even with a token (kubectl then sends no token)")
+    p.add_argument("--tls-cert", default=None, help="PEM certificate (default: self-signed, made with openssl)")
+    p.add_argument("--tls-key", default=None, help="PEM private key for --tls-cert")
     p.add_argument("--history-size", type=int, default=10000, help="watch events kept for replay")
     p.add_argument("--bookmark-interval", type=float, default=60.0, help="seconds between watch BOOKMARKs")
     p.add_argument("--no-controllers", action="store_true", help="do not run the simulated controllers")
@@ -58,6 +62,7 @@ def options_from_args(args: argparse.Namespace) -> Options:
                     watch_cut_after=args.fault_watch_cut_after)
     token = None if args.no_auth else (args.token or secrets.token_urlsafe(24))
     return Options(host=args.host, port=args.port, token=token, data_dir=args.data_dir,
+                   tls=bool(token) and not args.no_tls, tls_cert=args.tls_cert, tls_key=args.tls_key,
                    history_size=args.history_size, bookmark_interval=args.bookmark_interval,
                    controllers=not args.no_controllers, kubelet=kubelet, faults=faults)
 
@@ -66,7 +71,7 @@ async def serve(options: Options, kubeconfig: str) -> None:
     """Run until SIGINT or SIGTERM."""
     sim = Simulator(options)
     await sim.start()
-    write_kubeconfig(kubeconfig, sim.url, options.token)
+    write_kubeconfig(kubeconfig, sim.url, options.token, sim.certificate_pem())
     print(f"kubesim serving {sim.url} (kubeconfig: {kubeconfig})", flush=True)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()

@@ -2,19 +2,23 @@
 
 from __future__ import annotations
 
+import base64
 import os
 from pathlib import Path
 
 import yaml
 
 
-def kubeconfig_dict(url: str, token: str | None, namespace: str = "default") -> dict:
-    """The kubeconfig document for ``url`` (with the bearer token when auth is on)."""
+def kubeconfig_dict(url: str, token: str | None, ca_pem: str | None = None, namespace: str = "default") -> dict:
+    """The kubeconfig document for ``url`` (with the bearer token when auth is on, and the CA for TLS)."""
     user: dict = {"token": token} if token else {}
+    cluster: dict = {"server": url}
+    if ca_pem:
+        cluster["certificate-authority-data"] = base64.b64encode(ca_pem.encode()).decode()
     return {
         "apiVersion": "v1",
         "kind": "Config",
-        "clusters": [{"name": "kubesim", "cluster": {"server": url}}],
+        "clusters": [{"name": "kubesim", "cluster": cluster}],
         "users": [{"name": "kubesim", "user": user}],
         "contexts": [{"name": "kubesim", "context": {"cluster": "kubesim", "user": "kubesim",
                                                       "namespace": namespace}}],
@@ -23,12 +27,12 @@ def kubeconfig_dict(url: str, token: str | None, namespace: str = "default") -> 
     }
 
 
-def write_kubeconfig(path: str, url: str, token: str | None) -> None:
+def write_kubeconfig(path: str, url: str, token: str | None, ca_pem: str | None = None) -> None:
     """Write the kubeconfig atomically, readable only by the owner (it holds the token)."""
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = target.with_name(target.name + ".tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "w") as f:
-        yaml.safe_dump(kubeconfig_dict(url, token), f, sort_keys=False)
+        yaml.safe_dump(kubeconfig_dict(url, token, ca_pem), f, sort_keys=False)
     os.replace(tmp, target)

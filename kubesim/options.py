@@ -66,6 +66,9 @@ class Options:
     host: str = "127.0.0.1"
     port: int = 6443
     token: str | None = None  # bearer token; None disables authentication
+    tls: bool = False  # serve HTTPS (kubectl only sends a bearer token over TLS)
+    tls_cert: str | None = None  # PEM files; generated with openssl when tls is on and these are unset
+    tls_key: str | None = None
     data_dir: str | None = None
     history_size: int = 10000  # events kept for watch replay (older resourceVersions get 410 Gone)
     bookmark_interval: float = 60.0  # seconds between BOOKMARK events on watches that allow them

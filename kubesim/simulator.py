@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import ssl
+import tempfile
 from typing import Any
 
 from aiohttp import web
@@ -11,12 +13,13 @@ from aiohttp import web
 from kubesim import errors
 from kubesim.cluster import Cluster
 from kubesim.controllers import ControllerManager
-from kubesim.meta import clone, now
+from kubesim.meta import clone, new_uid, now
 from kubesim.options import Options
 from kubesim.persistence import Persistence
 from kubesim.registry.builtins import builtin_registry
 from kubesim.server.app import build_app
 from kubesim.store import Store
+from kubesim.tls import ensure_certificate, server_context
 
 log = logging.getLogger("kubesim")
 DEFAULT_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
@@ -40,7 +43,24 @@ class Simulator:
     @property
     def url(self) -> str:
         """The base URL clients use."""
-        return f"http://{self.options.host}:{self.port}"
+        scheme = "https" if self.options.tls else "http"
+        host = "127.0.0.1" if self.options.host in ("0.0.0.0", "") else self.options.host
+        return f"{scheme}://{host}:{self.port}"
+
+    def certificate_pem(self) -> str | None:
+        """The serving certificate (to trust as the CA), when serving TLS."""
+        if not self.options.tls or not self.options.tls_cert:
+            return None
+        with open(self.options.tls_cert) as f:
+            return f.read()
+
+    def _ssl_context(self) -> ssl.SSLContext | None:
+        if not self.options.tls:
+            return None
+        if not (self.options.tls_cert and self.options.tls_key):
+            directory = self.options.data_dir or tempfile.mkdtemp(prefix="kubesim-tls-")
+            self.options.tls_cert, self.options.tls_key = ensure_certificate(directory, self.options.host)
+        return server_context(self.options.tls_cert, self.options.tls_key)
 
     def bootstrap(self) -> None:
         """Load persisted state and make sure the default namespaces and the node exist."""
@@ -65,8 +85,11 @@ class Simulator:
                               {"type": "Hostname", "address": node_name}],
                 "capacity": {"cpu": "8", "memory": "32Gi", "pods": "250"},
                 "allocatable": {"cpu": "8", "memory": "32Gi", "pods": "250"},
-                "nodeInfo": {"kubeletVersion": "v1.32.0", "operatingSystem": "linux", "architecture": "amd64",
-                             "containerRuntimeVersion": "kubesim://0.1.0"},
+                "nodeInfo": {"kubeletVersion": "v1.32.0", "kubeProxyVersion": "v1.32.0", "operatingSystem": "linux",
+                             "architecture": "amd64", "containerRuntimeVersion": "containerd://1.7.0",
+                             "kernelVersion": "6.1.0-kubesim", "osImage": "kubesim", "bootID": new_uid(),
+                             "machineID": new_uid().replace("-", ""), "systemUUID": new_uid()},
+                "daemonEndpoints": {"kubeletEndpoint": {"Port": 10250}},
             }
             self.cluster.update(node_rt, "", node_name, ready, subresource="status")
 
@@ -78,7 +101,8 @@ class Simulator:
         app = build_app(self)
         self._runner = web.AppRunner(app, handle_signals=False, access_log=None, shutdown_timeout=1.0)
         await self._runner.setup()
-        site = web.TCPSite(self._runner, self.options.host, self.options.port, reuse_address=True)
+        site = web.TCPSite(self._runner, self.options.host, self.options.port, reuse_address=True,
+                           ssl_context=self._ssl_context())
         await site.start()
         server = site._server  # noqa: SLF001 - aiohttp exposes no public accessor for the bound port
         sockets = getattr(server, "sockets", None) or []

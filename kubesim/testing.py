@@ -11,8 +11,10 @@ By default the server runs in a background thread with its own event loop (``mod
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
 import os
+import ssl
 import subprocess
 import sys
 import tempfile
@@ -115,6 +117,10 @@ class _ProcessServer:
                str(o.bookmark_interval), "--schedule-delay", str(o.kubelet.schedule_delay), "--start-delay",
                str(o.kubelet.start_delay), "--ready-delay", str(o.kubelet.ready_delay), "--log-level", "WARNING"]
         cmd += ["--token", o.token] if o.token else ["--no-auth"]
+        if o.token and not o.tls:
+            cmd.append("--no-tls")
+        if o.tls_cert and o.tls_key:
+            cmd += ["--tls-cert", o.tls_cert, "--tls-key", o.tls_key]
         if o.data_dir:
             cmd += ["--data-dir", o.data_dir]
         if not o.controllers:
@@ -135,6 +141,14 @@ class _ProcessServer:
         url = line.split()[2]
         self.port = int(url.rsplit(":", 1)[1])
         return self.port
+
+    def certificate_pem(self) -> str | None:
+        import yaml
+
+        with open(self.kubeconfig) as f:
+            cluster = yaml.safe_load(f)["clusters"][0]["cluster"]
+        data = cluster.get("certificate-authority-data")
+        return base64.b64decode(data).decode() if data else None
 
     def stop(self) -> None:
         if self.proc is not None and self.proc.poll() is None:
@@ -158,6 +172,7 @@ class KubesimHandle:
         self.data_dir = options.data_dir
         self._server: _ThreadServer | _ProcessServer | None = None
         self.url = ""
+        self.ca_pem: str | None = None
 
     @property
     def simulator(self) -> Any:
@@ -172,8 +187,12 @@ class KubesimHandle:
             self._server = _ProcessServer(self.options, self.kubeconfig)
         port = self._server.start()
         self.options.port = port
-        self.url = f"http://{self.options.host}:{port}"
-        write_kubeconfig(self.kubeconfig, self.url, self.token)
+        self.url = f"{'https' if self.options.tls else 'http'}://{self.options.host}:{port}"
+        if isinstance(self._server, _ThreadServer):
+            self.ca_pem = self._server.sim.certificate_pem()
+            write_kubeconfig(self.kubeconfig, self.url, self.token, self.ca_pem)
+        else:
+            self.ca_pem = self._server.certificate_pem()
 
     def stop(self) -> None:
         """Stop the server (idempotent)."""
@@ -199,7 +218,8 @@ class KubesimHandle:
         req.add_header("Content-Type", "application/json")
         if self.token:
             req.add_header("Authorization", f"Bearer {self.token}")
-        with urllib.request.urlopen(req, timeout=10) as resp:
+        ctx = ssl.create_default_context(cadata=self.ca_pem) if self.ca_pem else None
+        with urllib.request.urlopen(req, timeout=10, context=ctx) as resp:
             return json.loads(resp.read().decode())
 
     def set_faults(self, **faults: Any) -> dict[str, Any]:

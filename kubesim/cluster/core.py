@@ -212,6 +212,11 @@ class Cluster(PatchingMixin, DeletingMixin):
                                                                    "Required value: name or generateName is required")])
         name = meta["name"]
         self._check_namespace_for_create(rt, namespace)
+        if rt.crd_name:
+            crd = self.store.get(CRD_KEY, "", rt.crd_name)
+            if crd is not None and crd["metadata"].get("deletionTimestamp"):
+                raise errors.method_not_allowed("create not allowed while custom resource definition is "
+                                                "terminating")
         for f in _SERVER_FIELDS:
             meta.pop(f, None)
         if rt.status:

@@ -116,7 +116,8 @@ def _workload_create(obj: dict[str, Any]) -> None:
         spec.setdefault("podManagementPolicy", "OrderedReady")
         spec.setdefault("updateStrategy", {"type": "RollingUpdate", "rollingUpdate": {"partition": 0}})
         spec.setdefault("persistentVolumeClaimRetentionPolicy", {"whenDeleted": "Retain", "whenScaled": "Retain"})
-    obj["status"] = {}
+    obj["status"] = {"replicas": 0, "availableReplicas": 0} if obj["kind"] == "StatefulSet" else \
+        {"replicas": 0} if obj["kind"] == "ReplicaSet" else {}
 
 
 def _service_create(obj: dict[str, Any]) -> None:

@@ -20,8 +20,31 @@ class ControllerManager:
         self.tasks: list[asyncio.Task] = []
         self.controllers: list = []
 
+    def build(self) -> list:
+        """The controllers, in the order they are started."""
+        from kubesim.controllers.deployment import DeploymentController
+        from kubesim.controllers.gc import GarbageCollector
+        from kubesim.controllers.kubelet import Kubelet
+        from kubesim.controllers.namespaces import (
+            CRDCleanupController,
+            NamespaceController,
+            ServiceAccountController,
+        )
+        from kubesim.controllers.replicaset import ReplicaSetController
+        from kubesim.controllers.statefulset import StatefulSetController
+
+        sim = self.sim
+        return [GarbageCollector(sim), NamespaceController(sim), ServiceAccountController(sim),
+                CRDCleanupController(sim), DeploymentController(sim), ReplicaSetController(sim),
+                StatefulSetController(sim), Kubelet(sim)]
+
+    def get(self, name: str) -> object | None:
+        """The running controller called ``name``."""
+        return next((c for c in self.controllers if getattr(c, "name", None) == name), None)
+
     def start(self) -> None:
         """Start every controller's loop."""
+        self.controllers = self.build()
         for c in self.controllers:
             self.tasks.append(asyncio.get_running_loop().create_task(c.run(), name=type(c).__name__))
 

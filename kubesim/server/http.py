@@ -75,6 +75,8 @@ async def read_body(request: web.Request) -> Any:
     if not raw.strip():
         return None
     ctype = request.content_type
+    if "protobuf" in ctype or "cbor" in ctype:
+        raise errors.unsupported_media_type(ctype, ["application/json", "application/yaml"])
     try:
         if "yaml" in ctype:
             return yaml.safe_load(raw.decode())

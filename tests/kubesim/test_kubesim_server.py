@@ -86,9 +86,11 @@ def test_python_m_kubesim_writes_a_kubeconfig_and_exits_cleanly_on_sigterm(tmp_p
                              "--token", "tok", "--log-level", "WARNING"], stdout=subprocess.PIPE, text=True, env=env)
     try:
         line = proc.stdout.readline()
-        assert line.startswith("kubesim serving http://127.0.0.1:"), line
+        # with a token it serves TLS (kubectl sends bearer tokens only over TLS), CA in the kubeconfig
+        assert line.startswith("kubesim serving https://127.0.0.1:"), line
         doc = yaml.safe_load(kubeconfig.read_text())
         assert doc["users"][0]["user"]["token"] == "tok"
+        assert doc["clusters"][0]["cluster"]["certificate-authority-data"]
         assert oct(kubeconfig.stat().st_mode & 0o777) == "0o600"
         api = client.CoreV1Api(config.new_client_from_config(config_file=str(kubeconfig)))
         assert "default" in [n.metadata.name for n in api.list_namespace().items]

@@ -1,0 +1,232 @@
+"""Scheduler and kubelet simulation: Pods are bound to the node, start and become Ready after delays.
+
+Images whose tag contains a broken marker stay in ErrImagePull/ImagePullBackOff; a crash marker gives
+CrashLoopBackOff with a growing restartCount. Failed or Succeeded Pods are left alone.
+"""
+
+from __future__ import annotations
+
+import itertools
+import time
+from collections.abc import Hashable, Iterable
+from typing import Any
+
+from kubesim.controllers.base import Controller
+from kubesim.meta import clone, now
+from kubesim.store import Event
+
+POD_KEY = ("", "pods")
+_ips = itertools.count(2)
+
+
+def _tag(image: str) -> str:
+    last = image.rsplit("/", 1)[-1]
+    return last.split(":", 1)[1].lower() if ":" in last else "latest"
+
+
+class Kubelet(Controller):
+    """One step per Pod; ``self.since`` remembers when a Pod entered its current stage."""
+
+    name = "kubelet"
+
+    def __init__(self, sim: Any) -> None:
+        super().__init__(sim)
+        self.opts = sim.options.kubelet
+        self.since: dict[tuple[str, str], float] = {}
+
+    def initial_keys(self) -> Iterable[Hashable]:
+        return [(p["metadata"]["namespace"], p["metadata"]["name"]) for p in self.store.items(POD_KEY)]
+
+    def keys_for(self, ev: Event) -> Iterable[Hashable]:
+        if ev.key != POD_KEY:
+            return ()
+        if ev.type == "DELETED":
+            uid = ev.obj["metadata"]["uid"]
+            for k in [k for k in self.since if k[0] == uid]:
+                del self.since[k]
+            return ()
+        return [(ev.namespace, ev.obj["metadata"]["name"])]
+
+    def _image_state(self, image: str) -> str:
+        tag = _tag(image)
+        if any(m.lower() in tag for m in self.opts.broken_image_markers):
+            return "broken"
+        if any(m.lower() in tag for m in self.opts.crash_image_markers):
+            return "crash"
+        return "ok"
+
+    def _wait(self, pod: dict[str, Any], stage: str, delay: float) -> float | None:
+        """Seconds still to wait in ``stage`` (None when the delay has passed)."""
+        key = (pod["metadata"]["uid"], stage)
+        started = self.since.setdefault(key, time.monotonic())
+        left = delay - (time.monotonic() - started)
+        return left if left > 0 else None
+
+    def sync(self, key: tuple[str, str]) -> float | None:
+        ns, name = key
+        rt = self.cluster.resource("", "pods")
+        pod = self.cluster.find(rt, ns, name)
+        if pod is None or pod["metadata"].get("deletionTimestamp"):
+            return None
+        status = pod.get("status") or {}
+        if status.get("phase") in ("Succeeded", "Failed"):
+            return None
+        spec = pod.get("spec") or {}
+        if not spec.get("nodeName"):
+            left = self._wait(pod, "schedule", self.opts.schedule_delay)
+            if left is not None:
+                return left
+            return self._bind(rt, pod)
+        containers = spec.get("containers") or []
+        statuses = {s["name"]: s for s in status.get("containerStatuses") or []}
+        started = all(statuses.get(c["name"], {}).get("image") == c.get("image") for c in containers)
+        if not started:
+            stage = "start:" + ",".join(c.get("image", "") for c in containers)
+            left = self._wait(pod, stage, self.opts.start_delay)
+            if left is not None:
+                return left
+            return self._start(rt, pod)
+        states = [self._image_state(c.get("image", "")) for c in containers]
+        if "broken" in states:
+            if any((statuses.get(c["name"], {}).get("state") or {}).get("waiting", {}).get("reason") == "ErrImagePull"
+                   for c in containers):
+                left = self._wait(pod, "backoff", max(self.opts.start_delay, 0.05))
+                if left is not None:
+                    return left
+                return self._image_backoff(rt, pod)
+            return None
+        if "crash" in states:
+            left = self._wait(pod, f"crash:{sum(s.get('restartCount', 0) for s in statuses.values())}",
+                              max(self.opts.start_delay * 2, 0.2))
+            if left is not None:
+                return left
+            return self._crash(rt, pod)
+        if not all(s.get("ready") for s in statuses.values()):
+            stage = "ready:" + ",".join(c.get("image", "") for c in containers)
+            left = self._wait(pod, stage, self.opts.ready_delay)
+            if left is not None:
+                return left
+            return self._ready(rt, pod)
+        return None
+
+    # ---- transitions ----------------------------------------------------------------------------------
+    def _bind(self, rt: Any, pod: dict[str, Any]) -> float | None:
+        new = clone(pod)
+        new["spec"]["nodeName"] = self.opts.node_name
+        st = new.setdefault("status", {})
+        st["conditions"] = _set_cond(st.get("conditions"), "PodScheduled", "True")
+        self.cluster.internal_put(rt, new)
+        self.record_event(new, "Normal", "Scheduled",
+                          f"Successfully assigned {pod['metadata']['namespace']}/{pod['metadata']['name']} to "
+                          f"{self.opts.node_name}", "default-scheduler")
+        return 0.0 if self.opts.start_delay <= 0 else self.opts.start_delay
+
+    def _container_status(self, c: dict[str, Any], state: dict[str, Any], ready: bool, restarts: int = 0,
+                          last: dict[str, Any] | None = None) -> dict[str, Any]:
+        s = {"name": c["name"], "image": c.get("image", ""),
+             "imageID": f"docker.io/library/{c.get('image', '')}@sha256:{'0' * 64}",
+             "containerID": f"containerd://{c['name']}-{restarts}", "ready": ready, "restartCount": restarts,
+             "started": "running" in state, "state": state, "lastState": last or {}}
+        return s
+
+    def _start(self, rt: Any, pod: dict[str, Any]) -> float | None:
+        stamp = now()
+        new = clone(pod)
+        st = new.setdefault("status", {})
+        st.setdefault("hostIP", "10.0.0.10")
+        st.setdefault("hostIPs", [{"ip": "10.0.0.10"}])
+        if not st.get("podIP"):
+            n = next(_ips)
+            st["podIP"] = f"10.244.{n // 250}.{n % 250 + 1}"
+            st["podIPs"] = [{"ip": st["podIP"]}]
+        st.setdefault("startTime", stamp)
+        old = {s["name"]: s for s in st.get("containerStatuses") or []}
+        statuses, broken = [], []
+        for c in pod["spec"].get("containers") or []:
+            kind = self._image_state(c.get("image", ""))
+            restarts = old.get(c["name"], {}).get("restartCount", 0)
+            if kind == "broken":
+                broken.append(c)
+                statuses.append(self._container_status(c, {"waiting": {
+                    "reason": "ErrImagePull",
+                    "message": f'failed to pull and unpack image "{c.get("image")}": not found'}}, False, restarts))
+            else:
+                statuses.append(self._container_status(c, {"running": {"startedAt": stamp}}, False, restarts))
+        st["containerStatuses"] = statuses
+        st["phase"] = "Pending" if broken else "Running"
+        conds = st.get("conditions")
+        conds = _set_cond(conds, "PodReadyToStartContainers", "True")
+        conds = _set_cond(conds, "Initialized", "True")
+        reason = "ContainersNotReady"
+        msg = "containers with unready status: [" + " ".join(c["name"] for c in pod["spec"]["containers"]) + "]"
+        conds = _set_cond(conds, "Ready", "False", reason, msg)
+        conds = _set_cond(conds, "ContainersReady", "False", reason, msg)
+        conds = _set_cond(conds, "PodScheduled", "True")
+        st["conditions"] = conds
+        self.cluster.replace(rt, pod, new, subresource="status")
+        for c in broken:
+            self.record_event(new, "Warning", "Failed", f'Failed to pull image "{c.get("image")}": not found',
+                              "kubelet")
+        if not broken:
+            self.record_event(new, "Normal", "Started", "Started container "
+                              + ",".join(c["name"] for c in pod["spec"]["containers"]), "kubelet")
+        return 0.0
+
+    def _image_backoff(self, rt: Any, pod: dict[str, Any]) -> float | None:
+        new = clone(pod)
+        for s in new["status"].get("containerStatuses") or []:
+            if (s.get("state") or {}).get("waiting", {}).get("reason") == "ErrImagePull":
+                s["state"] = {"waiting": {"reason": "ImagePullBackOff",
+                                          "message": f'Back-off pulling image "{s.get("image")}"'}}
+        self.cluster.replace(rt, pod, new, subresource="status")
+        self.record_event(new, "Normal", "BackOff", "Back-off pulling image", "kubelet")
+        return None
+
+    def _crash(self, rt: Any, pod: dict[str, Any]) -> float | None:
+        stamp = now()
+        new = clone(pod)
+        for s in new["status"].get("containerStatuses") or []:
+            s["restartCount"] = int(s.get("restartCount", 0)) + 1
+            s["ready"] = False
+            s["started"] = False
+            s["lastState"] = {"terminated": {"exitCode": 1, "reason": "Error", "startedAt": stamp,
+                                             "finishedAt": stamp}}
+            s["state"] = {"waiting": {"reason": "CrashLoopBackOff",
+                                      "message": f"back-off restarting failed container {s['name']}"}}
+        self.cluster.replace(rt, pod, new, subresource="status")
+        self.record_event(new, "Warning", "BackOff", "Back-off restarting failed container", "kubelet")
+        return max(self.opts.start_delay * 2, 0.2)
+
+    def _ready(self, rt: Any, pod: dict[str, Any]) -> float | None:
+        new = clone(pod)
+        st = new["status"]
+        for s in st.get("containerStatuses") or []:
+            s["ready"] = True
+            s["started"] = True
+        st["conditions"] = _set_cond(_set_cond(st.get("conditions"), "ContainersReady", "True"), "Ready", "True")
+        self.cluster.replace(rt, pod, new, subresource="status")
+        return None
+
+
+def _set_cond(conds: list[dict[str, Any]] | None, ctype: str, status: str, reason: str | None = None,
+              message: str | None = None) -> list[dict[str, Any]]:
+    out = [dict(c) for c in conds or []]
+    for c in out:
+        if c["type"] == ctype:
+            if c["status"] != status:
+                c["lastTransitionTime"] = now()
+            c["status"] = status
+            c.pop("reason", None)
+            c.pop("message", None)
+            if reason:
+                c["reason"] = reason
+            if message:
+                c["message"] = message
+            return out
+    c = {"type": ctype, "status": status, "lastProbeTime": None, "lastTransitionTime": now()}
+    if reason:
+        c["reason"] = reason
+    if message:
+        c["message"] = message
+    out.append(c)
+    return out
