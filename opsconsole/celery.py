@@ -1,16 +1,76 @@
-"""The Celery application shared by every worker process.
+"""The Celery application shared by every worker process, and its per-process telemetry hooks.
 
 Reliability settings follow DESIGN.md §3 (at-least-once): late acks, reject on worker lost, prefetch 1,
 JSON only, and a broker visibility timeout far longer than the longest task so that Redis never
-redelivers a task that is still running.
+redelivers a task that is still running (see `opsconsole.settings`).
+
+Telemetry (DESIGN.md §5): a worker's main process serves /metrics as the aggregate of its prefork children
+(prometheus-client multiprocess mode; the directory is wiped at start), and each child sets up tracing in
+`worker_process_init`, with the trace context carried in the task headers.
 """
 
+import logging
 import os
+import shutil
+import sys
+from pathlib import Path
 
-from celery import Celery
+from celery import Celery, signals
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "opsconsole.settings")
+
+log = logging.getLogger(__name__)
+
+
+def _running_as_worker() -> bool:
+    """True in the main process of `celery ... worker` (before any metric is defined)."""
+    return "worker" in sys.argv[1:] and Path(sys.argv[0]).name in {"celery", "__main__.py"}
+
+
+if _running_as_worker():
+    # Multiprocess mode must be chosen before prometheus_client is first imported; one directory per worker
+    # main process, emptied now so samples of an earlier run are never summed in.
+    _data = Path(os.environ.get("OPSCONSOLE_DATA_DIR") or Path(__file__).resolve().parent.parent / "data")
+    _dir = Path(os.environ.setdefault("PROMETHEUS_MULTIPROC_DIR", str(_data / "prometheus" / f"worker-{os.getpid()}")))
+    shutil.rmtree(_dir, ignore_errors=True)
+    _dir.mkdir(parents=True, exist_ok=True)
 
 app = Celery("opsconsole", include=["opsconsole.tasks"])
 app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks()
+
+
+@signals.worker_init.connect
+def _serve_worker_metrics(**_: object) -> None:
+    """Main process: serve the children's aggregate on OPSCONSOLE_WORKER_METRICS_PORT (0 turns it off)."""
+    from django.conf import settings
+
+    from opsconsole.telemetry.metrics import metrics_server_start
+
+    port = int(getattr(settings, "OPSCONSOLE_WORKER_METRICS_PORT", 0) or 0)
+    if port:
+        try:
+            metrics_server_start(port, getattr(settings, "OPSCONSOLE_METRICS_ADDR", "127.0.0.1"))
+        except OSError as exc:  # a busy port must not stop the worker from working
+            log.warning("worker /metrics not served on port %s: %s", port, exc)
+
+
+@signals.worker_process_init.connect
+def _init_child_telemetry(**_: object) -> None:
+    """Each prefork child: its own TracerProvider, and the Celery instrumentation reading task headers."""
+    from opsconsole.telemetry.tracing import celery_instrument, tracing_setup
+
+    if tracing_setup("opsconsole-worker") is not None:
+        celery_instrument()
+
+
+@signals.worker_process_shutdown.connect
+def _child_gone(pid: int | None = None, **_: object) -> None:
+    """A child exits: flush its spans, and stop counting its live gauges."""
+    from opsconsole.telemetry.metrics import child_exited
+    from opsconsole.telemetry.tracing import span_store
+
+    store = span_store()
+    if store is not None:
+        store.force_flush(2000)
+    child_exited(pid or os.getpid())

@@ -164,6 +164,13 @@ KUBESIM_KUBECONFIG = DATA_DIR / "kubeconfig"
 # Observability: each is off (no-op, zero cost) unless configured.
 PROMETHEUS_URL = os.environ.get("PROMETHEUS_URL") or None
 OTEL_EXPORTER_OTLP_ENDPOINT = os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT") or None
+# Spans go to the database span store (the console's trace view) unless OPSCONSOLE_TRACING=off.
+OPSCONSOLE_TRACING = os.environ.get("OPSCONSOLE_TRACING", "on")
+OPSCONSOLE_SPAN_RETENTION_HOURS = float(os.environ.get("OPSCONSOLE_SPAN_RETENTION_HOURS", "168"))
+# /metrics of a worker host (aggregate of its prefork children) and of the controller; 0 turns one off.
+OPSCONSOLE_METRICS_ADDR = os.environ.get("OPSCONSOLE_METRICS_ADDR", "127.0.0.1")
+OPSCONSOLE_WORKER_METRICS_PORT = int(os.environ.get("OPSCONSOLE_WORKER_METRICS_PORT", "9101"))
+OPSCONSOLE_CONTROLLER_METRICS_PORT = int(os.environ.get("OPSCONSOLE_CONTROLLER_METRICS_PORT", "9102"))
 
 # The reconcilers this installation runs, by dotted path (DESIGN.md §2).
 OPSCONSOLE_RECONCILERS = env_list(

@@ -56,6 +56,11 @@ class WorkerProcess:
         env = dict(os.environ)
         env["DATABASE_URL"] = test_database_url()
         env["OPSCONSOLE_CELERY_QUEUE"] = self.queue
+        # Several workers run at once in the suite: no fixed metrics port, and no span writes competing for
+        # the test database unless a test asks for them (the telemetry tests do).
+        env.setdefault("OPSCONSOLE_WORKER_METRICS_PORT", "0")
+        env.setdefault("OPSCONSOLE_TRACING", "off")
+        env.pop("PROMETHEUS_MULTIPROC_DIR", None)
         env.update(self.extra_env)
         return env
 
