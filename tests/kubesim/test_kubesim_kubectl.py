@@ -1,0 +1,178 @@
+"""kubectl against the kubeconfig kubesim writes (skipped only when kubectl is not on PATH)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import yaml
+
+from kubesim.testing import KubesimHandle, running_kubesim, wait_for
+
+KUBECTL = shutil.which("kubectl")
+pytestmark = pytest.mark.skipif(KUBECTL is None, reason="kubectl is not on PATH")
+
+CRD = """
+apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata:
+  name: gizmos.example.com
+spec:
+  group: example.com
+  scope: Namespaced
+  names: {plural: gizmos, singular: gizmo, kind: Gizmo, shortNames: [gz]}
+  versions:
+  - name: v1
+    served: true
+    storage: true
+    subresources: {status: {}}
+    additionalPrinterColumns:
+    - {name: Size, type: integer, jsonPath: .spec.size}
+    - {name: Age, type: date, jsonPath: .metadata.creationTimestamp}
+    schema:
+      openAPIV3Schema:
+        type: object
+        properties:
+          spec:
+            type: object
+            properties:
+              size: {type: integer, minimum: 1}
+          status: {type: object, x-kubernetes-preserve-unknown-fields: true}
+"""
+CR = """
+apiVersion: example.com/v1
+kind: Gizmo
+metadata: {name: g1}
+spec: {size: 3}
+"""
+DEPLOY = """
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: web}
+spec:
+  replicas: REPLICAS
+  selector: {matchLabels: {app: web}}
+  template:
+    metadata: {labels: {app: web}}
+    spec:
+      containers:
+      - {name: app, image: "nginx:1.27", ports: [{containerPort: 80}]}
+"""
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory) -> Iterator[KubesimHandle]:
+    """A kubesim serving TLS, since kubectl only sends bearer tokens over TLS."""
+    with running_kubesim(tls=True, schedule_delay=0.01, start_delay=0.05, ready_delay=0.05) as k:
+        yield k
+
+
+@pytest.fixture(scope="module")
+def kubectl(cluster, tmp_path_factory):
+    home = tmp_path_factory.mktemp("kubectl-home")
+    env = dict(os.environ, KUBECONFIG=cluster.kubeconfig, HOME=str(home))
+
+    def run(*args: str, stdin: str | None = None, check: bool = True) -> subprocess.CompletedProcess:
+        proc = subprocess.run([KUBECTL, "--cache-dir", str(home / "cache"), *args], input=stdin, env=env,
+                              capture_output=True, text=True, timeout=30)
+        if check and proc.returncode != 0:
+            raise AssertionError(f"kubectl {' '.join(args)} failed: {proc.stderr}")
+        return proc
+
+    run.env = env  # type: ignore[attr-defined]
+    run.home = home  # type: ignore[attr-defined]
+    return run
+
+
+def test_api_resources_lists_builtins(kubectl):
+    out = kubectl("api-resources").stdout
+    for line in ("deployments", "customresourcedefinitions", "leases", "pods"):
+        assert line in out
+    assert "Unhandled Error" not in kubectl("api-resources").stderr
+
+
+def test_get_namespaces_prints_a_table(kubectl):
+    out = kubectl("get", "namespaces").stdout.splitlines()
+    assert out[0].split() == ["NAME", "STATUS", "AGE"]
+    assert any(line.startswith("default ") and "Active" in line for line in out[1:])
+
+
+def test_apply_a_crd_and_a_cr_then_get_with_printer_columns(kubectl, tmp_path):
+    (tmp_path / "crd.yaml").write_text(CRD)
+    (tmp_path / "cr.yaml").write_text(CR)
+    assert "created" in kubectl("apply", "-f", str(tmp_path / "crd.yaml")).stdout
+    assert "gizmo.example.com/g1 created" in kubectl("apply", "-f", str(tmp_path / "cr.yaml")).stdout
+    assert "unchanged" in kubectl("apply", "-f", str(tmp_path / "cr.yaml")).stdout
+    lines = kubectl("get", "gizmos").stdout.splitlines()
+    assert lines[0].split() == ["NAME", "SIZE", "AGE"] and lines[1].split()[:2] == ["g1", "3"]
+    doc = yaml.safe_load(kubectl("get", "gz", "g1", "-o", "yaml").stdout)
+    assert doc["spec"] == {"size": 3} and doc["metadata"]["generation"] == 1
+    assert "kubectl.kubernetes.io/last-applied-configuration" in doc["metadata"]["annotations"]
+    bad = kubectl("apply", "-f", "-", stdin=CR.replace("size: 3", "size: 0"), check=False)
+    assert bad.returncode != 0 and "spec.size" in bad.stderr
+
+
+def test_patch_merge_annotate_describe_delete(kubectl, tmp_path):
+    kubectl("apply", "-f", "-", stdin=CR.replace("g1", "g2"))
+    assert "patched" in kubectl("patch", "gizmo", "g2", "--type=merge", "-p", '{"spec":{"size":5}}').stdout
+    assert "annotated" in kubectl("annotate", "gizmo", "g2", "opsconsole.io/reconcile-requested-at=now").stdout
+    got = json.loads(kubectl("get", "gizmo", "g2", "-o", "json").stdout)
+    assert got["spec"]["size"] == 5 and got["metadata"]["generation"] == 2
+    assert got["metadata"]["annotations"]["opsconsole.io/reconcile-requested-at"] == "now"
+    described = kubectl("describe", "gizmo", "g2").stdout
+    assert "Name:         g2" in described and "Size:  5" in described
+    assert 'gizmo.example.com "g2" deleted' in kubectl("delete", "gizmo", "g2").stdout
+    assert kubectl("get", "gizmo", "g2", check=False).returncode != 0
+
+
+def test_client_side_apply_of_a_deployment_uses_strategic_merge(kubectl, cluster):
+    assert "created" in kubectl("apply", "-f", "-", stdin=DEPLOY.replace("REPLICAS", "1")).stdout
+    assert "unchanged" in kubectl("apply", "-f", "-", stdin=DEPLOY.replace("REPLICAS", "1")).stdout
+    assert "configured" in kubectl("apply", "-f", "-", stdin=DEPLOY.replace("REPLICAS", "2")).stdout
+    wait_for(lambda: kubectl("get", "deploy", "web", "-o", "jsonpath={.status.availableReplicas}").stdout == "2")
+    lines = kubectl("get", "deploy", "web").stdout.splitlines()
+    assert lines[0].split() == ["NAME", "READY", "UP-TO-DATE", "AVAILABLE", "AGE"]
+    assert lines[1].split()[:4] == ["web", "2/2", "2", "2"]
+    pods = kubectl("get", "pods", "-l", "app=web").stdout
+    assert pods.count("Running") == 2
+    described = kubectl("describe", "deployment", "web").stdout
+    assert "ScalingReplicaSet" in described
+    assert "serverside-applied" in kubectl("apply", "--server-side", "-f", "-",
+                                           stdin=DEPLOY.replace("REPLICAS", "3")).stdout
+
+
+def test_get_watch_prints_new_objects(kubectl, tmp_path):
+    proc = subprocess.Popen([KUBECTL, "--cache-dir", str(kubectl.home / "cache"), "get", "configmaps", "-w",
+                             "--request-timeout=20s"], env=kubectl.env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        time.sleep(1.0)
+        kubectl("create", "-f", "-", stdin="apiVersion: v1\nkind: ConfigMap\nmetadata: {name: watched}\n")
+        deadline = time.monotonic() + 10
+        seen = ""
+        while time.monotonic() < deadline and "watched" not in seen:
+            line = proc.stdout.readline()
+            if not line:
+                break
+            seen += line
+        assert "watched" in seen, seen
+    finally:
+        proc.terminate()
+        proc.wait(10)
+
+
+def test_kubectl_with_a_wrong_token_is_refused(cluster, tmp_path):
+    doc = yaml.safe_load(Path(cluster.kubeconfig).read_text())
+    doc["users"][0]["user"] = {"token": "wrong"}
+    (tmp_path / "kc").write_text(yaml.safe_dump(doc))
+    proc = subprocess.run([KUBECTL, "--kubeconfig", str(tmp_path / "kc"), "--cache-dir", str(tmp_path / "c"),
+                           "get", "pods"], capture_output=True, text=True, timeout=30,
+                          env=dict(os.environ, HOME=str(tmp_path)))
+    assert proc.returncode != 0
+    assert "You must be logged in to the server" in proc.stderr
