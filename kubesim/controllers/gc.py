@@ -162,3 +162,27 @@ class GarbageCollector(Controller):
         new["metadata"] = clone(obj["metadata"])
         new["metadata"]["finalizers"] = [f for f in obj["metadata"].get("finalizers") or [] if f != finalizer]
         self.cluster.replace(rt, obj, new)
+
+    def sweep(self) -> int:
+        """Queue every object that has ownerReferences (the periodic resync); returns how many."""
+        n = 0
+        for deps in list(self.dependents.values()):
+            for item in deps:
+                self.enqueue(item)
+                n += 1
+        return n
+
+    async def run(self) -> None:
+        """The controller loop plus a periodic sweep every ``gc_interval`` seconds."""
+        import asyncio
+
+        async def sweeper() -> None:
+            while True:
+                await asyncio.sleep(max(self.sim.options.gc_interval, 0.05))
+                self.sweep()
+
+        task = asyncio.get_running_loop().create_task(sweeper())
+        try:
+            await super().run()
+        finally:
+            task.cancel()

@@ -1,0 +1,1 @@
+"""Benchmarks of kubesim (see ``bench/kubesim/run.py``)."""
