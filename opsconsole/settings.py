@@ -55,9 +55,11 @@ INSTALLED_APPS = [
     "django.contrib.staticfiles",
     "rest_framework",
     "drf_spectacular",
+    "drf_spectacular_sidecar",
     "reconcilers",
     "opsconsole.console",
     "opsconsole.api",
+    "opsconsole.accounts",
 ]
 
 MIDDLEWARE = [
@@ -126,14 +128,27 @@ STORAGES = {
 
 REST_FRAMEWORK = {
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
-    "DEFAULT_AUTHENTICATION_CLASSES": ["rest_framework.authentication.SessionAuthentication"],
-    "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+    "DEFAULT_AUTHENTICATION_CLASSES": [
+        "opsconsole.api.authentication.BearerTokenAuthentication",
+        "rest_framework.authentication.SessionAuthentication",
+    ],
+    "DEFAULT_PERMISSION_CLASSES": ["opsconsole.api.permissions.IsViewer"],
+    "DEFAULT_PAGINATION_CLASS": "opsconsole.api.pagination.IdCursorPagination",
+    "PAGE_SIZE": 50,
+    "EXCEPTION_HANDLER": "opsconsole.api.exceptions.exception_handler",
+    "DEFAULT_THROTTLE_RATES": {"actions": os.environ.get("OPSCONSOLE_API_ACTION_RATE", "60/min")},
+    "UNAUTHENTICATED_USER": "django.contrib.auth.models.AnonymousUser",
 }
 SPECTACULAR_SETTINGS = {
     "TITLE": "opsconsole API",
     "DESCRIPTION": "Status of Kubernetes custom resources, their audited transitions, and manual reconciles.",
     "VERSION": "1",
     "SERVE_INCLUDE_SCHEMA": False,
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
+    "COMPONENT_SPLIT_REQUEST": True,
+    "SCHEMA_PATH_PREFIX": "/api/v1",
 }
 
 # Redis: the broker, the workqueue and the leases. Defaults to the Redis on 127.0.0.1.
@@ -198,6 +213,11 @@ OPSCONSOLE_LEADER_NAMESPACE = os.environ.get("OPSCONSOLE_LEADER_NAMESPACE", "def
 OPSCONSOLE_LEADER_LEASE_SECONDS = float(os.environ.get("OPSCONSOLE_LEADER_LEASE_SECONDS", "15"))
 OPSCONSOLE_LEADER_RENEW_DEADLINE_SECONDS = float(os.environ.get("OPSCONSOLE_LEADER_RENEW_DEADLINE_SECONDS", "10"))
 OPSCONSOLE_LEADER_RETRY_SECONDS = float(os.environ.get("OPSCONSOLE_LEADER_RETRY_SECONDS", "2"))
+
+# API: the limits of one export and of one bulk reconcile, and the readiness probe's timeouts.
+OPSCONSOLE_API_EXPORT_MAX_ROWS = int(os.environ.get("OPSCONSOLE_API_EXPORT_MAX_ROWS", "100000"))
+OPSCONSOLE_API_BULK_MAX = int(os.environ.get("OPSCONSOLE_API_BULK_MAX", "500"))
+OPSCONSOLE_READYZ_TIMEOUT_SECONDS = float(os.environ.get("OPSCONSOLE_READYZ_TIMEOUT_SECONDS", "2"))
 
 LOGGING = {
     "version": 1,

@@ -8,6 +8,7 @@ from opsconsole.api import views as api_views
 
 urlpatterns = [
     path("healthz", api_views.healthz, name="healthz"),
+    path("readyz", api_views.readyz, name="readyz"),
     path("login/", auth_views.LoginView.as_view(), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("admin/", admin.site.urls),

@@ -1,0 +1,11 @@
+"""Django app configuration for accounts (tokens, namespace grants, the action record)."""
+
+from django.apps import AppConfig
+
+
+class AccountsConfig(AppConfig):
+    """API tokens, namespace grants, roles and the action record."""
+
+    name = "opsconsole.accounts"
+    label = "accounts"
+    default_auto_field = "django.db.models.BigAutoField"

@@ -1,0 +1,86 @@
+"""The accounts tables: `ApiToken` (stored as a sha256 hash, shown once), `NamespaceGrant` (limits a user to
+namespaces) and `ActionRecord` (append-only: one row per action asked of the API, allowed or refused).
+
+No logic lives here: `opsconsole.accounts.services` creates, checks and revokes tokens and writes records.
+"""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import models
+from django.utils import timezone
+
+from reconcilers.models.base import AppendOnlyModel
+
+
+class ApiToken(models.Model):
+    """A per-user API token for scripts. Only its sha256 is stored; `prefix` identifies it in listings."""
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="api_tokens")
+    name = models.CharField(max_length=100, help_text="what the token is for (e.g. 'ci-pipeline')")
+    prefix = models.CharField(max_length=16, help_text="the token's first characters, for recognising it")
+    hash = models.CharField(max_length=64, unique=True, help_text="sha256 hex of the token")
+    created_at = models.DateTimeField(default=timezone.now)
+    expires_at = models.DateTimeField(null=True, blank=True)
+    last_used_at = models.DateTimeField(null=True, blank=True)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        indexes = [models.Index(fields=["user", "created_at"], name="apitoken_user_created")]
+
+    def __str__(self) -> str:
+        return f"{self.prefix}… ({self.user_id}: {self.name})"
+
+
+class NamespaceGrant(models.Model):
+    """The user may see and act on objects in `namespace` only ('' is the cluster scope). A user with no
+    grant at all is not limited by namespace; a user with grants sees only those namespaces."""
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="namespace_grants")
+    namespace = models.CharField(max_length=63, blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["user", "namespace"], name="namespacegrant_unique")]
+
+    def __str__(self) -> str:
+        return f"{self.user_id} → {self.namespace or '(cluster scope)'}"
+
+
+class Outcome(models.TextChoices):
+    """How an action ended: done, refused (401/403/429), rejected as invalid (400/404/409) or failed (5xx)."""
+
+    ALLOWED = "allowed"
+    REFUSED = "refused"
+    REJECTED = "rejected"
+    FAILED = "failed"
+
+
+class ActionRecord(AppendOnlyModel):
+    """One action asked of the API: who (user, how authenticated), what (action, target), why (reason),
+    and the outcome with its HTTP status. Append-only like the transition log."""
+
+    created_at = models.DateTimeField(default=timezone.now)
+    actor = models.CharField(max_length=150, blank=True, help_text="the username, '' when unauthenticated")
+    auth = models.CharField(max_length=16, blank=True, help_text="session, token or '' (none)")
+    token_prefix = models.CharField(max_length=16, blank=True)
+    action = models.CharField(max_length=64, help_text="e.g. resource.reconcile, queue.retry_now, token.create")
+    method = models.CharField(max_length=8)
+    path = models.CharField(max_length=1024)
+    target = models.CharField(max_length=1024, blank=True)
+    reason = models.TextField(blank=True)
+    outcome = models.CharField(max_length=16, choices=Outcome.choices)
+    status_code = models.PositiveSmallIntegerField()
+    detail = models.JSONField(default=dict, blank=True)
+    remote_addr = models.CharField(max_length=64, blank=True)
+
+    class Meta:
+        base_manager_name = "objects"
+        indexes = [
+            models.Index(fields=["created_at"], name="actionrecord_created"),
+            models.Index(fields=["actor", "created_at"], name="actionrecord_actor_created"),
+            models.Index(fields=["outcome", "created_at"], name="actionrecord_outcome_created"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.actor or '(anonymous)'} {self.action} {self.target}: {self.outcome} ({self.status_code})"

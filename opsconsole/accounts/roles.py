@@ -1,0 +1,52 @@
+"""Roles as Django groups — viewer (read), operator (read + reconcile), admin (everything: tokens of anyone,
+queue controls) — and namespace limits. Superusers are admins without a namespace limit."""
+
+from __future__ import annotations
+
+from typing import Any
+
+VIEWER, OPERATOR, ADMIN = "viewer", "operator", "admin"
+ROLES: tuple[str, ...] = (VIEWER, OPERATOR, ADMIN)
+_RANK = {VIEWER: 1, OPERATOR: 2, ADMIN: 3}
+
+
+def user_role(user: Any) -> str | None:
+    """The highest role the user holds (None: no role, or not authenticated)."""
+    if user is None or not getattr(user, "is_authenticated", False) or not user.is_active:
+        return None
+    if user.is_superuser:
+        return ADMIN
+    cached = getattr(user, "_opsconsole_role", False)
+    if cached is not False:
+        return cached
+    names = set(user.groups.filter(name__in=ROLES).values_list("name", flat=True))
+    role = max(names, key=_RANK.__getitem__) if names else None
+    user._opsconsole_role = role
+    return role
+
+
+def user_has_role(user: Any, role: str) -> bool:
+    """True when the user's role is `role` or above it."""
+    held = user_role(user)
+    return held is not None and _RANK[held] >= _RANK[role]
+
+
+def user_namespaces(user: Any) -> frozenset[str] | None:
+    """The namespaces the user is limited to ('' is the cluster scope), or None when not limited."""
+    if user is None or not getattr(user, "is_authenticated", False):
+        return frozenset()
+    if user.is_superuser:
+        return None
+    cached = getattr(user, "_opsconsole_namespaces", False)
+    if cached is not False:
+        return cached
+    grants = frozenset(user.namespace_grants.values_list("namespace", flat=True))
+    limit = grants or None
+    user._opsconsole_namespaces = limit
+    return limit
+
+
+def namespace_allowed(user: Any, namespace: str) -> bool:
+    """Whether the user may see and act on objects in `namespace`."""
+    limit = user_namespaces(user)
+    return limit is None or namespace in limit

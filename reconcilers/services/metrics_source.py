@@ -1,0 +1,152 @@
+"""Where `metrics/summary` (and the console's charts) get their numbers: one interface, `MetricsSource`, over
+a time range, and `DatabaseMetricsSource`, computed from the database (ReconcileRun, Transition, Resource)
+and the workqueue, so the embedded setup shows figures without Prometheus. A Prometheus-backed source
+(the observability work) implements the same protocol; `metrics_source_get()` picks one.
+
+Rates are per second over [start, end); latencies are reconcile durations in seconds; `kind` narrows to one
+Kind (None: all). Aggregates only: no resource names.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from datetime import datetime
+from typing import Protocol, runtime_checkable
+
+from django.conf import settings
+from django.db.models import Count
+
+from reconcilers.models import ReconcileRun, Resource, RunResult, Transition
+
+log = logging.getLogger(__name__)
+
+QUANTILES: tuple[float, ...] = (0.5, 0.95, 0.99)
+
+
+@runtime_checkable
+class MetricsSource(Protocol):
+    """The figures of the metrics summary, over a time range."""
+
+    name: str
+
+    def reconcile_rate(self, start: datetime, end: datetime, kind: str | None = None) -> float:
+        """Reconciles per second."""
+        ...
+
+    def error_rate(self, start: datetime, end: datetime, kind: str | None = None) -> float:
+        """Reconciles that ended in error, per second."""
+        ...
+
+    def reconcile_time_quantiles(
+        self, start: datetime, end: datetime, quantiles: tuple[float, ...] = QUANTILES, kind: str | None = None
+    ) -> dict[float, float | None]:
+        """Reconcile duration quantiles in seconds (None when there was no reconcile)."""
+        ...
+
+    def queue_depth(self) -> int | None:
+        """Keys waiting for a worker now (None when the queue cannot be read)."""
+        ...
+
+    def transitions_per_kind(self, start: datetime, end: datetime) -> dict[str, int]:
+        """Recorded transitions per Kind."""
+        ...
+
+    def phase_counts(self) -> dict[str, dict[str, int]]:
+        """Resources per Kind and phase, now (deleted ones excluded)."""
+        ...
+
+
+def _seconds(start: datetime, end: datetime) -> float:
+    return max((end - start).total_seconds(), 1e-9)
+
+
+class DatabaseMetricsSource:
+    """MetricsSource computed from the database and the workqueue."""
+
+    name = "database"
+
+    def _runs(self, start: datetime, end: datetime, kind: str | None):  # noqa: ANN202 - a QuerySet
+        qs = ReconcileRun.objects.filter(started_at__gte=start, started_at__lt=end)
+        return qs.filter(kind=kind) if kind else qs
+
+    def reconcile_rate(self, start: datetime, end: datetime, kind: str | None = None) -> float:
+        """Reconciles per second."""
+        return self._runs(start, end, kind).count() / _seconds(start, end)
+
+    def error_rate(self, start: datetime, end: datetime, kind: str | None = None) -> float:
+        """Reconciles that ended in error, per second."""
+        return self._runs(start, end, kind).filter(result=RunResult.ERROR).count() / _seconds(start, end)
+
+    def reconcile_time_quantiles(
+        self, start: datetime, end: datetime, quantiles: tuple[float, ...] = QUANTILES, kind: str | None = None
+    ) -> dict[float, float | None]:
+        """Nearest-rank quantiles of the runs' durations (one indexed lookup per quantile)."""
+        runs = self._runs(start, end, kind)
+        n = runs.count()
+        out: dict[float, float | None] = {}
+        ordered = runs.order_by("duration_seconds").values_list("duration_seconds", flat=True)
+        for q in quantiles:
+            if n == 0:
+                out[q] = None
+                continue
+            index = min(n - 1, max(0, math.ceil(q * n) - 1))
+            out[q] = float(ordered[index])
+        return out
+
+    def queue_depth(self) -> int | None:
+        """The workqueue's depth, read from Redis."""
+        try:
+            from reconcilers.engine import dispatch
+
+            return int(dispatch.get_queue().snapshot(limit=0).depth)
+        except Exception as exc:  # metrics never fail the page
+            log.info("queue depth not read: %s", exc)
+            return None
+
+    def transitions_per_kind(self, start: datetime, end: datetime) -> dict[str, int]:
+        """Transitions per Kind over the range."""
+        rows = (Transition.objects.filter(created_at__gte=start, created_at__lt=end)
+                .values("kind").annotate(n=Count("id")).order_by("kind"))
+        return {row["kind"]: row["n"] for row in rows}
+
+    def phase_counts(self) -> dict[str, dict[str, int]]:
+        """Resources per Kind and phase."""
+        out: dict[str, dict[str, int]] = {}
+        rows = (Resource.objects.filter(deleted=False).values("kind", "phase")
+                .annotate(n=Count("id")).order_by("kind", "phase"))
+        for row in rows:
+            out.setdefault(row["kind"], {})[row["phase"] or "(none)"] = row["n"]
+        return out
+
+
+def metrics_source_get() -> MetricsSource:
+    """The configured source: `settings.OPSCONSOLE_METRICS_SOURCE` (a dotted path to a class built with no
+    arguments) when set, else the database."""
+    path = getattr(settings, "OPSCONSOLE_METRICS_SOURCE", "") or ""
+    if path:
+        from importlib import import_module
+
+        module, _, attr = path.rpartition(".")
+        return getattr(import_module(module), attr)()
+    return DatabaseMetricsSource()
+
+
+def metrics_summary(source: MetricsSource, start: datetime, end: datetime, kind: str | None = None) -> dict:
+    """The summary the API and the console show, from any source."""
+    rate = source.reconcile_rate(start, end, kind)
+    errors = source.error_rate(start, end, kind)
+    q = source.reconcile_time_quantiles(start, end, QUANTILES, kind)
+    return {
+        "source": source.name,
+        "start": start,
+        "end": end,
+        "kind": kind or "",
+        "reconcile_rate": rate,
+        "error_rate": errors,
+        "error_ratio": (errors / rate) if rate else 0.0,
+        "reconcile_time_seconds": {"p50": q.get(0.5), "p95": q.get(0.95), "p99": q.get(0.99)},
+        "queue_depth": source.queue_depth(),
+        "transitions_per_kind": source.transitions_per_kind(start, end),
+        "phase_counts": source.phase_counts(),
+    }

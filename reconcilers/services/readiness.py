@@ -1,0 +1,84 @@
+"""Readiness: can this web process serve? The database answers, Redis answers, the Kubernetes API answers,
+and a controller leads (the `opsconsole-controller` Lease has a holder whose lease has not expired)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import redis
+from django.conf import settings
+from django.db import connection
+
+from reconcilers.engine import kube
+from reconcilers.engine.controller.leader import LEASE, LEASE_NAME
+
+
+def _timeout() -> float:
+    return float(getattr(settings, "OPSCONSOLE_READYZ_TIMEOUT_SECONDS", 2.0))
+
+
+def _check_database() -> str:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT 1")
+        cursor.fetchone()
+    return connection.vendor
+
+
+def _check_redis() -> str:
+    client = redis.Redis.from_url(settings.REDIS_URL, socket_timeout=_timeout(), socket_connect_timeout=_timeout())
+    try:
+        client.ping()
+    finally:
+        client.close()
+    return "pong"
+
+
+def _check_kubernetes() -> str:
+    version = kube.server_version(kube.get_api_client(), timeout=_timeout())
+    return str(version.get("gitVersion") or "answered")
+
+
+def _parse_time(value: str) -> datetime:
+    return datetime.fromisoformat(value.replace("Z", "+00:00"))
+
+
+def _check_leader() -> str:
+    namespace = getattr(settings, "OPSCONSOLE_LEADER_NAMESPACE", "default")
+    lease = kube.get_object(kube.get_api_client(), LEASE, namespace, LEASE_NAME, timeout=(_timeout(), _timeout()))
+    if lease is None:
+        raise RuntimeError(f"no Lease {namespace}/{LEASE_NAME}: no controller has led yet")
+    spec = lease.get("spec") or {}
+    holder = spec.get("holderIdentity") or ""
+    if not holder:
+        raise RuntimeError("the Lease has no holder")
+    renewed = spec.get("renewTime") or spec.get("acquireTime")
+    if not renewed:
+        raise RuntimeError("the Lease was never renewed")
+    expires = _parse_time(renewed) + timedelta(seconds=float(spec.get("leaseDurationSeconds") or 15))
+    if expires < datetime.now(UTC):
+        raise RuntimeError(f"the Lease of {holder} expired at {expires.isoformat()}")
+    return holder
+
+
+CHECKS: dict[str, Callable[[], str]] = {
+    "database": _check_database,
+    "redis": _check_redis,
+    "kubernetes": _check_kubernetes,
+    "controller": _check_leader,
+}
+
+
+def readiness_check() -> dict[str, Any]:
+    """Every check's outcome: {"ready": bool, "checks": {name: {"ok", "detail", "ms"}}}."""
+    checks: dict[str, dict[str, Any]] = {}
+    for name, check in CHECKS.items():
+        started = time.monotonic()
+        try:
+            detail, ok = check(), True
+        except Exception as exc:  # a probe reports, it never raises
+            detail, ok = f"{type(exc).__name__}: {exc}"[:500], False
+        checks[name] = {"ok": ok, "detail": detail, "ms": round((time.monotonic() - started) * 1000, 1)}
+    return {"ready": all(c["ok"] for c in checks.values()), "checks": checks}

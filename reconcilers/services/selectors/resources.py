@@ -1,0 +1,165 @@
+"""Reads of the Resource mirror: the filtered list (kind, namespace, phase, label selector, name search,
+stuck, generation lag), one resource, its children, transitions, reconcile runs and live Kubernetes Events."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
+
+from django.db.models import F, Q, QuerySet
+from django.utils import timezone
+
+from reconcilers.core.reconciler import ResourceKind
+from reconcilers.engine import kube, registry
+from reconcilers.models import ReconcileRun, Resource, Transition
+from reconcilers.services.selectors.filters import InvalidFilter, label_selector_q, namespace_q
+
+log = logging.getLogger(__name__)
+EVENT = ResourceKind("", "v1", "events", "Event", True)
+
+
+@dataclass(frozen=True)
+class ResourceFilters:
+    """What a resource list may be filtered by (every field optional)."""
+
+    kind: str = ""
+    namespace: str = ""
+    phase: str = ""
+    selector: str = ""
+    search: str = ""
+    stuck_for: float | None = None  # seconds in a non-terminal phase
+    generation_lag: bool | None = None  # observedGeneration < generation (or never observed)
+    include_deleted: bool = False
+
+
+def kind_names(kind: str) -> tuple[str, str | None]:
+    """The Kind a user named (kind, plural or plural.group, case-insensitive) and its API group (None when
+    no registered reconciler matches: the name is then used as given)."""
+    try:
+        rec = registry.for_name(kind)
+    except registry.UnknownKind:
+        return kind, None
+    return rec.resource.kind, rec.resource.group
+
+
+def _stuck_q(seconds: float) -> Q:
+    cutoff = timezone.now() - timedelta(seconds=seconds)
+    q = Q(phase_since__lt=cutoff) & ~Q(phase="")
+    terminal = Q()
+    for rec in registry.registered():
+        ends = sorted(rec.state_machine.terminal)
+        if ends:
+            terminal |= Q(kind=rec.resource.kind, group=rec.resource.group, phase__in=ends)
+    return q & ~terminal if terminal else q
+
+
+def resource_list(
+    filters: ResourceFilters | None = None, *, namespaces: frozenset[str] | None = None
+) -> QuerySet[Resource]:
+    """Mirrored resources matching `filters`, limited to `namespaces`; not ordered (the paginator orders)."""
+    f = filters or ResourceFilters()
+    qs = Resource.objects.filter(namespace_q(namespaces))
+    if not f.include_deleted:
+        qs = qs.filter(deleted=False)
+    if f.kind:
+        kind, group = kind_names(f.kind)
+        qs = qs.filter(kind=kind) if group is None else qs.filter(kind=kind, group=group)
+    if f.namespace:
+        qs = qs.filter(namespace=f.namespace)
+    if f.phase:
+        qs = qs.filter(phase=f.phase)
+    if f.selector:
+        qs = qs.filter(label_selector_q(f.selector))
+    if f.search:
+        qs = qs.filter(name__icontains=f.search)
+    if f.stuck_for is not None:
+        if f.stuck_for < 0:
+            raise InvalidFilter("stuck_for", "must be zero or more seconds")
+        qs = qs.filter(_stuck_q(f.stuck_for))
+    if f.generation_lag is not None:
+        lagging = Q(observed_generation__isnull=True) | Q(observed_generation__lt=F("generation"))
+        qs = qs.filter(lagging) if f.generation_lag else qs.exclude(lagging)
+    return qs
+
+
+def resource_get(pk: int, *, namespaces: frozenset[str] | None = None) -> Resource:
+    """One resource by id, if visible (Resource.DoesNotExist otherwise: an invisible one does not exist)."""
+    return Resource.objects.filter(namespace_q(namespaces)).get(pk=pk)
+
+
+def resource_children_map(resources: list[Resource]) -> dict[str, list[dict[str, Any]]]:
+    """For a page of resources: their mirrored children (resources whose controller owner is one of them),
+    by owner uid, in one query."""
+    uids = [r.uid for r in resources]
+    if not uids:
+        return {}
+    out: dict[str, list[dict[str, Any]]] = {uid: [] for uid in uids}
+    rows = Resource.objects.filter(owner__uid__in=uids, deleted=False).values(
+        "id", "kind", "namespace", "name", "phase", "owner"
+    )
+    for row in rows.order_by("id"):
+        owner = row.pop("owner") or {}
+        if owner.get("uid") in out:
+            out[owner["uid"]].append(row)
+    return out
+
+
+def resource_live_children(resource: Resource) -> tuple[list[dict[str, Any]], str]:
+    """The objects the resource owns in the cluster (its reconciler's `owns` kinds, by ownerReference uid),
+    read live: (children, error). Unreachable API or unknown kind: what was found and the error."""
+    try:
+        rec = registry.for_kind(resource.group, resource.plural)
+    except registry.UnknownKind:
+        return [], ""
+    children: list[dict[str, Any]] = []
+    try:
+        api = kube.get_api_client()
+        for kind in rec.owns:
+            ns = resource.namespace or None
+            for item in kube.list_objects(api, kind, ns if kind.namespaced else None, timeout=(2.0, 5.0)).items:
+                meta = item.get("metadata") or {}
+                if any(ref.get("uid") == resource.uid for ref in meta.get("ownerReferences") or []):
+                    children.append({"apiVersion": kind.api_version, "kind": kind.kind,
+                                     "namespace": meta.get("namespace", ""), "name": meta.get("name", ""),
+                                     "uid": meta.get("uid", "")})
+    except Exception as exc:  # a read for display: report, never fail the page
+        log.info("live children of %s not read: %s", resource, exc)
+        return children, f"the Kubernetes API did not answer: {exc}"
+    return children, ""
+
+
+def resource_transitions(resource: Resource) -> QuerySet[Transition]:
+    """The resource's transitions (its audit chain)."""
+    return Transition.objects.filter(resource=resource)
+
+
+def resource_runs(resource: Resource) -> QuerySet[ReconcileRun]:
+    """The resource's reconcile runs."""
+    return ReconcileRun.objects.filter(Q(resource=resource) | Q(resource__isnull=True, key=resource.key))
+
+
+def resource_events(resource: Resource, *, limit: int = 200) -> list[dict[str, Any]]:
+    """The Kubernetes Events about the resource, read live (newest first). Raises the client's errors (the
+    caller answers 503); events expire, the transition log is the record."""
+    api = kube.get_api_client()
+    result = kube.list_objects(
+        api, EVENT, resource.namespace or "default", field_selector=f"involvedObject.uid={resource.uid}",
+        limit=limit, timeout=(2.0, 10.0),
+    )
+    events = []
+    for item in result.items:
+        meta = item.get("metadata") or {}
+        events.append({
+            "type": item.get("type", ""),
+            "reason": item.get("reason", ""),
+            "message": item.get("message", ""),
+            "count": item.get("count") or 1,
+            "first_timestamp": item.get("firstTimestamp") or item.get("eventTime") or meta.get("creationTimestamp"),
+            "last_timestamp": item.get("lastTimestamp") or item.get("eventTime") or meta.get("creationTimestamp"),
+            "source": (item.get("source") or {}).get("component") or item.get("reportingComponent", ""),
+            "name": meta.get("name", ""),
+        })
+    events.sort(key=lambda e: e["last_timestamp"] or "", reverse=True)
+    return events
