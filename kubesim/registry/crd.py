@@ -87,7 +87,13 @@ def resource_type_from_crd(crd: dict[str, Any]) -> ResourceType | None:
     columns: dict[str, list[dict[str, Any]]] = {}
     has_status = False
     scale: ScaleSpec | None = None
+    selectable: list[str] = []
     for v in spec["versions"]:
+        if v.get("served"):
+            for f in v.get("selectableFields") or []:
+                path = str(f.get("jsonPath", "")).lstrip(".")
+                if path and path not in selectable:
+                    selectable.append(path)
         schemas[v["name"]] = (v.get("schema") or {}).get("openAPIV3Schema") or {}
         columns[v["name"]] = v.get("additionalPrinterColumns") or []
         sub = v.get("subresources") or {}
@@ -115,4 +121,5 @@ def resource_type_from_crd(crd: dict[str, Any]) -> ResourceType | None:
         crd_name=crd["metadata"]["name"],
         schemas=schemas,
         printer_columns=columns,
+        field_selectors=tuple(selectable),
     )

@@ -23,6 +23,7 @@ WIDGET_CRD = {
             "name": "v1",
             "served": True,
             "storage": True,
+            "selectableFields": [{"jsonPath": ".spec.mode"}],
             "subresources": {"status": {}, "scale": {"specReplicasPath": ".spec.replicas",
                                                      "statusReplicasPath": ".status.replicas"}},
             "additionalPrinterColumns": [

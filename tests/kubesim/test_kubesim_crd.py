@@ -121,3 +121,13 @@ def test_multiple_versions_serve_the_same_objects(api_client, custom):
         "example.net/v1"
     group = raw(api_client, "GET", "/apis/example.net")
     assert group["preferredVersion"]["version"] == "v1"
+
+
+def test_selectable_fields_of_a_crd_work_in_field_selectors(custom, widgets, ns):
+    custom.create_namespaced_custom_object(*W, ns, "widgets", widget("fast", mode="fast"))
+    custom.create_namespaced_custom_object(*W, ns, "widgets", widget("slow", mode="slow"))
+    got = custom.list_namespaced_custom_object(*W, ns, "widgets", field_selector="spec.mode=slow")
+    assert [i["metadata"]["name"] for i in got["items"]] == ["slow"]
+    with pytest.raises(client.ApiException) as e:
+        custom.list_namespaced_custom_object(*W, ns, "widgets", field_selector="spec.size=2")
+    assert e.value.status == 400

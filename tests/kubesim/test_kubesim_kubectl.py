@@ -176,3 +176,17 @@ def test_kubectl_with_a_wrong_token_is_refused(cluster, tmp_path):
                           env=dict(os.environ, HOME=str(tmp_path)))
     assert proc.returncode != 0
     assert "You must be logged in to the server" in proc.stderr
+
+
+def test_reapplying_with_a_container_and_an_env_var_removed_drops_them(kubectl):
+    two = DEPLOY.replace("name: web", "name: two").replace("app: web", "app: two").replace("REPLICAS", "1")
+    both = two.replace('ports: [{containerPort: 80}]}',
+                       'env: [{name: A, value: "1"}, {name: B, value: "2"}]}\n      - {name: side, image: "busybox:1"}')
+    kubectl("apply", "-f", "-", stdin=both)
+    one = two.replace('ports: [{containerPort: 80}]}', 'env: [{name: B, value: "3"}]}')
+    kubectl("apply", "-f", "-", stdin=one)
+    got = json.loads(kubectl("get", "deploy", "two", "-o", "json").stdout)
+    containers = got["spec"]["template"]["spec"]["containers"]
+    assert [c["name"] for c in containers] == ["app"]
+    assert containers[0]["env"] == [{"name": "B", "value": "3"}]
+    assert got["metadata"]["generation"] == 2
