@@ -148,7 +148,8 @@ def _namespace_create(obj: dict[str, Any]) -> None:
 
 
 def _secret_create(obj: dict[str, Any]) -> None:
-    obj.setdefault("type", "Opaque")
+    if not obj.get("type"):
+        obj["type"] = "Opaque"
     string_data = obj.pop("stringData", None)
     if isinstance(string_data, dict):
         data = obj.setdefault("data", {})

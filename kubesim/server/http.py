@@ -9,7 +9,7 @@ from typing import Any
 import yaml
 from aiohttp import web
 
-from kubesim import errors
+from kubesim import errors, protobuf
 from kubesim.errors import ApiError
 from kubesim.meta import dumps
 
@@ -75,6 +75,11 @@ async def read_body(request: web.Request) -> Any:
     if not raw.strip():
         return None
     ctype = request.content_type
+    if ctype == "application/vnd.kubernetes.protobuf":
+        try:
+            return protobuf.decode(raw)
+        except protobuf.ProtobufUnsupported as e:
+            raise errors.unsupported_media_type(ctype, ["application/json", "application/yaml"]) from e
     if "protobuf" in ctype or "cbor" in ctype:
         raise errors.unsupported_media_type(ctype, ["application/json", "application/yaml"])
     try:
