@@ -9,7 +9,7 @@ from typing import Any
 from django.contrib.auth import get_user_model
 from django.utils import timezone
 from drf_spectacular.utils import extend_schema
-from rest_framework import status
+from rest_framework import generics, status
 from rest_framework.exceptions import NotFound, PermissionDenied, ValidationError
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -114,18 +114,18 @@ class TokenRevokeView(AuditedActionView):
         return Response(status=status.HTTP_204_NO_CONTENT)
 
 
-class ActionRecordListView(APIView):
+class ActionRecordListView(generics.ListAPIView):
     """The action record (admins): every action asked of the API, newest first."""
 
     permission_classes = [IsAdmin]
+    serializer_class = s.ActionRecordSerializer
+    pagination_class = NewestFirstPagination
+
+    def get_queryset(self) -> Any:
+        q = _query(s.ActionQuerySerializer, self.request)
+        return ActionRecord.objects.filter(**{k: v for k, v in q.items() if v})
 
     @extend_schema(summary="The action record (admin)", parameters=[s.ActionQuerySerializer],
                    responses={200: s.ActionRecordSerializer(many=True), **ERRORS})
-    def get(self, request: Request) -> Response:
-        q = _query(s.ActionQuerySerializer, request)
-        qs = ActionRecord.objects.filter(**{k: v for k, v in q.items() if v})
-        paginator = NewestFirstPagination()
-        page = paginator.paginate_queryset(qs, request, view=self)
-        return paginator.get_paginated_response(s.ActionRecordSerializer(page, many=True).data)
-
-
+    def get(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        return super().get(request, *args, **kwargs)
