@@ -35,6 +35,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--schedule-delay", type=float, default=k.schedule_delay, help="seconds until a Pod is bound")
     p.add_argument("--start-delay", type=float, default=k.start_delay, help="seconds until a Pod runs")
     p.add_argument("--ready-delay", type=float, default=k.ready_delay, help="seconds until a running Pod is Ready")
+    p.add_argument("--terminate-delay", type=float, default=k.terminate_delay,
+                   help="seconds a gracefully deleted Pod stays Terminating")
     p.add_argument("--broken-image-marker", action="append", default=None,
                    help="image tags containing this stay in ImagePullBackOff (repeatable)")
     p.add_argument("--crash-image-marker", action="append", default=None,
@@ -52,7 +54,7 @@ def build_parser() -> argparse.ArgumentParser:
 def options_from_args(args: argparse.Namespace) -> Options:
     """Options from parsed arguments."""
     kubelet = KubeletOptions(schedule_delay=args.schedule_delay, start_delay=args.start_delay,
-                             ready_delay=args.ready_delay)
+                             ready_delay=args.ready_delay, terminate_delay=args.terminate_delay)
     if args.broken_image_marker:
         kubelet.broken_image_markers = args.broken_image_marker
     if args.crash_image_marker:

@@ -33,6 +33,12 @@ def now() -> str:
     return _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+def now_plus(seconds: float) -> str:
+    """``now()`` plus some seconds."""
+    t = _dt.datetime.now(_dt.UTC) + _dt.timedelta(seconds=seconds)
+    return t.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
 def now_micro() -> str:
     """The current time in metav1.MicroTime form."""
     return _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")

@@ -54,6 +54,7 @@ class KubeletOptions:
     schedule_delay: float = 0.05  # Pending (unscheduled) -> bound to the node
     start_delay: float = 0.2  # bound -> Running (containers started)
     ready_delay: float = 0.2  # Running -> Ready
+    terminate_delay: float = 0.1  # a gracefully deleted Pod's containers stop, then the Pod goes
     broken_image_markers: list[str] = field(default_factory=lambda: ["broken", "imagepullbackoff", "doesnotexist"])
     crash_image_markers: list[str] = field(default_factory=lambda: ["crashloop", "crash"])
     node_name: str = "kubesim-node"

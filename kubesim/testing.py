@@ -115,7 +115,8 @@ class _ProcessServer:
         cmd = [sys.executable, "-m", "kubesim", "--host", o.host, "--port", str(o.port), "--kubeconfig",
                self.kubeconfig, "--history-size", str(o.history_size), "--bookmark-interval",
                str(o.bookmark_interval), "--schedule-delay", str(o.kubelet.schedule_delay), "--start-delay",
-               str(o.kubelet.start_delay), "--ready-delay", str(o.kubelet.ready_delay), "--log-level", "WARNING"]
+               str(o.kubelet.start_delay), "--ready-delay", str(o.kubelet.ready_delay), "--terminate-delay",
+               str(o.kubelet.terminate_delay), "--log-level", "WARNING"]
         cmd += ["--token", o.token] if o.token else ["--no-auth"]
         if o.token and not o.tls:
             cmd.append("--no-tls")

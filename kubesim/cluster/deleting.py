@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING, Any
 
 from kubesim import errors
 from kubesim.cluster.options import WriteOptions
-from kubesim.meta import clone, now
+from kubesim.meta import clone, now, now_plus
 from kubesim.registry import ResourceType
 from kubesim.selectors import Matcher
 
@@ -52,11 +52,15 @@ class DeletingMixin:
         if rt.key == ("apiextensions.k8s.io", "customresourcedefinitions") and CRD_CLEANUP not in finalizers:
             finalizers.append(CRD_CLEANUP)
         ns_pending = rt.kind == "Namespace" and bool((old.get("spec") or {}).get("finalizers"))
+        grace = _pod_grace(rt, old, options)
+        if grace is not None and grace > 0:
+            return self._graceful_pod_delete(rt, old, finalizers, grace, opts)
         if not finalizers and not ns_pending:
             if opts.dry_run:
                 return old, True
             return self._remove(rt, old), True
-        if meta.get("deletionTimestamp") and finalizers == list(meta.get("finalizers") or []):
+        if meta.get("deletionTimestamp") and finalizers == list(meta.get("finalizers") or []) and not (
+                grace == 0 and meta.get("deletionGracePeriodSeconds")):
             return old, False
         new = dict(old)
         new["metadata"] = nm = clone(meta)
@@ -66,6 +70,8 @@ class DeletingMixin:
             nm["deletionGracePeriodSeconds"] = 0
             if "generation" in nm:
                 nm["generation"] = int(nm["generation"]) + 1
+        elif grace == 0:
+            nm["deletionGracePeriodSeconds"] = 0
         if rt.kind == "Namespace":
             new["status"] = dict(old.get("status") or {}, phase="Terminating")
         if rt.key == ("apiextensions.k8s.io", "customresourcedefinitions"):
@@ -74,6 +80,24 @@ class DeletingMixin:
                                "message": "CustomResourceDefinition marked for deletion; instance deletion pending",
                                "lastTransitionTime": nm["deletionTimestamp"]})
             new["status"] = dict(old.get("status") or {}, conditions=conditions)
+        if opts.dry_run:
+            return new, False
+        return self.internal_put(rt, new), False
+
+    def _graceful_pod_delete(self: Cluster, rt: ResourceType, old: dict[str, Any], finalizers: list[str],
+                             grace: int, opts: WriteOptions) -> tuple[dict[str, Any], bool]:
+        """A bound, running Pod: mark it terminating for ``grace`` seconds; the kubelet removes it."""
+        meta = old["metadata"]
+        current = meta.get("deletionGracePeriodSeconds")
+        if meta.get("deletionTimestamp") and current is not None and current <= grace and \
+                finalizers == list(meta.get("finalizers") or []):
+            return old, False
+        new = dict(old)
+        new["metadata"] = nm = clone(meta)
+        if finalizers:
+            nm["finalizers"] = finalizers
+        nm["deletionTimestamp"] = now_plus(grace)
+        nm["deletionGracePeriodSeconds"] = grace
         if opts.dry_run:
             return new, False
         return self.internal_put(rt, new), False
@@ -107,3 +131,17 @@ class DeletingMixin:
         if self._should_delete(new):
             return self._remove(rt, new)
         return self.internal_put(rt, new)
+
+
+def _pod_grace(rt: ResourceType, pod: dict[str, Any], options: dict[str, Any]) -> int | None:
+    """The graceful-deletion period of a Pod (None for other kinds): 0 when unbound or finished."""
+    if rt.key != ("", "pods"):
+        return None
+    requested = options.get("gracePeriodSeconds")
+    grace = int(requested) if requested is not None else int(
+        (pod.get("spec") or {}).get("terminationGracePeriodSeconds", 30))
+    if not (pod.get("spec") or {}).get("nodeName"):
+        return 0
+    if (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
+        return 0
+    return max(grace, 0)

@@ -66,7 +66,14 @@ class Kubelet(Controller):
         ns, name = key
         rt = self.cluster.resource("", "pods")
         pod = self.cluster.find(rt, ns, name)
-        if pod is None or pod["metadata"].get("deletionTimestamp"):
+        if pod is None:
+            return None
+        if pod["metadata"].get("deletionTimestamp"):
+            if pod["metadata"].get("deletionGracePeriodSeconds"):
+                left = self._wait(pod, "terminate", self.opts.terminate_delay)
+                if left is not None:
+                    return left
+                self.cluster.delete(rt, ns, name, {"gracePeriodSeconds": 0})
             return None
         status = pod.get("status") or {}
         if status.get("phase") in ("Succeeded", "Failed"):

@@ -191,6 +191,8 @@ class ResourceHandler:
             options["propagationPolicy"] = q["propagationPolicy"]
         if q.get("orphanDependents"):
             options["orphanDependents"] = flag(q, "orphanDependents")
+        if q.get("gracePeriodSeconds"):
+            options["gracePeriodSeconds"] = int_param(q, "gracePeriodSeconds")
         return options
 
     async def _delete(self, t: Target, request: web.Request, accept: Accept) -> web.Response:

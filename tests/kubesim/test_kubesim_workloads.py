@@ -159,3 +159,39 @@ def test_node_is_registered_and_ready(core):
     node = core.read_node("kubesim-node")
     assert {c.type: c.status for c in node.status.conditions}["Ready"] == "True"
     assert isinstance(client.V1Node, type)
+
+
+def test_a_running_pod_is_deleted_gracefully_and_the_kubelet_removes_it(core, ns):
+    core.create_namespaced_pod(ns, {"metadata": {"name": "g"}, "spec": {"containers": [
+        {"name": "c", "image": "x:1"}]}})
+    wait_for(lambda: core.read_namespaced_pod("g", ns).status.phase == "Running")
+    out = core.delete_namespaced_pod("g", ns)
+    assert out.metadata.deletion_timestamp is not None and out.metadata.deletion_grace_period_seconds == 30
+    assert core.read_namespaced_pod("g", ns).metadata.deletion_timestamp is not None  # Terminating
+    wait_for(lambda: not core.list_namespaced_pod(ns, field_selector="metadata.name=g").items, timeout=5)
+
+
+def test_grace_period_zero_and_unbound_pods_go_at_once(core, ns):
+    core.create_namespaced_pod(ns, {"metadata": {"name": "f"}, "spec": {"containers": [
+        {"name": "c", "image": "x:1"}]}})
+    wait_for(lambda: core.read_namespaced_pod("f", ns).spec.node_name)
+    core.delete_namespaced_pod("f", ns, grace_period_seconds=0)
+    assert not core.list_namespaced_pod(ns, field_selector="metadata.name=f").items
+
+
+def test_without_a_kubelet_unbound_pods_go_at_once_and_bound_ones_stay_terminating():
+    from kubesim.testing import running_kubesim
+
+    with running_kubesim(controllers=False) as k:
+        core = client.CoreV1Api(k.api_client())
+        spec = {"containers": [{"name": "c", "image": "x:1"}]}
+        core.create_namespaced_pod("default", {"metadata": {"name": "unbound"}, "spec": spec})
+        core.create_namespaced_pod("default", {"metadata": {"name": "bound"}, "spec": {**spec,
+                                                                                     "nodeName": "kubesim-node"}})
+        core.delete_namespaced_pod("unbound", "default")
+        core.delete_namespaced_pod("bound", "default", grace_period_seconds=5)
+        names = {p.metadata.name: p for p in core.list_namespaced_pod("default").items}
+        assert set(names) == {"bound"}
+        assert names["bound"].metadata.deletion_grace_period_seconds == 5
+        core.delete_namespaced_pod("bound", "default", grace_period_seconds=0)  # what --force does
+        assert not core.list_namespaced_pod("default").items
