@@ -89,14 +89,23 @@ def resource_get(pk: int, *, namespaces: frozenset[str] | None = None) -> Resour
     return Resource.objects.filter(namespace_q(namespaces)).get(pk=pk)
 
 
+def mirrored_child_kinds() -> list[str]:
+    """The registered Kinds that another registered reconciler owns (only those can be mirrored children)."""
+    registered = registry.registered()
+    mirrored = {(rec.resource.group, rec.resource.plural): rec.resource.kind for rec in registered}
+    return sorted({mirrored[(o.group, o.plural)] for rec in registered for o in rec.owns
+                   if (o.group, o.plural) in mirrored})
+
+
 def resource_children_map(resources: list[Resource]) -> dict[str, list[dict[str, Any]]]:
     """For a page of resources: their mirrored children (resources whose controller owner is one of them),
     by owner uid, in one query."""
     uids = [r.uid for r in resources]
-    if not uids:
-        return {}
+    child_kinds = mirrored_child_kinds()
+    if not uids or not child_kinds:  # no registered kind is owned by another: the mirror holds no children
+        return {uid: [] for uid in uids}
     out: dict[str, list[dict[str, Any]]] = {uid: [] for uid in uids}
-    rows = Resource.objects.filter(owner__uid__in=uids, deleted=False).values(
+    rows = Resource.objects.filter(kind__in=child_kinds, owner__uid__in=uids, deleted=False).values(
         "id", "kind", "namespace", "name", "phase", "owner"
     )
     for row in rows.order_by("id"):

@@ -104,7 +104,16 @@ def test_deleted_resources_are_hidden_unless_asked_for(viewer):
     assert ids(viewer.get("/api/v1/resources", {"include_deleted": "true"})) == [gone.pk]
 
 
-def test_a_resource_lists_its_owner_and_mirrored_children(viewer):
+def test_only_registered_kinds_owned_by_another_registered_kind_can_be_mirrored_children():
+    from reconcilers.services.selectors.resources import mirrored_child_kinds
+
+    assert mirrored_child_kinds() == []  # Memcached owns Deployments and Services, Tenant owns Namespaces…
+
+
+def test_a_resource_lists_its_owner_and_mirrored_children(viewer, monkeypatch):
+    from reconcilers.services.selectors import resources
+
+    monkeypatch.setattr(resources, "mirrored_child_kinds", lambda: ["Memcached"])
     parent = f.resource("parent")
     child = f.resource("child", owner={"uid": parent.uid, "kind": "Memcached", "name": "parent"})
     rows = {r["name"]: r for r in viewer.get("/api/v1/resources").json()["results"]}
