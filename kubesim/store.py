@@ -12,6 +12,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from kubesim.meta import dumps
+
 Key = tuple[str, str]  # (group, plural)
 
 
@@ -59,6 +61,7 @@ class Store:
         self.listeners: list[Callable[[Event], None]] = []
         self.journal: Journal | None = None
         self.max_watch_queue = max_watch_queue
+        self._encoded: dict[int, tuple[dict[str, Any], bytes]] = {}  # id(stored obj) -> (obj, its JSON)
 
     # reads
     def get(self, key: Key, namespace: str, name: str) -> dict[str, Any] | None:
@@ -100,6 +103,8 @@ class Store:
         ns, name = meta.get("namespace", ""), meta["name"]
         names = self.objects.setdefault(key, {}).setdefault(ns, {})
         prev = names.get(name)
+        if prev is not None:
+            self._encoded.pop(id(prev), None)
         rv = self.next_rv()
         meta["resourceVersion"] = str(rv)
         names[name] = obj
@@ -114,6 +119,7 @@ class Store:
         if not names or name not in names:
             return None
         prev = names.pop(name)
+        self._encoded.pop(id(prev), None)
         if not names:
             del self.objects[key][namespace]
         rv = self.next_rv()
@@ -121,6 +127,17 @@ class Store:
         last["metadata"] = dict(last["metadata"], resourceVersion=str(rv))
         self._emit(Event("DELETED", key, rv, last, prev), "delete")
         return last
+
+    def encoded(self, key: Key, obj: dict[str, Any]) -> bytes:
+        """``obj`` as compact JSON, cached while ``obj`` is the stored version (objects are immutable)."""
+        hit = self._encoded.get(id(obj))
+        if hit is not None and hit[0] is obj:
+            return hit[1]
+        data = dumps(obj).encode()
+        meta = obj.get("metadata") or {}
+        if self.get(key, meta.get("namespace", ""), meta.get("name", "")) is obj:
+            self._encoded[id(obj)] = (obj, data)
+        return data
 
     def load(self, key: Key, obj: dict[str, Any]) -> None:
         """Insert an object read from disk (no event, no counter change)."""

@@ -122,8 +122,8 @@ async def bench(args: argparse.Namespace, url: str) -> dict:
         async def list_all(i: int) -> None:
             async with s.get(cm_base) as r:
                 await check(r)
-                body = await r.json()
-                assert len(body["items"]) == args.objects
+                body = await r.read()  # the server's work is measured, not the client's JSON decoding
+                assert body.count(b'"kind":"ConfigMap"') == args.objects
 
         results["list_1000_rps"] = await rate(f"LIST of {args.objects} objects", args.lists,
                                               min(args.concurrency, 8), list_all)

@@ -9,6 +9,7 @@ from aiohttp import web
 
 from kubesim import errors
 from kubesim.cluster import WriteOptions
+from kubesim.meta import dumps
 from kubesim.registry import ResourceType
 from kubesim.selectors import parse_field_selector, parse_label_selector
 from kubesim.server.http import (
@@ -100,7 +101,8 @@ class ResourceHandler:
             return json_response({"kind": "PartialObjectMetadata",
                                   "apiVersion": f"meta.k8s.io/{accept.table_version}",
                                   "metadata": ext.get("metadata", {})}, status, headers)
-        return json_response(ext, status, headers)
+        return web.Response(body=self.sim.store.encoded(t.rt.key, ext), status=status,
+                            content_type="application/json", headers=headers)
 
     async def handle(self, request: web.Request) -> web.StreamResponse:
         t = parse_path(self.sim, request.path)
@@ -172,8 +174,11 @@ class ResourceHandler:
                                   "items": [{"kind": "PartialObjectMetadata",
                                              "apiVersion": f"meta.k8s.io/{accept.table_version}",
                                              "metadata": i["metadata"]} for i in items]})
-        return json_response({"kind": t.rt.list_kind, "apiVersion": t.rt.api_version(t.version),
-                              "metadata": meta, "items": items})
+        head = dumps({"kind": t.rt.list_kind, "apiVersion": t.rt.api_version(t.version), "metadata": meta})
+        store = self.sim.store
+        body = b"".join([head[:-1].encode(), b',"items":[', b",".join(store.encoded(t.rt.key, i) for i in items),
+                         b"]}"])
+        return web.Response(body=body, content_type="application/json")
 
     async def _create(self, t: Target, request: web.Request, accept: Accept) -> web.Response:
         opts = _write_opts(request)
