@@ -1,0 +1,234 @@
+"""The `Memcached` reconciler (cache.example.com/v1alpha1, namespaced), the operator-sdk tutorial's kind.
+
+A Memcached owns a Deployment (spec.size replicas of spec.image listening on spec.port) and a Service in
+front of it. Its phase says where the rollout stands:
+
+- Pending: the rollout of the current spec is in progress (a new object, or a spec change: every change of
+  `metadata.generation` goes back through Pending);
+- Running: every replica of the current spec is ready;
+- Degraded: it was Running and some replicas are no longer ready;
+- Failed: not available within `spec.progressDeadlineSeconds`, or a permanent error (an invalid spec);
+- Terminating / Deleted: set by the engine around deletion.
+
+Its status carries `phase`, `readyReplicas`, `nodes` (the names of its pods) and conditions.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from datetime import UTC, datetime
+from typing import Any, ClassVar
+
+from reconcilers.core.reconciler import Context, Reconciler, ResourceKind
+from reconcilers.core.statemachine import StateMachine
+from reconcilers.core.types import PermanentError, Result
+
+PENDING = "Pending"
+RUNNING = "Running"
+DEGRADED = "Degraded"
+FAILED = "Failed"
+TERMINATING = "Terminating"
+DELETED = "Deleted"
+
+MEMCACHED = ResourceKind("cache.example.com", "v1alpha1", "memcacheds", "Memcached", namespaced=True)
+DEPLOYMENT = ResourceKind("apps", "v1", "deployments", "Deployment", namespaced=True)
+SERVICE = ResourceKind("", "v1", "services", "Service", namespaced=True)
+POD = ResourceKind("", "v1", "pods", "Pod", namespaced=True)
+
+MACHINE = StateMachine.build(
+    "Memcached",
+    states=(PENDING, RUNNING, DEGRADED, FAILED, TERMINATING, DELETED),
+    initial=PENDING,
+    transitions={
+        PENDING: (RUNNING, FAILED, TERMINATING),
+        RUNNING: (PENDING, DEGRADED, FAILED, TERMINATING),
+        DEGRADED: (PENDING, RUNNING, FAILED, TERMINATING),
+        FAILED: (PENDING, RUNNING, TERMINATING),
+        TERMINATING: (DELETED,),
+    },
+    terminal=(DELETED,),
+)
+
+DEFAULT_IMAGE = "memcached:1.6.26-alpine"
+DEFAULT_PORT = 11211
+DEFAULT_PROGRESS_DEADLINE = 600
+# A reference as the kubelet would accept it: [registry/]path[:tag][@digest], lower-case path.
+_IMAGE = re.compile(r"^[a-z0-9]+([._/-][a-z0-9]+)*(:[0-9]+)?(/[a-z0-9]+([._-][a-z0-9]+)*)*"
+                    r"(:[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?(@sha256:[a-f0-9]{64})?$")
+_WAITING_FAILURES = {"ErrImagePull", "ImagePullBackOff", "InvalidImageName", "CrashLoopBackOff",
+                     "CreateContainerConfigError", "CreateContainerError", "RunContainerError"}
+
+
+def _now() -> float:
+    return time.time()
+
+
+def _rfc3339(ts: float) -> str:
+    return datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _parse_rfc3339(value: Any) -> float | None:
+    if not isinstance(value, str) or not value:
+        return None
+    try:
+        return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return None
+
+
+def memcached_spec(obj: dict[str, Any]) -> dict[str, Any]:
+    """The validated spec with defaults applied; raises PermanentError(reason="InvalidSpec") when it is
+    malformed (the CRD's schema catches most of this, but an object may predate the schema)."""
+    spec = obj.get("spec")
+    if not isinstance(spec, dict):
+        raise PermanentError("spec is missing", reason="InvalidSpec")
+    size = spec.get("size", 1)
+    if not isinstance(size, int) or isinstance(size, bool) or size < 0 or size > 100:
+        raise PermanentError(f"spec.size must be an integer from 0 to 100, not {size!r}", reason="InvalidSpec")
+    image = spec.get("image", DEFAULT_IMAGE)
+    if not isinstance(image, str) or not _IMAGE.match(image):
+        raise PermanentError(f"spec.image is not a valid image reference: {image!r}", reason="InvalidSpec")
+    port = spec.get("port", DEFAULT_PORT)
+    if not isinstance(port, int) or isinstance(port, bool) or not 1 <= port <= 65535:
+        raise PermanentError(f"spec.port must be an integer from 1 to 65535, not {port!r}", reason="InvalidSpec")
+    deadline = spec.get("progressDeadlineSeconds", DEFAULT_PROGRESS_DEADLINE)
+    if not isinstance(deadline, (int, float)) or isinstance(deadline, bool) or deadline <= 0:
+        raise PermanentError(f"spec.progressDeadlineSeconds must be a positive number, not {deadline!r}",
+                             reason="InvalidSpec")
+    return {"size": size, "image": image, "port": port, "progressDeadlineSeconds": deadline}
+
+
+def selector_labels(name: str) -> dict[str, str]:
+    """The labels that select one Memcached's pods."""
+    return {"app.kubernetes.io/name": "memcached", "app.kubernetes.io/instance": name}
+
+
+def deployment_manifest(obj: dict[str, Any], spec: dict[str, Any]) -> dict[str, Any]:
+    """The Deployment a Memcached owns."""
+    meta = obj["metadata"]
+    labels = {**selector_labels(meta["name"]), "app.kubernetes.io/managed-by": "opsconsole"}
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": meta["name"], "namespace": meta.get("namespace", ""), "labels": labels},
+        "spec": {
+            "replicas": spec["size"],
+            "selector": {"matchLabels": selector_labels(meta["name"])},
+            "template": {
+                "metadata": {"labels": labels},
+                "spec": {
+                    "containers": [{
+                        "name": "memcached",
+                        "image": spec["image"],
+                        "command": ["memcached", "-m", "64", "-o", "modern", "-p", str(spec["port"])],
+                        "ports": [{"name": "memcached", "containerPort": spec["port"], "protocol": "TCP"}],
+                    }],
+                },
+            },
+        },
+    }
+
+
+def service_manifest(obj: dict[str, Any], spec: dict[str, Any]) -> dict[str, Any]:
+    """The ClusterIP Service in front of a Memcached's pods."""
+    meta = obj["metadata"]
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {"name": meta["name"], "namespace": meta.get("namespace", ""),
+                     "labels": {**selector_labels(meta["name"]), "app.kubernetes.io/managed-by": "opsconsole"}},
+        "spec": {
+            "selector": selector_labels(meta["name"]),
+            "ports": [{"name": "memcached", "port": spec["port"], "targetPort": "memcached", "protocol": "TCP"}],
+        },
+    }
+
+
+def _rollout(deployment: dict[str, Any], size: int) -> tuple[bool, int]:
+    """(whether every replica of the Deployment's current spec is ready, ready replica count)."""
+    status = deployment.get("status") or {}
+    generation = (deployment.get("metadata") or {}).get("generation") or 0
+    ready = int(status.get("readyReplicas") or 0)
+    updated = int(status.get("updatedReplicas") or 0)
+    available = int(status.get("availableReplicas") or 0)
+    replicas = int(status.get("replicas") or 0)
+    current = int(status.get("observedGeneration") or 0) >= generation
+    done = current and updated >= size and ready >= size and available >= size and replicas <= size
+    return done, ready
+
+
+def _pod_problems(pods: list[dict[str, Any]]) -> list[str]:
+    problems = []
+    for pod in pods:
+        for cs in (pod.get("status") or {}).get("containerStatuses") or []:
+            waiting = (cs.get("state") or {}).get("waiting") or {}
+            if waiting.get("reason") in _WAITING_FAILURES:
+                detail = f" ({waiting['message']})" if waiting.get("message") else ""
+                problems.append(f"pod {pod['metadata']['name']}: {waiting['reason']}{detail}")
+    return problems
+
+
+class MemcachedReconciler(Reconciler):
+    """Runs spec.size memcached replicas behind a Service and reports how the rollout stands."""
+
+    resource: ClassVar[ResourceKind] = MEMCACHED
+    state_machine: ClassVar[StateMachine] = MACHINE
+    owns: ClassVar[tuple[ResourceKind, ...]] = (DEPLOYMENT, SERVICE)
+    ready_phases: ClassVar[tuple[str, ...]] = (RUNNING,)
+    #: how often a rollout in progress is looked at even without an event from its Deployment
+    poll_seconds: ClassVar[float] = 10.0
+
+    def reconcile(self, ctx: Context, obj: dict[str, Any]) -> Result:
+        """Apply the Deployment and the Service, then derive the phase from the rollout."""
+        spec = memcached_spec(obj)
+        deployment = ctx.apply_child(deployment_manifest(obj, spec))
+        ctx.apply_child(service_manifest(obj, spec))
+        pods = self._pods(ctx, obj)
+        done, ready = _rollout(deployment, spec["size"])
+
+        status = obj.get("status") or {}
+        phase = status.get("phase") or ""
+        generation = (obj.get("metadata") or {}).get("generation") or 0
+        observed = status.get("observedGeneration")
+        spec_changed = observed is not None and generation > observed
+        now = _now()
+        extra: dict[str, Any] = {"readyReplicas": ready, "nodes": sorted(p["metadata"]["name"] for p in pods)}
+        counts = f"{ready}/{spec['size']} replicas ready"
+
+        if spec_changed and phase != PENDING:
+            extra["progressStartedAt"] = _rfc3339(now)
+            return Result(PENDING, "SpecChanged", f"rolling out generation {generation}: {counts}",
+                          conditions=[ctx.condition("Available", "False", "RollingOut", counts)],
+                          status=extra, requeue_after=min(1.0, spec["progressDeadlineSeconds"]))
+        if done:
+            extra["progressStartedAt"] = None
+            return Result(RUNNING, "AllReplicasReady", counts,
+                          conditions=[ctx.condition("Available", "True", "AllReplicasReady", counts)], status=extra)
+        if phase == FAILED and not spec_changed:
+            return Result(FAILED, status.get("reason") or "ProgressDeadlineExceeded", status.get("message") or counts,
+                          conditions=[ctx.condition("Available", "False", "NotAvailable", counts)], status=extra)
+
+        target = DEGRADED if phase in (RUNNING, DEGRADED) else PENDING
+        started = _parse_rfc3339(status.get("progressStartedAt")) if phase == target else None
+        if started is None or spec_changed:
+            started = now
+        extra["progressStartedAt"] = _rfc3339(started)
+        problems = _pod_problems(pods)
+        elapsed = now - started
+        deadline = float(spec["progressDeadlineSeconds"])
+        if elapsed >= deadline:
+            message = f"not available within {deadline:g}s: {counts}" + (f"; {'; '.join(problems)}" if problems else "")
+            return Result(FAILED, "ProgressDeadlineExceeded", message,
+                          conditions=[ctx.condition("Available", "False", "ProgressDeadlineExceeded", counts)],
+                          status=extra)
+        reason = "ReplicasNotReady" if target == DEGRADED else "RollingOut"
+        message = counts + (f"; {'; '.join(problems)}" if problems else "")
+        return Result(target, reason, message, conditions=[ctx.condition("Available", "False", reason, counts)],
+                      status=extra, requeue_after=max(0.05, min(self.poll_seconds, deadline - elapsed + 0.05)))
+
+    def _pods(self, ctx: Context, obj: dict[str, Any]) -> list[dict[str, Any]]:
+        meta = obj["metadata"]
+        selector = ",".join(f"{k}={v}" for k, v in sorted(selector_labels(meta["name"]).items()))
+        pods = ctx.list(POD, meta.get("namespace", ""), label_selector=selector)  # type: ignore[attr-defined]
+        return [p for p in pods if not (p.get("metadata") or {}).get("deletionTimestamp")]

@@ -1,0 +1,154 @@
+"""The `Tenant` reconciler (tenancy.example.com/v1alpha1, cluster-scoped).
+
+A Tenant gets a Namespace of its own (`spec.namespace`, default `tenant-<name>`), a ResourceQuota in it
+(`spec.quota`: resource name → quantity) and a RoleBinding that makes each of `spec.admins` an admin there.
+These are external to the Tenant's own namespace-less object, so the reconciler keeps a finalizer: deleting a
+Tenant deletes the three and waits until the Namespace is gone before the finalizer is removed.
+
+Phases: Pending → Running → Terminating → Deleted; Failed on an invalid quota (a permanent error: nothing is
+created until the spec is fixed).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, ClassVar
+
+from kubernetes.utils.quantity import parse_quantity
+
+from reconcilers.core.reconciler import Context, Reconciler, ResourceKind
+from reconcilers.core.statemachine import StateMachine
+from reconcilers.core.types import PermanentError, Result
+
+PENDING = "Pending"
+RUNNING = "Running"
+FAILED = "Failed"
+TERMINATING = "Terminating"
+DELETED = "Deleted"
+
+TENANT = ResourceKind("tenancy.example.com", "v1alpha1", "tenants", "Tenant", namespaced=False)
+NAMESPACE = ResourceKind("", "v1", "namespaces", "Namespace", namespaced=False)
+RESOURCE_QUOTA = ResourceKind("", "v1", "resourcequotas", "ResourceQuota", namespaced=True)
+ROLE_BINDING = ResourceKind("rbac.authorization.k8s.io", "v1", "rolebindings", "RoleBinding", namespaced=True)
+
+MACHINE = StateMachine.build(
+    "Tenant",
+    states=(PENDING, RUNNING, FAILED, TERMINATING, DELETED),
+    initial=PENDING,
+    transitions={
+        PENDING: (RUNNING, FAILED, TERMINATING),
+        RUNNING: (PENDING, FAILED, TERMINATING),
+        FAILED: (PENDING, RUNNING, TERMINATING),
+        TERMINATING: (DELETED,),
+    },
+    terminal=(DELETED,),
+)
+
+FINALIZER = "tenancy.example.com/cleanup"
+QUOTA_NAME = "tenant-quota"
+ROLE_BINDING_NAME = "tenant-admins"
+ADMIN_CLUSTER_ROLE = "admin"
+TENANT_LABEL = "tenancy.example.com/tenant"
+_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
+# a resource name as ResourceQuota accepts it: cpu, requests.memory, count/deployments.apps, ...
+_RESOURCE_NAME = re.compile(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?(/[a-z0-9]([-a-z0-9.]*[a-z0-9])?)?$")
+
+
+def tenant_namespace(obj: dict[str, Any]) -> str:
+    """The Namespace a Tenant owns."""
+    spec = obj.get("spec") or {}
+    return spec.get("namespace") or f"tenant-{obj['metadata']['name']}"
+
+
+def tenant_quota(obj: dict[str, Any]) -> dict[str, str]:
+    """The validated `spec.quota` as ResourceQuota `hard` limits; PermanentError(reason="InvalidQuota")
+    when a resource name or a quantity is not one Kubernetes accepts, or a quantity is negative."""
+    quota = (obj.get("spec") or {}).get("quota") or {}
+    if not isinstance(quota, dict):
+        raise PermanentError(f"spec.quota must be a map of resource to quantity, not {quota!r}", reason="InvalidQuota")
+    hard: dict[str, str] = {}
+    for resource, value in sorted(quota.items()):
+        if not isinstance(resource, str) or not _RESOURCE_NAME.match(resource):
+            raise PermanentError(f"spec.quota: {resource!r} is not a resource name", reason="InvalidQuota")
+        if isinstance(value, bool) or not isinstance(value, (int, str)):
+            raise PermanentError(f"spec.quota.{resource}: {value!r} is not a quantity", reason="InvalidQuota")
+        try:
+            amount = parse_quantity(value)
+        except ValueError:
+            raise PermanentError(f"spec.quota.{resource}: {value!r} is not a quantity", reason="InvalidQuota") from None
+        if amount < 0:
+            raise PermanentError(f"spec.quota.{resource}: {value!r} must not be negative", reason="InvalidQuota")
+        hard[resource] = str(value)
+    return hard
+
+
+def tenant_admins(obj: dict[str, Any]) -> list[str]:
+    """The validated `spec.admins` (user names), de-duplicated, in order."""
+    admins = (obj.get("spec") or {}).get("admins") or []
+    if not isinstance(admins, list) or not all(isinstance(a, str) and a for a in admins):
+        raise PermanentError(f"spec.admins must be a list of user names, not {admins!r}", reason="InvalidSpec")
+    return list(dict.fromkeys(admins))
+
+
+class TenantReconciler(Reconciler):
+    """Gives each tenant a namespace with a quota and admin rights for its admins; cleans up on delete."""
+
+    resource: ClassVar[ResourceKind] = TENANT
+    state_machine: ClassVar[StateMachine] = MACHINE
+    owns: ClassVar[tuple[ResourceKind, ...]] = (NAMESPACE, RESOURCE_QUOTA, ROLE_BINDING)
+    finalizer: ClassVar[str | None] = FINALIZER
+    ready_phases: ClassVar[tuple[str, ...]] = (RUNNING,)
+    #: how often cleanup looks again whether the Namespace is gone
+    cleanup_poll_seconds: ClassVar[float] = 0.5
+
+    def reconcile(self, ctx: Context, obj: dict[str, Any]) -> Result:
+        """Validate, then create or patch the Namespace, the ResourceQuota and the RoleBinding."""
+        name = obj["metadata"]["name"]
+        namespace = tenant_namespace(obj)
+        if not _DNS_LABEL.match(namespace):
+            raise PermanentError(f"spec.namespace {namespace!r} is not a valid namespace name", reason="InvalidSpec")
+        hard = tenant_quota(obj)
+        admins = tenant_admins(obj)
+        ns = ctx.apply_child({
+            "apiVersion": "v1", "kind": "Namespace",
+            "metadata": {"name": namespace, "labels": {TENANT_LABEL: name}},
+        })
+        ns_phase = (ns.get("status") or {}).get("phase") or "Active"
+        if (ns.get("metadata") or {}).get("deletionTimestamp") or ns_phase == "Terminating":
+            return Result(PENDING, "NamespaceTerminating", f"namespace {namespace} is still being deleted",
+                          conditions=[ctx.condition("NamespaceReady", "False", "NamespaceTerminating")],
+                          requeue_after=self.cleanup_poll_seconds)
+        ctx.apply_child({
+            "apiVersion": "v1", "kind": "ResourceQuota",
+            "metadata": {"name": QUOTA_NAME, "namespace": namespace, "labels": {TENANT_LABEL: name}},
+            "spec": {"hard": hard},
+        })
+        ctx.apply_child({
+            "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+            "metadata": {"name": ROLE_BINDING_NAME, "namespace": namespace, "labels": {TENANT_LABEL: name}},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": ADMIN_CLUSTER_ROLE},
+            "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": a} for a in admins],
+        })
+        if ns_phase != "Active":
+            return Result(PENDING, "NamespaceNotActive", f"namespace {namespace} is {ns_phase}",
+                          conditions=[ctx.condition("NamespaceReady", "False", "NamespaceNotActive")],
+                          requeue_after=self.cleanup_poll_seconds)
+        message = f"namespace {namespace} with quota {hard or '{}'} and {len(admins)} admin(s)"
+        return Result(RUNNING, "Provisioned", message,
+                      conditions=[ctx.condition("NamespaceReady", "True", "NamespaceActive", f"namespace {namespace}")],
+                      status={"namespace": namespace, "admins": admins})
+
+    def finalize(self, ctx: Context, obj: dict[str, Any]) -> Result | None:
+        """Delete the RoleBinding, the ResourceQuota and the Namespace; done once the Namespace is gone."""
+        namespace = tenant_namespace(obj)
+        if _DNS_LABEL.match(namespace):
+            ns = ctx.get(NAMESPACE, "", namespace)
+            labels = ((ns or {}).get("metadata") or {}).get("labels") or {}
+            if ns is not None and labels.get(TENANT_LABEL) == obj["metadata"]["name"]:
+                ctx.delete(ROLE_BINDING, namespace, ROLE_BINDING_NAME)
+                ctx.delete(RESOURCE_QUOTA, namespace, QUOTA_NAME)
+                ctx.delete(NAMESPACE, "", namespace)
+                if ctx.get(NAMESPACE, "", namespace) is not None:
+                    return Result(TERMINATING, "CleaningUp", f"waiting for namespace {namespace} to go",
+                                  requeue_after=self.cleanup_poll_seconds)
+        return None

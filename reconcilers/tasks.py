@@ -1,0 +1,14 @@
+"""The Celery task that runs one reconcile: it takes the key and calls the runner, nothing else.
+
+Tasks are sent by name (`reconcilers.reconcile`) by `reconcilers.engine.dispatch`, never with an ETA.
+"""
+
+from celery import shared_task
+
+from reconcilers.engine import runner
+
+
+@shared_task(name="reconcilers.reconcile", ignore_result=True)
+def reconcile(key: str) -> str:
+    """Reconcile the object named by `key` (`group/version/plural/namespace/name`) once."""
+    return runner.run(key)

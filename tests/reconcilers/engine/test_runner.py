@@ -1,0 +1,254 @@
+"""runner.run(key) in this process against kubesim, the real Redis workqueue and the database: the lease,
+the status write (kstatus, observedGeneration, 409 retried), the recording, the error classes, deletion with
+a finalizer, the manual-request token and the queue bookkeeping."""
+
+from __future__ import annotations
+
+import pytest
+
+from reconcilers.engine import kube, runner
+from reconcilers.models import ReconcileRequest, ReconcileRun, RequestState, Resource, Transition
+from tests.reconcilers.testkinds import GADGET, gadget, trace
+
+pytestmark = [pytest.mark.integration, pytest.mark.django_db]
+
+GADGETS = ["tests.reconcilers.testkinds.GadgetReconciler"]
+PLAIN = ["tests.reconcilers.testkinds.PlainGadgetReconciler"]
+
+
+@pytest.fixture
+def make(kapi, namespace, workqueue, reconcilers):
+    """Create a Gadget; returns (key, object)."""
+    reconcilers(GADGETS)
+
+    def create(name="g", **spec):
+        obj = kube.create_object(kapi, GADGET, gadget(namespace, name, **spec))
+        return GADGET.request(namespace, name).key(), obj
+
+    return create
+
+
+def live(kapi, key):
+    req = runner.Request.from_key(key)
+    return kube.get_object(kapi, GADGET, req.namespace, req.name)
+
+
+def phases(uid):
+    return list(Transition.objects.filter(resource_uid=uid).order_by("seq").values_list("from_phase", "to_phase"))
+
+
+def runs(key):
+    return list(ReconcileRun.objects.filter(key=key).order_by("id"))
+
+
+def test_a_first_reconcile_writes_status_and_records_pending_then_running(make, kapi, workqueue):
+    key, obj = make(mode="ok")
+    assert workqueue.add(key)
+    assert runner.run(key) == "success"
+    status = live(kapi, key)["status"]
+    assert status["phase"] == "Running" and status["reason"] == "Working"
+    assert status["observedGeneration"] == 1 and status["mode"] == "ok"
+    conds = {c["type"]: c for c in status["conditions"]}
+    assert conds["Ready"]["status"] == "True" and conds["Reconciling"]["status"] == "False"
+    assert conds["Stalled"]["status"] == "False" and conds["Working"]["status"] == "True"
+    assert all(c["observedGeneration"] == 1 and c["lastTransitionTime"] for c in conds.values())
+    assert phases(obj["metadata"]["uid"]) == [("", "Pending"), ("Pending", "Running")]
+    (run,) = runs(key)
+    assert run.result == "success" and run.attempt == 1 and run.worker
+    mirror = Resource.objects.get(uid=obj["metadata"]["uid"])
+    assert mirror.phase == "Running" and mirror.observed_generation == 1
+    assert FINALIZER_OF(live(kapi, key))
+    # one Event per transition, about the object
+    events = [e for e in kube.list_objects(kapi, kube.kind_for(kapi, "v1", "Event"), obj["metadata"]["namespace"]).items
+              if e["involvedObject"]["uid"] == obj["metadata"]["uid"]]
+    assert sorted(e["message"].split(":")[0] for e in events) == ["(new) -> Pending", "Pending -> Running"]
+    # lease released, nothing left to do
+    snap = workqueue.snapshot()
+    assert snap.processing_count == 0 and snap.depth == 0 and workqueue.sent.keys == []
+
+
+def FINALIZER_OF(obj):
+    return "test.opsconsole.io/cleanup" in (obj["metadata"].get("finalizers") or [])
+
+
+def test_a_rerun_with_nothing_changed_writes_nothing_and_records_no_transition(make, kapi):
+    key, obj = make(mode="ok")
+    runner.run(key)
+    rv = live(kapi, key)["metadata"]["resourceVersion"]
+    assert runner.run(key) == "success"
+    assert live(kapi, key)["metadata"]["resourceVersion"] == rv
+    assert len(phases(obj["metadata"]["uid"])) == 2 and len(runs(key)) == 2
+
+
+def test_a_key_held_by_another_worker_is_skipped_and_stays_dirty(make, workqueue):
+    key, _ = make(mode="ok")
+    workqueue.add(key)
+    assert workqueue.claim(key, "someone-else") is not None
+    workqueue.add(key)  # an event meanwhile
+    assert runner.run(key) == runner.SKIPPED
+    assert runs(key) == []
+    assert workqueue.done(key, "someone-else") is True  # the holder's done() re-queues it
+
+
+def test_requeue_after_puts_the_key_in_the_delayed_set(make, kapi, workqueue):
+    key, obj = make(mode="pending", requeueAfter=30)
+    assert runner.run(key) == "requeue_after"
+    assert live(kapi, key)["status"]["phase"] == "Pending"
+    conds = {c["type"]: c["status"] for c in live(kapi, key)["status"]["conditions"]}
+    assert conds == {"Ready": "False", "Reconciling": "True", "Stalled": "False"}
+    (delayed,) = workqueue.snapshot().backing_off
+    assert delayed.key == key and delayed.failures == 0
+
+
+def test_a_permanent_error_marks_it_failed_with_the_reason_and_does_not_retry(make, kapi, workqueue):
+    key, obj = make(mode="permanent")
+    assert runner.run(key) == "error"
+    status = live(kapi, key)["status"]
+    assert status["phase"] == "Failed" and status["reason"] == "GadgetBroken"
+    stalled = next(c for c in status["conditions"] if c["type"] == "Stalled")
+    assert stalled["status"] == "True" and stalled["reason"] == "GadgetBroken"
+    assert phases(obj["metadata"]["uid"]) == [("", "Pending"), ("Pending", "Failed")]
+    (run,) = runs(key)
+    assert run.error_class == "PermanentError" and "broken for good" in run.error_message
+    assert workqueue.snapshot().backing_off == [] and workqueue.failures(key) == 0
+
+
+def test_a_temporary_error_retries_after_its_delay_and_marks_nothing_failed(make, kapi, workqueue):
+    key, obj = make(mode="temporary", delay=60)
+    assert runner.run(key) == "error"
+    assert "phase" not in (live(kapi, key).get("status") or {})
+    (run,) = runs(key)
+    assert run.error_class == "TemporaryError" and "GadgetBusy" in run.error_message
+    (delayed,) = workqueue.snapshot().backing_off
+    assert delayed.key == key and 55 < delayed.next_retry - workqueue.now() <= 60
+
+
+def test_an_unexpected_exception_backs_off_exponentially_and_is_recorded(make, workqueue):
+    key, _ = make(mode="crash")
+    assert runner.run(key) == "error"
+    assert runner.run(key) == "error"
+    first, second = runs(key)
+    assert (first.error_class, first.attempt, second.attempt) == ("RuntimeError", 1, 2)
+    assert "exploded" in first.error_message
+    assert workqueue.failures(key) == 2
+
+
+def test_success_after_failures_resets_the_backoff(make, kapi, workqueue):
+    key, _ = make(mode="crash")
+    runner.run(key)
+    kube.patch_object(kapi, GADGET, runner.Request.from_key(key).namespace, "g", {"spec": {"mode": "ok"}})
+    assert runner.run(key) == "success"
+    assert workqueue.failures(key) == 0
+
+
+def test_a_409_on_the_status_write_is_re_read_and_retried(make, kapi, monkeypatch):
+    key, obj = make(mode="conflict")
+    conflicts = []
+    real = runner.Run._write_status
+
+    def spy(self, *args, **kwargs):
+        try:
+            return real(self, *args, **kwargs)
+        finally:
+            conflicts.append(self.status_conflicts)
+
+    monkeypatch.setattr(runner.Run, "_write_status", spy)
+    assert runner.run(key) == "success"
+    assert conflicts == [1]
+    after = live(kapi, key)
+    assert after["status"]["phase"] == "Running"
+    assert "test.opsconsole.io/touched" in after["metadata"]["annotations"]  # the concurrent change survived
+    assert [r.result for r in runs(key)] == ["success"]
+
+
+def test_a_spec_change_sets_the_new_observed_generation(make, kapi):
+    key, obj = make(mode="ok")
+    runner.run(key)
+    kube.patch_object(kapi, GADGET, obj["metadata"]["namespace"], "g", {"spec": {"mode": "ok", "x": 1}})
+    runner.run(key)
+    after = live(kapi, key)
+    assert after["metadata"]["generation"] == 2 and after["status"]["observedGeneration"] == 2
+
+
+def test_the_manual_request_token_is_echoed_and_its_request_finished(make, kapi):
+    key, obj = make(mode="ok")
+    runner.run(key)
+    ns = obj["metadata"]["namespace"]
+    request = ReconcileRequest.objects.create(key=key, token="2030-01-01T00:00:00.000001Z", actor="user:alice",
+                                              reason="test")
+    kube.patch_object(kapi, GADGET, ns, "g", {"metadata": {"annotations": {runner.ANNOTATION: request.token}}})
+    assert runner.run(key) == "success"
+    assert live(kapi, key)["status"]["lastHandledReconcileAt"] == request.token
+    request.refresh_from_db()
+    assert request.state == RequestState.SUCCEEDED and request.picked_up_at and request.run_id
+    # handled once: the next run does not count it again
+    runner.run(key)
+    assert ReconcileRun.objects.filter(request=request).count() == 1
+
+
+def test_deletion_records_terminating_then_deleted_and_removes_the_finalizer(make, kapi, workqueue):
+    key, obj = make(mode="ok", cleanupSteps=2)
+    runner.run(key)
+    kube.delete_object(kapi, GADGET, obj["metadata"]["namespace"], "g")
+    workqueue.add(key)
+    assert runner.run(key) == "requeue"  # → Terminating, then again at once
+    assert live(kapi, key)["status"]["phase"] == "Terminating"
+    assert workqueue.sent.keys == [key]
+    workqueue.sent.keys.clear()
+    assert runner.run(key) == "requeue_after"  # cleanup step 1 of 2
+    assert live(kapi, key) is not None
+    assert runner.run(key) == "success"  # cleanup done → Deleted, finalizer removed
+    assert live(kapi, key) is None
+    uid = obj["metadata"]["uid"]
+    assert phases(uid) == [("", "Pending"), ("Pending", "Running"), ("Running", "Terminating"),
+                           ("Terminating", "Deleted")]
+    assert runner.run(key) == "success"  # gone: the mirror says so, nothing else recorded
+    assert Resource.objects.get(uid=uid).deleted
+    assert len(phases(uid)) == 4
+
+
+def test_a_phase_written_by_a_run_that_died_before_recording_is_recorded_first(make, kapi, workqueue):
+    key, obj = make(mode="ok")
+    runner.run(key)
+    uid = obj["metadata"]["uid"]
+    # a run wrote Failed to the object and died before its commit
+    cur = live(kapi, key)
+    cur["status"] = {**cur["status"], "phase": "Failed", "reason": "Died"}
+    kube.request_json(kapi, "PUT", kube.object_path(GADGET, cur["metadata"]["namespace"], "g", "status"), body=cur)
+    assert runner.run(key) == "requeue"
+    assert phases(uid)[-1] == ("Running", "Failed")
+    assert runner.run(key) == "success"
+    assert phases(uid)[-2:] == [("Running", "Failed"), ("Failed", "Running")]
+
+
+def test_the_lease_is_renewed_during_a_long_reconcile(make, workqueue, monkeypatch):
+    key, obj = make(mode="slow", sleepSeconds=2.5)  # lease is 3 s, renewed every second
+    renewals = []
+    real = workqueue.renew
+
+    def spy(k, owner):
+        renewals.append(k)
+        return real(k, owner)
+
+    monkeypatch.setattr(workqueue, "renew", spy)
+    assert runner.run(key) == "success"
+    assert len(renewals) >= 2
+    marks = trace(obj["metadata"]["uid"])
+    assert [m[0] for m in marks] == ["start", "end"]
+
+
+def test_an_unregistered_kind_is_dropped(make, reconcilers):
+    key, _ = make(mode="ok")
+    reconcilers(["reconcilers.kinds.memcached.MemcachedReconciler"])
+    assert runner.run(key) == "error"
+    assert runs(key) == []
+
+
+def test_a_kind_without_a_finalizer_is_just_marked_deleted_when_gone(make, kapi, reconcilers):
+    reconcilers(PLAIN)
+    key, obj = make(mode="ok")
+    runner.run(key)
+    assert not FINALIZER_OF(live(kapi, key))
+    kube.delete_object(kapi, GADGET, obj["metadata"]["namespace"], "g")
+    assert runner.run(key) == "success"
+    assert Resource.objects.get(uid=obj["metadata"]["uid"]).deleted

@@ -1,0 +1,143 @@
+"""A test-only kind, `Gadget` (test.opsconsole.io/v1, namespaced), and its reconciler, registered through
+settings.OPSCONSOLE_RECONCILERS by the tests that need it (in worker processes too, through the environment).
+
+`spec.mode` says what a reconcile does: `ok` (Running), `pending` (Pending, requeue after
+`spec.requeueAfter`), `permanent` (PermanentError), `temporary` (TemporaryError), `crash` (RuntimeError),
+`conflict` (changes the object during the reconcile, so the status write meets a 409, once), `slow` (sleeps
+`spec.sleepSeconds`, then Running). Every reconcile appends `start <t> <pid>` and `end <t> <pid>` to the Redis
+list `gadget-trace:<uid>`, so tests can check that two reconciles of one object never overlap. A Gadget has a
+finalizer; `finalize()` needs `spec.cleanupSteps` calls before it says done.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from typing import Any, ClassVar
+
+import redis
+from django.conf import settings
+
+from reconcilers.core.reconciler import Context, Reconciler, ResourceKind
+from reconcilers.core.statemachine import StateMachine
+from reconcilers.core.types import PermanentError, Result, TemporaryError
+
+GADGET = ResourceKind("test.opsconsole.io", "v1", "gadgets", "Gadget", namespaced=True)
+FINALIZER = "test.opsconsole.io/cleanup"
+MACHINE = StateMachine.build(
+    "Gadget",
+    states=("Pending", "Running", "Failed", "Terminating", "Deleted"),
+    initial="Pending",
+    transitions={
+        "Pending": ("Running", "Failed", "Terminating"),
+        "Running": ("Pending", "Failed", "Terminating"),
+        "Failed": ("Pending", "Running", "Terminating"),
+        "Terminating": ("Deleted",),
+    },
+    terminal=("Deleted",),
+)
+
+CRD: dict[str, Any] = {
+    "apiVersion": "apiextensions.k8s.io/v1",
+    "kind": "CustomResourceDefinition",
+    "metadata": {"name": "gadgets.test.opsconsole.io"},
+    "spec": {
+        "group": "test.opsconsole.io",
+        "scope": "Namespaced",
+        "names": {"plural": "gadgets", "singular": "gadget", "kind": "Gadget", "listKind": "GadgetList"},
+        "versions": [{
+            "name": "v1", "served": True, "storage": True, "subresources": {"status": {}},
+            "schema": {"openAPIV3Schema": {"type": "object", "properties": {
+                "spec": {"type": "object", "x-kubernetes-preserve-unknown-fields": True},
+                "status": {"type": "object", "x-kubernetes-preserve-unknown-fields": True},
+            }}},
+        }],
+    },
+}
+
+
+def _redis() -> redis.Redis:
+    return redis.Redis.from_url(settings.REDIS_URL)
+
+
+def trace_key(uid: str) -> str:
+    return f"gadget-trace:{uid}"
+
+
+def trace(uid: str) -> list[tuple[str, float, int]]:
+    """The start/end marks of every reconcile of the Gadget `uid`, in order."""
+    out = []
+    for raw in _redis().lrange(trace_key(uid), 0, -1):
+        what, at, pid = raw.decode().split()
+        out.append((what, float(at), int(pid)))
+    return out
+
+
+def overlaps(marks: list[tuple[str, float, int]]) -> int:
+    """How many times a reconcile started while another one was still running."""
+    running, count = 0, 0
+    for what, _, _ in marks:
+        if what == "start":
+            count += running > 0
+            running += 1
+        else:
+            running -= 1
+    return count
+
+
+class GadgetReconciler(Reconciler):
+    """Does what `spec.mode` says (see the module docstring)."""
+
+    resource: ClassVar[ResourceKind] = GADGET
+    state_machine: ClassVar[StateMachine] = MACHINE
+    finalizer: ClassVar[str | None] = FINALIZER
+
+    def reconcile(self, ctx: Context, obj: dict[str, Any]) -> Result:
+        uid = obj["metadata"]["uid"]
+        r = _redis()
+        r.rpush(trace_key(uid), f"start {time.time():.6f} {os.getpid()}")
+        try:
+            return self._reconcile(ctx, obj, r)
+        finally:
+            r.rpush(trace_key(uid), f"end {time.time():.6f} {os.getpid()}")
+
+    def _reconcile(self, ctx: Context, obj: dict[str, Any], r: redis.Redis) -> Result:
+        spec = obj.get("spec") or {}
+        mode = spec.get("mode", "ok")
+        uid = obj["metadata"]["uid"]
+        if mode == "pending":
+            return Result("Pending", "Waiting", "waiting", requeue_after=float(spec.get("requeueAfter", 0.2)))
+        if mode == "permanent":
+            raise PermanentError("the gadget is broken for good", reason="GadgetBroken")
+        if mode == "temporary":
+            raise TemporaryError("the gadget is busy", delay=float(spec.get("delay", 0.3)), reason="GadgetBusy")
+        if mode == "crash":
+            raise RuntimeError("the gadget exploded")
+        if mode == "conflict" and r.set(f"gadget-conflicted:{uid}", "1", nx=True):
+            meta = obj["metadata"]
+            from reconcilers.engine import kube
+
+            kube.patch_object(ctx.api_client, GADGET, meta["namespace"], meta["name"],
+                              {"metadata": {"annotations": {"test.opsconsole.io/touched": str(time.time())}}})
+        if mode == "slow":
+            time.sleep(float(spec.get("sleepSeconds", 1.0)))
+        return Result("Running", "Working", f"mode {mode}", status={"mode": mode},
+                      conditions=[ctx.condition("Working", "True", "Working")])
+
+    def finalize(self, ctx: Context, obj: dict[str, Any]) -> Result | None:
+        steps = int((obj.get("spec") or {}).get("cleanupSteps", 1))
+        done = _redis().incr(f"gadget-cleanup:{obj['metadata']['uid']}")
+        if done < steps:
+            return Result("Terminating", "CleaningUp", f"step {done} of {steps}", requeue_after=0.05)
+        return None
+
+
+class PlainGadgetReconciler(GadgetReconciler):
+    """A Gadget reconciler without a finalizer."""
+
+    finalizer: ClassVar[str | None] = None
+
+
+def gadget(namespace: str, name: str, **spec: Any) -> dict[str, Any]:
+    return {"apiVersion": "test.opsconsole.io/v1", "kind": "Gadget",
+            "metadata": {"name": name, "namespace": namespace}, "spec": spec}
