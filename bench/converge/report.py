@@ -1,0 +1,114 @@
+"""The benchmark's tables (Markdown) and the verdict against the issue's goals."""
+
+from __future__ import annotations
+
+import math
+
+from .scenario import Config, ScenarioResult
+
+GOAL_RATIO = 1.5
+GOAL_P99_MS = 100.0
+
+
+def _f(value: float, digits: int = 1) -> str:
+    return "—" if value is None or (isinstance(value, float) and math.isnan(value)) else f"{value:.{digits}f}"
+
+
+def results_table(results: list[ScenarioResult]) -> str:
+    """One row per scenario: burst convergence and throughput, latencies, steady-phase latency."""
+    head = ("| scenario | burst: all Running after (s) | CRs/s | reconciles | reconciles/s | errors "
+            "| burst create→reconcile start p50 / p99 (ms) | burst create→Running p50 / p99 (s) "
+            "| mean reconcile (ms) | steady create→reconcile start p50 / p99 / max (ms) |")
+    rows = [head, "|" + "---|" * (head.count("|") - 1)]
+    for r in results:
+        if r.burst is None:
+            rows.append(f"| {r.name} | failed: {r.error[:120]} | | | | | | | | |")
+            continue
+        b = r.burst
+        conv = _f(b.seconds) if b.converged else f"not converged ({b.running}/{b.crs} in {b.seconds:.0f} s)"
+        steady = "—"
+        if r.steady is not None:
+            s = r.steady
+            steady = f"{_f(s.start_p50_ms)} / {_f(s.start_p99_ms)} / {_f(s.start_max_ms)}"
+            steady += f" ({s.crs} CRs at {s.rate:g}/s" + ("" if s.converged else ", not converged") + ")"
+        rows.append(f"| {r.name} | {conv} | {_f(b.crs_per_second)} | {b.reconciles} | {_f(b.reconciles_per_second)} "
+                    f"| {b.errors} | {_f(b.start_p50_ms, 0)} / {_f(b.start_p99_ms, 0)} "
+                    f"| {_f(b.running_p50_s, 2)} / {_f(b.running_p99_s, 2)} | {_f(b.mean_reconcile_ms)} | {steady} |")
+    return "\n".join(rows)
+
+
+def procs_table(results: list[ScenarioResult]) -> str:
+    """CPU seconds (burst + steady phase) and peak RSS per process."""
+    rows = ["| scenario | process | CPU (s) | peak RSS (MB) |", "|---|---|---|---|"]
+    for r in results:
+        for p in r.procs:
+            rows.append(f"| {r.name} | {p.name} | {_f(p.cpu_seconds, 2)} | {_f(p.peak_rss_mb, 0)} |")
+        operator = [p for p in r.procs if not p.name.startswith(("kubesim", "bench"))]
+        if operator:
+            rows.append(f"| {r.name} | **operator total** | **{_f(sum(p.cpu_seconds for p in operator), 2)}** "
+                        f"| **{_f(sum(p.peak_rss_mb for p in operator), 0)}** |")
+        for p in r.servers:
+            rows.append(f"| {r.name} | {p.name} | {_f(p.cpu_seconds, 2)} | — |")
+        if r.window_seconds:
+            listed = sum(p.cpu_seconds for p in r.procs) + sum(p.cpu_seconds for p in r.servers)
+            rows.append(f"| {r.name} | machine: all CPUs busy over the {_f(r.window_seconds)} s measured "
+                        f"(load avg before: {r.loadavg_before}) | {_f(r.machine_busy_seconds, 2)} | — |")
+            rows.append(f"| {r.name} | other processes (machine − rows above) "
+                        f"| {_f(r.machine_busy_seconds - listed, 2)} | — |")
+    return "\n".join(rows)
+
+
+def verdict(results: list[ScenarioResult]) -> str:
+    """The ratios against kopf and whether the goals hold."""
+    by = {r.name: r for r in results if r.burst is not None and r.burst.converged}
+    lines = []
+    kopf = by.get("kopf")
+    for name in sorted(n for n in by if n.startswith("opsconsole-")):
+        r = by[name]
+        if kopf is None:
+            continue
+        ratio = r.burst.crs_per_second / kopf.burst.crs_per_second if kopf.burst.crs_per_second else math.nan
+        rratio = (r.burst.reconciles_per_second / kopf.burst.reconciles_per_second
+                  if kopf.burst.reconciles_per_second else math.nan)
+        lines.append(f"- {name} / kopf: converge throughput (CRs/s) × {_f(ratio, 2)}, reconciles/s × {_f(rratio, 2)}")
+    two = by.get("opsconsole-2")
+    if two is not None and kopf is not None and kopf.burst.crs_per_second:
+        ratio = two.burst.crs_per_second / kopf.burst.crs_per_second
+        met = "met" if ratio >= GOAL_RATIO else "NOT met"
+        lines.append(f"- goal ≥ {GOAL_RATIO}× kopf's throughput with 2 workers: {met} (× {_f(ratio, 2)})")
+    if two is not None and two.steady is not None:
+        p99 = two.steady.start_p99_ms
+        met = "met" if p99 < GOAL_P99_MS else "NOT met"
+        lines.append(f"- goal p99 create→reconcile start < {GOAL_P99_MS:g} ms at steady load (opsconsole-2, "
+                     f"{two.steady.rate:g} CRs/s): {met} ({_f(p99)} ms)")
+    return "\n".join(lines)
+
+
+def work_table(results: list[ScenarioResult]) -> str:
+    """Work per converged CR, independent of how loaded the machine was: API writes (kubesim's
+    resourceVersion increase, which includes kubesim's own Deployment/ReplicaSet/Pod writes), database
+    commits (opsconsole), reconciles, and operator CPU (+ database server CPU, which may include other users')."""
+    rows = ["| scenario | CRs | reconciles / CR | API writes / CR | DB commits / reconcile | operator CPU ms / CR |",
+            "|---|---|---|---|---|---|"]
+    for r in results:
+        crs = (r.burst.crs if r.burst else 0) + (r.steady.crs if r.steady else 0)
+        if not crs or r.burst is None:
+            continue
+        reconciles = r.burst.reconciles + (r.steady.reconciles if r.steady else 0)
+        operator = sum(p.cpu_seconds for p in r.procs if not p.name.startswith(("kubesim", "bench")))
+        commits = _f(r.db_commits / reconciles, 1) if r.db_commits and reconciles else "—"
+        rows.append(f"| {r.name} | {crs} | {_f(reconciles / crs, 2)} | {_f(r.api_writes / crs, 1)} | {commits} "
+                    f"| {_f(operator / crs * 1000, 0)} |")
+    return "\n".join(rows)
+
+
+def settings_line(cfg: Config) -> str:
+    return (f"N={cfg.n} (spec.size={cfg.size}), kubesim kubelet delays schedule/start/ready = "
+            f"{cfg.schedule_delay:g}/{cfg.start_delay:g}/{cfg.ready_delay:g} s, {cfg.creator_threads} creating "
+            f"threads, steady phase {cfg.steady_rate:g} CRs/s for {cfg.steady_seconds:g} s, timeout {cfg.timeout:g} s"
+            + (f", opsconsole env {cfg.opsconsole_env}" if cfg.opsconsole_env else ""))
+
+
+def render(cfg: Config, results: list[ScenarioResult]) -> str:
+    return "\n\n".join([settings_line(cfg), results_table(results), procs_table(results), work_table(results),
+                        verdict(results)]) + "\n"
