@@ -45,6 +45,8 @@ def _resource_entries(rt: ResourceType) -> list[dict[str, Any]]:
     if rt.scale:
         out.append({"name": f"{rt.plural}/scale", "singularName": "", "namespaced": rt.namespaced,
                     "group": "autoscaling", "version": "v1", "kind": "Scale", "verbs": ["get", "patch", "update"]})
+    if rt.kind == "Pod" and not rt.group:
+        out.append({"name": "pods/log", "singularName": "", "namespaced": True, "kind": "Pod", "verbs": ["get"]})
     if rt.kind == "Namespace":
         out.append({"name": "namespaces/finalize", "singularName": "", "namespaced": False, "kind": "Namespace",
                     "verbs": ["update"]})

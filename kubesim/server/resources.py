@@ -63,6 +63,7 @@ def parse_path(sim: Simulator, path: str) -> Target:
     if not rt.namespaced and namespace is not None:
         raise errors.resource_not_found()
     if sub is not None and not ((sub == "status" and rt.status) or (sub == "scale" and rt.scale)
+                                or (sub == "log" and rt.kind == "Pod" and not rt.group)
                                 or (sub == "finalize" and rt.kind == "Namespace")):
         raise errors.resource_not_found()
     return Target(rt, version, namespace, name, sub)
@@ -118,6 +119,11 @@ class ResourceHandler:
             if method == "DELETE":
                 return await self._delete_collection(t, request)
             raise errors.method_not_allowed()
+        if t.sub == "log":
+            if method != "GET":
+                raise errors.method_not_allowed()
+            return web.Response(text=pod_log(self.cluster.get(t.rt, t.namespace or "", t.name),
+                                             request.query.get("container")), content_type="text/plain")
         if t.sub == "scale":
             return await self._scale(t, request)
         if t.sub == "finalize":
@@ -242,3 +248,24 @@ class ResourceHandler:
             raise errors.bad_request("the request body must be a Namespace")
         obj = self.cluster.finalize_namespace(t.name, (body.get("spec") or {}).get("finalizers") or [])
         return self._render(t, obj, accept, request)
+
+
+def pod_log(pod: dict[str, Any], container: str | None) -> str:
+    """What the simulated containers "printed": one line per lifecycle fact kubesim knows."""
+    containers = [c["name"] for c in (pod.get("spec") or {}).get("containers") or []]
+    name = container or (containers[0] if containers else "")
+    if name not in containers:
+        raise errors.bad_request(f"container {name} is not valid for pod {pod['metadata']['name']}")
+    status = next((s for s in (pod.get("status") or {}).get("containerStatuses") or [] if s.get("name") == name),
+                  None)
+    pod_name = pod["metadata"]["name"]
+    if status is None or ("waiting" in (status.get("state") or {}) and not status.get("restartCount")):
+        raise errors.bad_request(f'container "{name}" in pod "{pod_name}" is waiting to start: ContainerCreating')
+    lines = [f"kubesim: container {name} started from image {status.get('image')}"]
+    if status.get("restartCount"):
+        lines.append(f"kubesim: container {name} exited with code 1 and was restarted "
+                     f"{status['restartCount']} times")
+    term = (status.get("state") or {}).get("terminated")
+    if term:
+        lines.append(f"kubesim: container {name} terminated: {term.get('reason')} (exit code {term.get('exitCode')})")
+    return "\n".join(lines) + "\n"

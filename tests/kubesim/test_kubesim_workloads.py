@@ -195,3 +195,12 @@ def test_without_a_kubelet_unbound_pods_go_at_once_and_bound_ones_stay_terminati
         assert names["bound"].metadata.deletion_grace_period_seconds == 5
         core.delete_namespaced_pod("bound", "default", grace_period_seconds=0)  # what --force does
         assert not core.list_namespaced_pod("default").items
+
+
+def test_pod_log_reports_the_simulated_container_lifecycle(kubesim, core, ns):
+    core.create_namespaced_pod(ns, {"metadata": {"name": "lg"}, "spec": {"containers": [
+        {"name": "c", "image": "x:1"}]}})
+    wait_for(lambda: core.read_namespaced_pod("lg", ns).status.phase == "Running")
+    assert "started from image x:1" in core.read_namespaced_pod_log("lg", ns)
+    kubesim.fail_pod(ns, "lg", reason="Error", exit_code=3)
+    assert "terminated: Error (exit code 3)" in core.read_namespaced_pod_log("lg", ns, container="c")
