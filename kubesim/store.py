@@ -178,6 +178,12 @@ class Store:
         w.closed = True
         self.watchers.get(w.key, set()).discard(w)
 
+    def close_watchers(self, key: Key) -> None:
+        """End the watch streams of one resource (its CRD went away)."""
+        for w in list(self.watchers.get(key, ())):
+            w.closed = True
+            w.queue.put_nowait(None)
+
     def close_all_watchers(self) -> None:
         """End every watch stream (on shutdown)."""
         for ws in self.watchers.values():

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import json
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -21,6 +22,9 @@ from kubesim.selectors import Matcher
 from kubesim.store import Store
 
 CRD_KEY = ("apiextensions.k8s.io", "customresourcedefinitions")
+_QUALIFIED_NAME = re.compile(r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?"
+                             r"[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
+_LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
 NS_KEY = ("", "namespaces")
 _SERVER_FIELDS = ("uid", "creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds", "selfLink",
                   "generation")
@@ -72,6 +76,7 @@ class Cluster(PatchingMixin, DeletingMixin):
 
     def _unregister_crd(self, crd: dict[str, Any]) -> None:
         self.registry.remove(crd["spec"]["group"], crd["spec"]["names"]["plural"])
+        self.store.close_watchers((crd["spec"]["group"], crd["spec"]["names"]["plural"]))
         for cb in self.on_types_changed:
             cb()
 
@@ -184,6 +189,16 @@ class Cluster(PatchingMixin, DeletingMixin):
                                       not all(isinstance(v, str) for v in value.values())):
                 causes.append(cause(f"metadata.{key}", "FieldValueTypeInvalid", "Invalid value: must be a map of "
                                     "strings"))
+                continue
+            for k, v in (value or {}).items():
+                if not _QUALIFIED_NAME.match(k) or len(k.rsplit("/", 1)[-1]) > 63:
+                    causes.append(cause(f"metadata.{key}", "FieldValueInvalid", f'Invalid value: "{k}": name part '
+                                        "must consist of alphanumeric characters, '-', '_' or '.', and must start "
+                                        "and end with an alphanumeric character"))
+                elif key == "labels" and (len(v) > 63 or not _LABEL_VALUE.match(v)):
+                    causes.append(cause("metadata.labels", "FieldValueInvalid", f'Invalid value: "{v}": a valid '
+                                        "label must be an empty string or consist of alphanumeric characters, '-', "
+                                        "'_' or '.', and must start and end with an alphanumeric character"))
         return causes
 
     def create(self, rt: ResourceType, namespace: str, body: Any, opts: WriteOptions | None = None,

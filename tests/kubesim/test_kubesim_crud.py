@@ -210,3 +210,13 @@ def test_events_v1_and_core_events_share_storage(api_client, core, ns):
     core_ev = core.read_namespaced_event("e1", ns)
     assert core_ev.message == "hello" and core_ev.involved_object.name == "p"
     assert ev.read_namespaced_event("e1", ns).note == "hello"
+
+
+def test_invalid_label_keys_and_values_are_422(core, ns):
+    for labels in ({"bad key": "v"}, {"k": "no spaces"}, {"k": "x" * 64}):
+        with pytest.raises(client.ApiException) as e:
+            core.create_namespaced_config_map(ns, {"metadata": {"name": "l", "labels": labels}})
+        assert e.value.status == 422 and _status(e.value)["details"]["causes"][0]["field"] == "metadata.labels"
+    ok = core.create_namespaced_config_map(ns, {"metadata": {"name": "l", "labels": {
+        "app.kubernetes.io/name": "x", "empty": ""}, "annotations": {"example.com/any": "free text: ok"}}})
+    assert ok.metadata.labels["empty"] == ""

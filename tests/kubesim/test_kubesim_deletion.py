@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 
 import pytest
 from kubernetes import client
@@ -138,3 +139,29 @@ def test_delete_collection_with_a_label_selector(core, ns):
         core.create_namespaced_config_map(ns, {"metadata": {"name": f"c{i}", "labels": {"odd": str(i % 2)}}})
     core.delete_collection_namespaced_config_map(ns, label_selector="odd=1")
     assert sorted(c.metadata.name for c in core.list_namespaced_config_map(ns).items) == ["c0", "c2"]
+
+
+def test_watches_on_a_removed_crd_end(api_client, custom):
+    import threading
+
+    from kubernetes import watch
+
+    ext = client.ApiextensionsV1Api(api_client)
+    ext.create_custom_resource_definition({
+        "metadata": {"name": "brief.example.io"},
+        "spec": {"group": "example.io", "scope": "Namespaced", "names": {"plural": "brief", "kind": "Brief"},
+                 "versions": [{"name": "v1", "served": True, "storage": True, "schema": {"openAPIV3Schema": {
+                     "type": "object", "x-kubernetes-preserve-unknown-fields": True}}}]}})
+    ended = threading.Event()
+
+    def consume():
+        for _ in watch.Watch().stream(custom.list_namespaced_custom_object, "example.io", "v1", "default", "brief",
+                                      timeout_seconds=30):
+            pass
+        ended.set()
+
+    t = threading.Thread(target=consume, daemon=True)
+    t.start()
+    time.sleep(0.3)
+    ext.delete_custom_resource_definition("brief.example.io")
+    assert ended.wait(5)
