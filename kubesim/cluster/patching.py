@@ -12,6 +12,7 @@ from kubesim.cluster.options import WriteOptions
 from kubesim.errors import cause
 from kubesim.meta import clone, get_path, json_path, now, set_path
 from kubesim.patch import apply_json_patch, merge_patch, strategic_merge
+from kubesim.patch.apply import applied_paths, from_fields_v1, release, to_fields_v1
 from kubesim.patch.jsonpatch import PatchError
 from kubesim.patch.strategic import StrategicPatchError, merge_keys_for
 from kubesim.registry import ResourceType
@@ -82,16 +83,25 @@ class PatchingMixin:
         if old is None:
             if content_type == APPLY and subresource is None:
                 body = clone(patch)
-                body.setdefault("metadata", {})["managedFields"] = [self._apply_entry(rt, version, opts)]
+                body.setdefault("metadata", {})["managedFields"] = [self._apply_entry(rt, version, opts, patch)]
                 return self.create(rt, namespace, body, opts, version), True
             raise errors.not_found(rt.plural, rt.group, name)
         patched = self.apply_patch(rt, rt.external(old, version), content_type, patch, opts)
         if not isinstance(patched, dict) or not isinstance(patched.get("metadata"), dict):
             raise errors.bad_request("the patched object is not a valid object")
         if content_type == APPLY:
-            entries = [m for m in patched["metadata"].get("managedFields") or []
-                       if m.get("manager") != opts.field_manager or m.get("operation") != "Apply"]
-            patched["metadata"]["managedFields"] = entries + [self._apply_entry(rt, version, opts)]
+            current = old["metadata"].get("managedFields") or []
+            mine = next((m for m in current if m.get("manager") == opts.field_manager
+                         and m.get("operation") == "Apply"), None)
+            others = [m for m in current if m is not mine]
+            new_paths = applied_paths(patch)
+            if mine is not None:
+                kept = set(new_paths)
+                for m in others:
+                    if m.get("operation") == "Apply":
+                        kept |= from_fields_v1(m.get("fieldsV1"))
+                release(patched, from_fields_v1(mine.get("fieldsV1")) - kept, kept)
+            patched["metadata"]["managedFields"] = others + [self._apply_entry(rt, version, opts, patch)]
         new = rt.internal(clone(patched))
         new["kind"] = rt.kind
         new["metadata"]["name"] = name
@@ -111,9 +121,10 @@ class PatchingMixin:
                                      f"({name})")
 
     @staticmethod
-    def _apply_entry(rt: ResourceType, version: str, opts: WriteOptions) -> dict[str, Any]:
+    def _apply_entry(rt: ResourceType, version: str, opts: WriteOptions, config: dict[str, Any]
+                     ) -> dict[str, Any]:
         return {"manager": opts.field_manager, "operation": "Apply", "apiVersion": rt.api_version(version),
-                "time": now(), "fieldsType": "FieldsV1", "fieldsV1": {}}
+                "time": now(), "fieldsType": "FieldsV1", "fieldsV1": to_fields_v1(applied_paths(config))}
 
     # ---- scale --------------------------------------------------------------------------------------
     def get_scale(self: Cluster, rt: ResourceType, namespace: str, name: str) -> dict[str, Any]:

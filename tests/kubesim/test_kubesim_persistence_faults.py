@@ -157,3 +157,24 @@ def test_list_with_a_resource_version_ahead_of_the_server_is_504(core, ns):
     with pytest.raises(client.ApiException) as e:
         core.list_namespaced_config_map(ns, resource_version="999999999")
     assert e.value.status == 504
+
+
+def test_server_side_apply_removes_fields_a_manager_stops_applying(api_client, widgets, ns):
+    path = f"/apis/example.com/v1/namespaces/{ns}/widgets/sa"
+
+    def apply(manager, spec, labels=None):
+        body = {"apiVersion": "example.com/v1", "kind": "Widget",
+                "metadata": {"name": "sa", **({"labels": labels} if labels else {})}, "spec": spec}
+        return raw(api_client, "PATCH", path, body, "application/apply-patch+yaml",
+                   query=[("fieldManager", manager), ("force", "true")])
+
+    apply("alice", {"size": 2, "name": "abc", "extra": {"x": 1}}, {"team": "a", "tier": "web"})
+    apply("bob", {"size": 2, "tags": ["t"]})
+    w = apply("alice", {"size": 3}, {"team": "a"})
+    assert "name" not in w["spec"] and "extra" not in w["spec"]  # alice let go of them
+    assert w["spec"]["tags"] == ["t"]  # bob still applies tags
+    assert w["spec"]["size"] == 3 and w["metadata"]["labels"] == {"team": "a"}
+    managers = {m["manager"]: m for m in w["metadata"]["managedFields"]}
+    assert managers["alice"]["fieldsV1"]["f:spec"] == {"f:size": {}}
+    w = apply("bob", {"size": 3})
+    assert "tags" not in w["spec"]
