@@ -122,3 +122,22 @@ def action_record(
         detail=detail or {},
         remote_addr=remote_addr[:64],
     )
+
+
+def action_record_list(
+    *, actor: str = "", action: str = "", outcome: str = "", after: datetime | None = None,
+    before: datetime | None = None,
+) -> QuerySet[ActionRecord]:
+    """The action record filtered by actor, action, outcome and time ([after, before)); not ordered."""
+    qs = ActionRecord.objects.all()
+    if actor:
+        qs = qs.filter(actor=actor)
+    if action:
+        qs = qs.filter(action=action)
+    if outcome:
+        qs = qs.filter(outcome=outcome)
+    if after is not None:
+        qs = qs.filter(created_at__gte=after)
+    if before is not None:
+        qs = qs.filter(created_at__lt=before)
+    return qs

@@ -32,6 +32,7 @@ __all__ = [
     "ReconcileRequestError",
     "resource_reconcile",
     "resource_reconcile_bulk",
+    "resource_reconcile_selection",
 ]
 
 
@@ -104,5 +105,35 @@ def resource_reconcile_bulk(
             outcome.failed.append(BulkFailure(resource, str(exc), "failed"))
         except Exception as exc:  # the Kubernetes API or Redis failed for this one: report it, go on
             log.warning("bulk reconcile of %s failed: %s", resource, exc)
+            outcome.failed.append(BulkFailure(resource, f"{type(exc).__name__}: {exc}", "unavailable"))
+    return outcome
+
+
+def resource_reconcile_selection(
+    ids: list[int],
+    *,
+    actor: str,
+    reason: str,
+    namespaces: frozenset[str] | None = None,
+    max_items: int = 500,
+) -> BulkOutcome:
+    """Ask for a reconcile of each visible resource among `ids` (the console's checked rows); ids that are not
+    visible are ignored. Raises InvalidFilter when none is given or more than `max_items` are."""
+    wanted = sorted(set(ids))
+    if not wanted:
+        raise InvalidFilter("ids", "select at least one resource")
+    if len(wanted) > max_items:
+        raise InvalidFilter("ids", f"more than {max_items} resources selected")
+    resources = list(resource_list(ResourceFilters(), namespaces=namespaces).filter(pk__in=wanted).order_by("id"))
+    outcome = BulkOutcome(matched=len(resources))
+    for resource in resources:
+        try:
+            outcome.requested.append(resource_reconcile(resource, actor=actor, reason=reason))
+        except ObjectNotFound as exc:
+            outcome.failed.append(BulkFailure(resource, str(exc), "not_found"))
+        except ReconcileRequestError as exc:
+            outcome.failed.append(BulkFailure(resource, str(exc), "failed"))
+        except Exception as exc:  # the Kubernetes API or Redis failed for this one: report it, go on
+            log.warning("reconcile of %s failed: %s", resource, exc)
             outcome.failed.append(BulkFailure(resource, f"{type(exc).__name__}: {exc}", "unavailable"))
     return outcome

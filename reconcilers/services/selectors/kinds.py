@@ -2,9 +2,22 @@
 
 from __future__ import annotations
 
+import logging
+import threading
+import time
 from typing import Any
 
-from reconcilers.engine import registry
+from reconcilers.core.reconciler import ResourceKind
+from reconcilers.engine import kube, registry
+
+log = logging.getLogger(__name__)
+CRD_KIND = ResourceKind("apiextensions.k8s.io", "v1", "customresourcedefinitions", "CustomResourceDefinition", False)
+DEFAULT_COLUMNS: tuple[dict[str, Any], ...] = (
+    {"name": "Phase", "type": "string", "jsonPath": ".status.phase", "priority": 0},
+    {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp", "priority": 0},
+)
+_columns: dict[tuple[str, str], tuple[float, list[dict[str, Any]]]] = {}
+_columns_lock = threading.Lock()
 
 
 def kind_list() -> list[dict[str, Any]]:
@@ -26,3 +39,26 @@ def kind_list() -> list[dict[str, Any]]:
             "state_machine": rec.state_machine.as_dict(),
         })
     return out
+
+
+def kind_printer_columns(group: str, plural: str, version: str, *, ttl: float = 60.0) -> list[dict[str, Any]]:
+    """The CRD's `additionalPrinterColumns` for `version` (name, type, jsonPath, priority, description), read
+    from the cluster and memoised `ttl` s per process; Phase and Age when the CRD cannot be read."""
+    now = time.monotonic()
+    with _columns_lock:
+        hit = _columns.get((group, plural))
+        if hit is not None and now - hit[0] < ttl:
+            return hit[1]
+    columns = [dict(c) for c in DEFAULT_COLUMNS]
+    try:
+        crd = kube.get_object(kube.get_api_client(), CRD_KIND, None, f"{plural}.{group}", timeout=(1.0, 2.0))
+        for v in ((crd or {}).get("spec") or {}).get("versions") or []:
+            if v.get("name") == version and v.get("additionalPrinterColumns"):
+                columns = [{"name": c.get("name", ""), "type": c.get("type", "string"),
+                            "jsonPath": c.get("jsonPath", ""), "priority": int(c.get("priority") or 0),
+                            "description": c.get("description", "")} for c in v["additionalPrinterColumns"]]
+    except Exception as exc:  # a read for display: the default columns then
+        log.info("printer columns of %s.%s not read: %s", plural, group, exc)
+    with _columns_lock:
+        _columns[(group, plural)] = (time.monotonic(), columns)
+    return columns

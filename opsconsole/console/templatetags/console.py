@@ -1,0 +1,89 @@
+"""Template helpers of the console: relative times with the absolute time on hover, durations, phase badges,
+YAML of JSON documents. Every helper escapes what it is given (CR data is untrusted)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+import yaml
+from django import template
+from django.utils import timezone
+from django.utils.html import format_html
+
+register = template.Library()
+
+_PHASE_CLASS = {
+    "Running": "ok", "Ready": "ok", "Succeeded": "ok", "success": "ok", "succeeded": "ok", "True": "ok",
+    "Pending": "wait", "Terminating": "wait", "requested": "wait", "picked_up": "wait", "requeue": "wait",
+    "requeue_after": "wait", "Unknown": "wait",
+    "Degraded": "warn", "Warning": "warn",
+    "Failed": "bad", "error": "bad", "failed": "bad", "False": "bad", "refused": "bad",
+    "Deleted": "off",
+}
+
+
+def ago(seconds: float) -> str:
+    """A short relative time: '42 s', '5 min', '3 h', '2 d'."""
+    s = abs(seconds)
+    if s < 60:
+        return f"{int(s)} s"
+    if s < 3600:
+        return f"{int(s // 60)} min"
+    if s < 86400:
+        return f"{int(s // 3600)} h"
+    return f"{int(s // 86400)} d"
+
+
+@register.simple_tag
+def reltime(moment: datetime | None, suffix: str = " ago") -> str:
+    """`<time>` showing the time relative to now, with the absolute UTC time on hover (console.js keeps the
+    relative text current)."""
+    if moment is None:
+        return format_html('<span class="muted">{}</span>', "never")
+    if isinstance(moment, str):
+        moment = datetime.fromisoformat(moment.replace("Z", "+00:00"))
+    absolute = moment.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+    delta = (timezone.now() - moment).total_seconds()
+    text = f"in {ago(delta)}" if delta < -1 else f"{ago(delta)}{suffix}"
+    return format_html('<time datetime="{}" title="{}" data-rel="{}">{}</time>',
+                       moment.isoformat(), absolute, suffix, text)
+
+
+@register.filter
+def since_seconds(moment: datetime | None) -> float | None:
+    """Seconds from `moment` to now."""
+    return None if moment is None else (timezone.now() - moment).total_seconds()
+
+
+@register.filter
+def duration(seconds: float | None) -> str:
+    """Seconds as '850 ms', '4.2 s', '3 min', '2 h'."""
+    if seconds is None:
+        return "—"
+    if seconds < 1:
+        return f"{seconds * 1000:.0f} ms"
+    if seconds < 60:
+        return f"{seconds:.1f} s"
+    return ago(seconds)
+
+
+@register.simple_tag
+def badge(value: str | None) -> str:
+    """A coloured badge for a phase, a run result or a request state."""
+    text = value or "—"
+    return format_html('<span class="badge badge-{}">{}</span>', _PHASE_CLASS.get(text, "none"), text)
+
+
+@register.filter
+def as_yaml(value: Any) -> str:
+    """A JSON document as block YAML (escaped by the template)."""
+    if value in (None, {}, []):
+        return "{}"
+    return yaml.safe_dump(value, sort_keys=True, default_flow_style=False, allow_unicode=True).rstrip()
+
+
+@register.filter
+def get_item(mapping: dict[str, Any], key: str) -> Any:
+    """mapping[key] or ''."""
+    return (mapping or {}).get(key, "")

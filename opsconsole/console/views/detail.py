@@ -1,0 +1,116 @@
+"""One resource: phase, conditions, spec/status YAML, its state machine with the current state and its path,
+the transition timeline, runs, children, Kubernetes Events, and "Reconcile now" with the request's progress."""
+
+from __future__ import annotations
+
+from typing import Any
+from urllib.parse import urlencode
+
+from django.core.exceptions import ValidationError
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import redirect
+from django.urls import reverse
+from django.views.decorators.http import require_POST
+
+from opsconsole.accounts.roles import OPERATOR, user_namespaces
+from opsconsole.console.access import Refused, audited_action
+from opsconsole.console.diagrams import state_machine_svg
+from opsconsole.console.live import page
+from opsconsole.console.security import console_page
+from reconcilers.models import ReconcileRequest, Resource
+from reconcilers.services.audit_status import audit_chain_status
+from reconcilers.services.reconcile_actions import ObjectNotFound, ReconcileRequestError, resource_reconcile
+from reconcilers.services.selectors import kinds, resources, stats
+
+FRAGMENTS = {
+    "head": "console/_detail_head.html",
+    "machine": "console/_detail_machine.html",
+    "timeline": "console/_detail_timeline.html",
+    "runs": "console/_detail_runs.html",
+    "request": "console/_detail_request.html",
+}
+
+
+def _get(request: HttpRequest, pk: int) -> Resource:
+    try:
+        return resources.resource_get(pk, namespaces=user_namespaces(request.user))
+    except Resource.DoesNotExist as exc:
+        raise Http404("No such resource, or it is outside your namespaces.") from exc
+
+
+@console_page
+def resource_detail(request: HttpRequest, pk: int) -> HttpResponse:
+    """The detail page (or its live fragments)."""
+    obj = _get(request, pk)
+    namespaces = user_namespaces(request.user)
+    wanted = set(request.GET.get("_live", "").split(",")) if request.GET.get("_live") else None
+
+    def want(name: str) -> bool:
+        return wanted is None or name in wanted
+
+    context: dict[str, Any] = {"r": obj}
+    if want("machine"):
+        info = next((k for k in kinds.kind_list() if k["group"] == obj.group and k["plural"] == obj.plural), None)
+        context["machine"] = state_machine_svg(
+            info["state_machine"], current=obj.phase, path=stats.resource_path(obj), label=obj.kind,
+            state_href=lambda s: reverse("console:resources") + "?" + urlencode({"kind": obj.kind, "phase": s}),
+        ) if info else None
+    if want("timeline"):
+        context["timeline"] = list(resources.resource_transitions(obj).order_by("-seq")[:100])
+    if want("runs"):
+        context["runs"] = list(resources.resource_runs(obj).order_by("-started_at", "-id")[:50])
+    if want("request"):
+        context["requests"] = list(stats.resource_requests(obj, limit=10))
+        context["current_request"] = None
+        wanted_id = request.GET.get("request", "")
+        if wanted_id:
+            try:
+                context["current_request"] = stats.reconcile_request_visible(wanted_id, namespaces=namespaces)
+            except (ReconcileRequest.DoesNotExist, ValidationError, ValueError):
+                context["current_request"] = None
+    if wanted is None:
+        children = resources.resource_children_map([obj]).get(obj.uid, [])
+        live_children, children_error = resources.resource_live_children(obj)
+        try:
+            events, events_error = resources.resource_events(obj, limit=50), ""
+        except Exception as exc:  # events are read live; the page says when the API does not answer
+            events, events_error = [], f"The Kubernetes API did not answer: {type(exc).__name__}"
+        context.update({"children": children, "live_children": live_children, "children_error": children_error,
+                        "events": events, "events_error": events_error,
+                        "chain": audit_chain_status(resource_uid=obj.uid)})
+    return page(request, "console/detail.html", context, FRAGMENTS)
+
+
+@console_page
+@require_POST
+def resource_reconcile_now(request: HttpRequest, pk: int) -> HttpResponse:
+    """"Reconcile now" (operators) through the shared service, recorded; then the detail page follows the
+    request until it is handled."""
+    reason = request.POST.get("reason", "").strip()[:2000]
+    obj = Resource.objects.filter(pk=pk).first()
+
+    def do(detail: dict[str, Any]) -> ReconcileRequest:
+        if obj is None:
+            raise Refused(404, "No such resource.")
+        if not reason:
+            raise Refused(400, "Give a reason: it is recorded with the request.")
+        try:
+            req = resource_reconcile(obj, actor=f"user:{request.user.get_username()}", reason=reason)
+        except ObjectNotFound as exc:
+            raise Refused(404, f"The object is no longer in the cluster: {exc}") from exc
+        except ReconcileRequestError as exc:
+            raise Refused(503, str(exc)) from exc
+        except Exception as exc:  # the Kubernetes API or Redis did not answer
+            raise Refused(503, f"{type(exc).__name__}: {exc}") from exc
+        detail.update({"request_id": str(req.pk), "token": req.token})
+        return req
+
+    result = audited_action(request, action="resource.reconcile", role=OPERATOR,
+                            target=obj.key if obj else f"resource:{pk}", reason=reason, do=do,
+                            namespace=obj.namespace if obj else None)
+    if result.status >= 400:
+        back = reverse("console:resource", args=[pk]) if obj else reverse("console:resources")
+        return page(request, "console/refused.html", {"message": result.message, "back": back},
+                    status=result.status)
+    return redirect(reverse("console:resource", args=[pk]) + "?" + urlencode({"request": str(result.result.pk)})
+                    + "#request")

@@ -1,0 +1,75 @@
+"""The overview: each kind's state machine with counts, edge counts and dwell medians; recent transitions;
+the reconcile charts; the queue depth, the controller's leader and the workers alive."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from urllib.parse import urlencode
+
+from django.http import HttpRequest, HttpResponse
+from django.urls import reverse
+from django.utils import timezone
+
+from opsconsole.accounts.roles import user_namespaces
+from opsconsole.console.charts import overview_charts
+from opsconsole.console.diagrams import state_machine_svg
+from opsconsole.console.live import page
+from opsconsole.console.security import console_page
+from reconcilers.services.selectors import kinds, queue, stats, transitions
+
+FRAGMENTS = {
+    "machines": "console/_overview_machines.html",
+    "recent": "console/_overview_recent.html",
+    "engine": "console/_overview_engine.html",
+    "charts": "console/_overview_charts.html",
+}
+
+
+def _machines(namespaces: frozenset[str] | None) -> list[dict[str, object]]:
+    now = timezone.now()
+    counts = stats.phase_counts(namespaces=namespaces)
+    out = []
+    for k in kinds.kind_list():
+        kind = k["kind"]
+        per_state = counts.get(kind, {})
+
+        def href(state: str, kind: str = kind) -> str:
+            return reverse("console:resources") + "?" + urlencode({"kind": kind, "phase": state})
+
+        svg = state_machine_svg(
+            k["state_machine"], counts=per_state,
+            hour=stats.edge_counts(kind, now - timedelta(hours=1), namespaces=namespaces),
+            day=stats.edge_counts(kind, now - timedelta(days=1), namespaces=namespaces),
+            dwell=stats.state_dwell_medians(kind, now - timedelta(days=1), namespaces=namespaces),
+            state_href=href, label=kind,
+        )
+        out.append({"kind": kind, "info": k, "svg": svg, "total": sum(per_state.values()),
+                    "unphased": per_state.get("", 0)})
+    return out
+
+
+def _engine(namespaces: frozenset[str] | None) -> dict[str, object]:
+    try:
+        snap = queue.queue_snapshot(namespaces=namespaces, limit=0)
+        q = {"depth": snap["depth"], "processing": snap["processing_count"], "delayed": snap["delayed_count"],
+             "error": ""}
+    except Exception as exc:  # Redis down: the page says so
+        q = {"depth": None, "processing": None, "delayed": None, "error": f"Redis did not answer: {type(exc).__name__}"}
+    return {"queue": q, "leader": stats.controller_leader(), "workers": stats.workers_alive()}
+
+
+@console_page
+def overview(request: HttpRequest) -> HttpResponse:
+    """The landing page."""
+    namespaces = user_namespaces(request.user)
+    wanted = set(request.GET.get("_live", "").split(",")) if request.GET.get("_live") else set(FRAGMENTS)
+    context: dict[str, object] = {}
+    if "machines" in wanted:
+        context["machines"] = _machines(namespaces)
+    if "recent" in wanted:
+        context["recent"] = list(transitions.transition_list(namespaces=namespaces).order_by("-id")[:15])
+    if "engine" in wanted:
+        context["engine"] = _engine(namespaces)
+    if "charts" in wanted:
+        context["charts"] = overview_charts()
+    return page(request, "console/overview.html", context, FRAGMENTS)

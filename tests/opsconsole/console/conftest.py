@@ -1,0 +1,68 @@
+"""Fixtures of the console tests: a logged-in Django test client per role, a private workqueue whose dispatch
+only records keys, the memoised engine reads forgotten between tests, and (re-exported) the kubesim fixtures of
+tests/reconcilers/conftest.py for the tests that act on a real API server."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+
+import pytest
+from django.test import Client
+
+from reconcilers.engine import dispatch
+from reconcilers.services.selectors import kinds, stats
+from tests.opsconsole.api import factories
+from tests.reconcilers.conftest import (  # noqa: F401 - fixtures, re-exported for this directory
+    Sent,
+    kapi,
+    kubesim,
+    namespace,
+    reconcilers,
+)
+
+
+@pytest.fixture(autouse=True)
+def _fresh_memos(settings, tmp_path) -> Iterator[None]:
+    """No memoised Lease, ping or printer columns leak between tests; no kubeconfig unless a test sets one."""
+    settings.KUBECONFIG = str(tmp_path / "absent-kubeconfig")
+    stats.stats_cache_clear()
+    kinds._columns.clear()
+    yield
+    stats.stats_cache_clear()
+    kinds._columns.clear()
+
+
+@pytest.fixture
+def queue(settings, monkeypatch, redis_client) -> Iterator:
+    """A private workqueue; dispatching only records the keys (`queue.sent.keys`)."""
+    settings.OPSCONSOLE_WORKQUEUE_NAME = f"test-console-{uuid.uuid4().hex[:8]}"
+    sent = Sent()
+    monkeypatch.setattr(dispatch, "dispatch", sent)
+    q = dispatch.get_queue()
+    q.sent = sent
+    yield q
+    q.clear()
+
+
+@pytest.fixture
+def as_role(db, queue, monkeypatch):
+    """`as_role(role, namespaces=None)` → a Django test Client logged in as a new user with that role
+    (`client.user`); CSRF is enforced, as a browser's would be."""
+    monkeypatch.setattr(stats, "workers_alive", lambda **_: {"workers": ["celery@test"], "error": ""})
+
+    def make(role: str | None, namespaces: list[str] | None = None) -> Client:
+        u = factories.user(f"{role or 'none'}-{uuid.uuid4().hex[:6]}", role, namespaces)
+        client = Client(enforce_csrf_checks=True)
+        client.force_login(u)
+        client.user = u
+        return client
+
+    return make
+
+
+def csrf_post(client: Client, path: str, data: dict, **extra):
+    """POST with the CSRF token a page form would carry (the cookie from a GET, the token in the body)."""
+    client.get("/")
+    token = client.cookies["csrftoken"].value
+    return client.post(path, {**data, "csrfmiddlewaretoken": token}, **extra)
