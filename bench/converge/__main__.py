@@ -29,6 +29,8 @@ def parse_args(argv: list[str] | None = None) -> tuple[Config, str | None]:
     p.add_argument("--steady-seconds", type=float, default=d.steady_seconds, help="0 skips the steady phase")
     p.add_argument("--timeout", type=float, default=d.timeout, help="seconds each phase may take to converge")
     p.add_argument("--startup-timeout", type=float, default=d.startup_timeout)
+    p.add_argument("--quiet-timeout", type=float, default=d.quiet_timeout,
+                   help="at most this long to wait, after the burst, until no reconcile started for 1.5 s")
     p.add_argument("--creator-threads", type=int, default=d.creator_threads)
     p.add_argument("--schedule-delay", type=float, default=d.schedule_delay, help="kubesim pod delays (s)")
     p.add_argument("--start-delay", type=float, default=d.start_delay)
@@ -49,7 +51,8 @@ def parse_args(argv: list[str] | None = None) -> tuple[Config, str | None]:
     extra = dict(item.split("=", 1) for item in a.opsconsole_env)
     cfg = Config(n=a.n, size=a.size, scenarios=tuple(s.strip() for s in a.scenarios.split(",") if s.strip()),
                  steady_rate=a.steady_rate, steady_seconds=a.steady_seconds, timeout=a.timeout,
-                 startup_timeout=a.startup_timeout, creator_threads=a.creator_threads,
+                 startup_timeout=a.startup_timeout, quiet_timeout=a.quiet_timeout,
+                 creator_threads=a.creator_threads,
                  schedule_delay=a.schedule_delay, start_delay=a.start_delay, ready_delay=a.ready_delay,
                  pg_url=a.pg_url, db_prefix=a.db_prefix, redis_url=a.redis_url, data_dir=a.data_dir,
                  flush_redis=a.flush_redis, opsconsole_env=extra, keep=a.keep)

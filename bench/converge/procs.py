@@ -203,8 +203,9 @@ def postgres_postmaster(database_url: str) -> int | None:
 
         with psycopg.connect(database_url, connect_timeout=5) as conn:
             row = conn.execute("SELECT pg_backend_pid()").fetchone()
-        backend = int(row[0]) if row else 0
-        for line in Path(f"/proc/{backend}/status").read_text().splitlines():
+            backend = int(row[0]) if row else 0
+            status = Path(f"/proc/{backend}/status").read_text()  # while the backend lives
+        for line in status.splitlines():
             if line.startswith("PPid:"):
                 return int(line.split()[1])
     except Exception:  # noqa: BLE001 - not on this host, or not visible: then it is not reported

@@ -30,7 +30,8 @@ def results_table(results: list[ScenarioResult]) -> str:
         if r.steady is not None:
             s = r.steady
             steady = f"{_f(s.start_p50_ms)} / {_f(s.start_p99_ms)} / {_f(s.start_max_ms)}"
-            steady += f" ({s.crs} CRs at {s.rate:g}/s" + ("" if s.converged else ", not converged") + ")"
+            steady += (f" ({s.crs} CRs at {s.rate:g}/s, started {r.quiet_after_seconds:.1f} s after the burst"
+                       + ("" if s.converged else ", not converged") + ")")
         rows.append(f"| {r.name} | {conv} | {_f(b.crs_per_second)} | {b.reconciles} | {_f(b.reconciles_per_second)} "
                     f"| {b.errors} | {_f(b.start_p50_ms, 0)} / {_f(b.start_p99_ms, 0)} "
                     f"| {_f(b.running_p50_s, 2)} / {_f(b.running_p99_s, 2)} | {_f(b.mean_reconcile_ms)} | {steady} |")

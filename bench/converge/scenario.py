@@ -42,8 +42,9 @@ class Config:
     size: int = 1
     scenarios: tuple[str, ...] = ("opsconsole-1", "opsconsole-2", "kopf")
     steady_rate: float = 5.0
-    steady_seconds: float = 10.0
+    steady_seconds: float = 20.0
     timeout: float = 300.0
+    quiet_timeout: float = 120.0  # at most this long to wait for the burst's tail before the steady phase
     startup_timeout: float = 90.0
     creator_threads: int = 4
     schedule_delay: float = 0.0
@@ -104,6 +105,7 @@ class ScenarioResult:
     api_writes: int = 0  # kubesim resourceVersion increase over the measurement (every write bumps it)
     db_commits: int = 0  # PostgreSQL transactions committed in the scenario's database (opsconsole)
     window_seconds: float = 0.0
+    quiet_after_seconds: float = 0.0  # after the burst converged, until no reconcile had started for QUIET s
     loadavg_before: str = ""
     error: str = ""
     run_dir: str = ""
@@ -203,6 +205,21 @@ def _phase(keys: list[str], created: dict[str, float], t0: float, tracker: load.
     )
 
 
+QUIET = 1.5
+
+
+def _wait_quiet(runs: Any, converged_at: float, timeout: float) -> float:
+    """Wait until no reconcile started for QUIET seconds (the burst's tail of follow-up events has been
+    worked off), so that the steady phase measures a steady load; returns the seconds after convergence."""
+    deadline = time.monotonic() + timeout
+    while True:
+        latest = max((r[1] for r in runs()), default=0.0)
+        now = time.time()
+        if now - latest >= QUIET or time.monotonic() > deadline:
+            return max(0.0, min(latest, now) - converged_at)
+        time.sleep(0.5)
+
+
 def _cpu_delta(before: dict[int, ProcSample], after: list[ProcSample]) -> list[ProcResult]:
     out = []
     for s in after:
@@ -294,7 +311,8 @@ def run_scenario(cfg: Config, name: str, template_db: str | None, log: Any = pri
         result.burst = _phase(keys, created, t0, tracker, converged, burst_runs)
 
         if converged and cfg.steady_seconds > 0 and cfg.steady_rate > 0:
-            time.sleep(2.0)
+            result.quiet_after_seconds = _wait_quiet(runs, result.burst.seconds + t0, cfg.quiet_timeout)
+            log(f"[{name}] quiet {result.quiet_after_seconds:.1f} s after the burst converged")
             m = max(1, int(round(cfg.steady_rate * cfg.steady_seconds)))
             snames = [f"st-{i:04d}" for i in range(m)]
             skeys = [load.key_of(STEADY_NS, n) for n in snames]
