@@ -155,15 +155,16 @@ class Cluster(PatchingMixin, DeletingMixin):
             obj["metadata"] = {}
         return obj
 
-    def _check_namespace_for_create(self, rt: ResourceType, namespace: str) -> None:
+    def _check_namespace_for_create(self, rt: ResourceType, namespace: str, name: str) -> None:
         if not rt.namespaced:
             return
         ns = self.store.get(NS_KEY, "", namespace)
         if ns is None:
             raise errors.not_found("namespaces", "", namespace)
         if ns["metadata"].get("deletionTimestamp"):
-            raise errors.forbidden(f'{rt.plural} "{rt.plural}" is forbidden: unable to create new content in '
-                                   f"namespace {namespace} because it is being terminated", rt.plural, rt.group)
+            raise errors.forbidden(f'{errors.qualified(rt.plural, rt.group)} "{name}" is forbidden: unable to create '
+                                   f"new content in namespace {namespace} because it is being terminated",
+                                   rt.plural, rt.group, name)
 
     def _schema_checks(self, rt: ResourceType, obj: dict[str, Any], version: str | None,
                        opts: WriteOptions) -> tuple[dict[str, Any], list[dict[str, str]]]:
@@ -226,7 +227,7 @@ class Cluster(PatchingMixin, DeletingMixin):
                 raise errors.invalid(rt.kind, rt.group, "", [cause("metadata.name", "FieldValueRequired",
                                                                    "Required value: name or generateName is required")])
         name = meta["name"]
-        self._check_namespace_for_create(rt, namespace)
+        self._check_namespace_for_create(rt, namespace, name)
         if rt.crd_name:
             crd = self.store.get(CRD_KEY, "", rt.crd_name)
             if crd is not None and crd["metadata"].get("deletionTimestamp"):

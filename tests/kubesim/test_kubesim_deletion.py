@@ -111,6 +111,8 @@ def test_deleting_a_namespace_deletes_its_content(core, custom, widgets, ns):
     with pytest.raises(client.ApiException) as e:
         core.create_namespaced_config_map(ns, {"metadata": {"name": "late"}})
     assert e.value.status == 403
+    assert json.loads(e.value.body)["message"] == (f'configmaps "late" is forbidden: unable to create new content '
+                                                   f"in namespace {ns} because it is being terminated")
     wait_for(lambda: any(c.type == "NamespaceFinalizersRemaining" and c.status == "True"
                          for c in core.read_namespace(ns).status.conditions or []), timeout=5)
     custom.patch_namespaced_custom_object(*W, ns, "widgets", "held", {"metadata": {"finalizers": None}})
