@@ -175,6 +175,8 @@ class MemcachedReconciler(Reconciler):
     resource: ClassVar[ResourceKind] = MEMCACHED
     state_machine: ClassVar[StateMachine] = MACHINE
     owns: ClassVar[tuple[ResourceKind, ...]] = (DEPLOYMENT, SERVICE)
+    #: kinds read but not owned (the RBAC generator grants get/list on them): the pods behind status.nodes
+    rbac_reads: ClassVar[tuple[ResourceKind, ...]] = (POD,)
     ready_phases: ClassVar[tuple[str, ...]] = (RUNNING,)
     #: how often a rollout in progress is looked at even without an event from its Deployment
     poll_seconds: ClassVar[float] = 10.0

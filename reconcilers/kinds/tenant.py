@@ -97,6 +97,8 @@ class TenantReconciler(Reconciler):
     state_machine: ClassVar[StateMachine] = MACHINE
     owns: ClassVar[tuple[ResourceKind, ...]] = (NAMESPACE, RESOURCE_QUOTA, ROLE_BINDING)
     finalizer: ClassVar[str | None] = FINALIZER
+    #: ClusterRoles its RoleBindings reference (the RBAC generator grants `bind` on exactly these)
+    rbac_binds: ClassVar[tuple[str, ...]] = (ADMIN_CLUSTER_ROLE,)
     ready_phases: ClassVar[tuple[str, ...]] = (RUNNING,)
     #: how often cleanup looks again whether the Namespace is gone
     cleanup_poll_seconds: ClassVar[float] = 0.5
