@@ -91,8 +91,9 @@ def state_machine_svg(
     taken = set(path)
     parts = [f'<svg class="machine" viewBox="0 0 {width:.0f} {height:.0f}" width="{width:.0f}" '
              f'height="{height:.0f}" role="img" aria-label="{escape(label or machine["name"])} state machine">',
-             '<defs><marker id="arrow" viewBox="0 0 10 10" refX="9" refY="5" markerWidth="7" markerHeight="7" '
-             'orient="auto-start-reverse"><path d="M0,0 L10,5 L0,10 z" class="arrowhead"/></marker></defs>']
+             '<defs><marker id="arrow" viewBox="0 0 10 10" refX="9" refY="5" markerWidth="9" markerHeight="9" '
+             'markerUnits="userSpaceOnUse" orient="auto-start-reverse">'
+             '<path d="M0,0 L10,5 L0,10 z" class="arrowhead"/></marker></defs>']
     for e in machine["transitions"]:
         a, b = nodes[e["from"]], nodes[e["to"]]
         ax, ay = a.x + NODE_W / 2, a.y + NODE_H / 2
