@@ -1,0 +1,92 @@
+"""Benchmark the console's pages on PostgreSQL: 10,000 resources and 1,000,000 chained transitions.
+
+    psql -h 127.0.0.1 -U postgres -c 'create database bench_console'
+    DATABASE_URL=postgres://postgres@127.0.0.1:5432/bench_console .venv/bin/python -m bench.console [--reload] [-n 100]
+
+The data comes from bench/api's loader (COPY, hashes that verify), with its timeline moved so that it ends now
+(the last day then holds ~86k transitions: the overview's edge counts and dwell medians have real work). The
+pages are rendered in process through the whole Django stack (session login, middleware, templates) with the
+Django test client; p50/p95 of the server time in ms are printed. The engine reads that leave the database
+(the Lease, the worker ping, the CRD's printer columns) answer "unreachable" at once: no cluster is configured.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import time
+from datetime import UTC, datetime, timedelta
+
+import bench.api.__main__ as api_bench
+
+SPAN = timedelta(seconds=api_bench.RESOURCES * (api_bench.PER_RESOURCE + 1))
+
+
+class _Shifted(datetime):
+    """bench/api's loader starts its timeline at 2026-01-01; this one ends it now."""
+
+    def __new__(cls, *args, **kwargs):  # noqa: ANN204
+        if args[:3] == (2026, 1, 1):
+            start = datetime.now(UTC) - SPAN
+            return datetime(start.year, start.month, start.day, start.hour, start.minute, start.second, tzinfo=UTC)
+        return datetime(*args, **kwargs)
+
+
+def measure(client, path: str, n: int) -> tuple[float, float]:
+    for _ in range(3):
+        response = client.get(path)
+        assert response.status_code == 200, (path, response.status_code, response.content[:300])
+    samples = []
+    for _ in range(n):
+        started = time.perf_counter()
+        response = client.get(path)
+        samples.append((time.perf_counter() - started) * 1000)
+        assert response.status_code == 200
+    samples.sort()
+    return statistics.median(samples), samples[max(0, int(len(samples) * 0.95) - 1)]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--reload", action="store_true", help="empty the tables and load the data again")
+    parser.add_argument("-n", type=int, default=100, help="requests per page")
+    args = parser.parse_args()
+    os.environ.setdefault("OPSCONSOLE_DATA_DIR", "/tmp/oc-bench-console")
+    os.environ.setdefault("KUBECONFIG", "/nonexistent/kubeconfig")
+    api_bench.setup_django()
+
+    from django.contrib.auth.models import Group, User
+    from django.db import connection
+    from django.test import Client
+
+    from reconcilers.models import Resource, Transition
+
+    api_bench.datetime = _Shifted  # the loader's t0
+    if args.reload or Resource.objects.count() != api_bench.RESOURCES or \
+            Transition.objects.count() != api_bench.RESOURCES * api_bench.PER_RESOURCE:
+        api_bench.load()
+    user, _ = User.objects.get_or_create(username="bench-console-operator")
+    user.groups.add(Group.objects.get_or_create(name="operator")[0])
+    client = Client(SERVER_NAME="localhost")
+    client.force_login(user)
+    middle = Resource.objects.order_by("id").values_list("id", flat=True)[5000]
+    cases = [
+        ("overview (each kind: edges hour/day, dwell medians; charts)", "/"),
+        ("overview live fragments (machines, recent)", "/?_live=machines,recent"),
+        ("resources, first page (50, by name)", "/resources/"),
+        ("resources, kind+namespace+phase, by time in phase", "/resources/?kind=Memcached&namespace=team-07"
+                                                              "&phase=Running&sort=-since"),
+        ("resource detail (100 transitions of its chain)", f"/resources/{middle}/"),
+        ("audit log, first page of 1M", "/audit/"),
+    ]
+    print(f"PostgreSQL {connection.pg_version}, {Resource.objects.count()} resources, {Transition.objects.count()} "
+          f"transitions, {args.n} requests per page (in-process Django test client, session login)")
+    print(f"{'page':58} {'p50 ms':>8} {'p95 ms':>8}")
+    for label, path in cases:
+        p50, p95 = measure(client, path, args.n)
+        print(f"{label:58} {p50:8.1f} {p95:8.1f}", flush=True)
+
+
+if __name__ == "__main__":
+    main()
