@@ -58,8 +58,10 @@ def _serve_worker_metrics(**_: object) -> None:
 @signals.worker_process_init.connect
 def _init_child_telemetry(**_: object) -> None:
     """Each prefork child: its own TracerProvider, and the Celery instrumentation reading task headers."""
+    from opsconsole.telemetry.metrics import reconciler_metrics_init
     from opsconsole.telemetry.tracing import celery_instrument, tracing_setup
 
+    reconciler_metrics_init(concurrency=1)  # this child runs one reconcile at a time
     if tracing_setup("opsconsole-worker") is not None:
         celery_instrument()
 

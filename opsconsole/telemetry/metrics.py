@@ -43,6 +43,22 @@ def metrics_server_start(port: int, addr: str = "0.0.0.0") -> None:  # noqa: S10
     start_http_server(port, addr=addr, registry=registry_for_scrape())
 
 
+def reconciler_metrics_init(concurrency: int | None = None) -> None:
+    """Every label pair of every registered reconciler at 0 (and, in a process that runs reconciles,
+    `controller_runtime_max_concurrent_reconciles`); never raises (a bad registry is reported elsewhere)."""
+    import logging
+
+    from reconcilers.engine import metrics, registry
+
+    try:
+        for rec in registry.registered():
+            metrics.reconciler_label_pairs_init(rec)
+            if concurrency is not None:
+                metrics.MAX_CONCURRENT_RECONCILES.labels(rec.name).set(concurrency)
+    except Exception:
+        logging.getLogger(__name__).warning("reconciler metrics not initialised", exc_info=True)
+
+
 def child_exited(pid: int) -> None:
     """Tell multiprocess mode a pool child is gone (its live gauges stop counting)."""
     if multiprocess_dir() is not None:

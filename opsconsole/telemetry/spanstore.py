@@ -74,8 +74,9 @@ class DatabaseSpanProcessor(SpanProcessor):
         self._interval = interval
         self._retention = retention
         self._prune_every = prune_every
-        self._last_prune = 0.0
+        self._last_prune = time.monotonic()  # the first prune comes one period after start
         self._stop = threading.Event()
+        self._wake = threading.Event()
         self._flushed = threading.Condition()
         self._thread = threading.Thread(target=self._run, name="opsconsole-spanstore", daemon=True)
         self._thread.start()
@@ -136,7 +137,8 @@ class DatabaseSpanProcessor(SpanProcessor):
 
     def _run(self) -> None:
         while not self._stop.is_set():
-            self._stop.wait(self._interval)
+            self._wake.wait(self._interval)
+            self._wake.clear()
             self.write_pending()
             with self._flushed:
                 self._flushed.notify_all()
@@ -154,12 +156,14 @@ class DatabaseSpanProcessor(SpanProcessor):
     def force_flush(self, timeout_millis: int = 5000) -> bool:
         """Wait until what is queued now has been written, at most timeout_millis."""
         deadline = time.monotonic() + timeout_millis / 1000
-        while self._queue.unfinished_tasks and time.monotonic() < deadline:
+        while self._queue.unfinished_tasks and time.monotonic() < deadline and self._thread.is_alive():
             with self._flushed:
+                self._wake.set()
                 self._flushed.wait(min(self._interval, max(0.0, deadline - time.monotonic())))
         return not self._queue.unfinished_tasks
 
     def shutdown(self) -> None:
         """Stop the writer after one last write; never waits more than a few seconds."""
         self._stop.set()
+        self._wake.set()
         self._thread.join(timeout=3)

@@ -5,6 +5,10 @@
 (`KUBESIM_KUBECONFIG`). The helpers speak plain REST through `ApiClient.call_api` and hand back the JSON
 as dicts, so core, apps and custom resources go through the same code and the engine never knows whether
 it talks to kubesim or to a real cluster. Errors are the client's `ApiException` (see `status_of`).
+
+Every request goes through `_raw`, the one place that counts `rest_client_requests_total{code,method,host}`
+and, inside a recording span (a reconcile, a web request), opens a child span per API call; outside one
+(informer watches, lease renewals) no span is started, so idle loops leave no traces.
 """
 
 from __future__ import annotations
@@ -15,14 +19,17 @@ import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import quote
+from urllib.parse import quote, urlsplit
 
 from django.conf import settings
 from kubernetes import client as k8s
 from kubernetes import config as k8s_config
 from kubernetes.client.exceptions import ApiException
+from opentelemetry import trace
+from opentelemetry.trace import SpanKind, Status, StatusCode
 
 from reconcilers.core.reconciler import ResourceKind
+from reconcilers.engine.metrics import REST_CLIENT_REQUESTS
 
 __all__ = [
     "ApiException",
@@ -141,16 +148,50 @@ def _raw(
     headers = {"Accept": "application/json"}
     if content_type:
         headers["Content-Type"] = content_type
-    return api.call_api(
-        path,
-        method,
-        query_params=_query(query),
-        header_params=headers,
-        body=body,
-        auth_settings=AUTH_SETTINGS,
-        _preload_content=False,
-        _request_timeout=timeout,
-    )
+    parent = trace.get_current_span()
+    span = (trace.get_tracer("opsconsole.kube").start_span(_span_name(method, path), kind=SpanKind.CLIENT)
+            if parent.is_recording() else None)
+    code = "<error>"
+    try:
+        if span is not None:
+            span.set_attributes({"http.request.method": method, "url.path": path,
+                                 "server.address": _host(api)})
+            with trace.use_span(span, end_on_exit=False, record_exception=False, set_status_on_exception=False):
+                # the HTTP call itself carries no trace headers: kubesim and the API server do not trace
+                resp = api.call_api(path, method, query_params=_query(query), header_params=headers, body=body,
+                                    auth_settings=AUTH_SETTINGS, _preload_content=False, _request_timeout=timeout)
+        else:
+            resp = api.call_api(path, method, query_params=_query(query), header_params=headers, body=body,
+                                auth_settings=AUTH_SETTINGS, _preload_content=False, _request_timeout=timeout)
+        code = str(getattr(resp, "status", "") or "<error>")
+        return resp
+    except ApiException as exc:
+        code = str(exc.status) if exc.status else "<error>"
+        raise
+    finally:
+        REST_CLIENT_REQUESTS.labels(code, method, _host(api)).inc()
+        if span is not None:
+            span.set_attribute("http.response.status_code", code)
+            if not code.isdigit() or int(code) >= 400:
+                span.set_status(Status(StatusCode.ERROR, code))
+            span.end()
+
+
+def _span_name(method: str, path: str) -> str:
+    """`PUT gadgets/status`: the method and the resource (never the object's name) of a REST path."""
+    parts = [p for p in path.split("?", 1)[0].split("/") if p]
+    rest = parts[2:] if parts[:1] == ["api"] else parts[3:] if parts[:1] == ["apis"] else parts
+    if len(rest) > 2 and rest[0] == "namespaces":
+        rest = rest[2:]
+    if not rest:
+        return f"{method} {path}"
+    return f"{method} {rest[0]}/{rest[2]}" if len(rest) > 2 else f"{method} {rest[0]}"
+
+
+def _host(api: k8s.ApiClient) -> str:
+    """The `host` label: the API server's host:port (a bounded set: one per cluster)."""
+    host = getattr(api.configuration, "host", "") or ""
+    return urlsplit(host).netloc or host
 
 
 def request_json(

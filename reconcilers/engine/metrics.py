@@ -2,7 +2,8 @@
 
 Names, labels and buckets follow controller-runtime (and client-go's workqueue and leader election), so the
 Grafana dashboards users already run for Go operators work unchanged; ours are prefixed `operator_` and
-`opsconsole_`. Labels never carry a resource name: only the controller (the kind, lower-cased), results,
+`opsconsole_` (`opsconsole_resources` is not a stored gauge: `ResourcesCollector` counts the Resource table when
+scraped). Labels never carry a resource name: only the controller (the kind, lower-cased), results,
 phases, reasons, HTTP codes and methods, all bounded sets. `label_pairs_init()` makes every known label pair
 exist at 0 before the first event, as controller-runtime does.
 
@@ -12,9 +13,11 @@ the worker's main process aggregates them (`multiprocess_mode`).
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator, Sequence
 
 from prometheus_client import Counter, Gauge, Histogram
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.registry import Collector
 
 # controller-runtime's reconcile time buckets (pkg/internal/controller/metrics).
 RECONCILE_TIME_BUCKETS = (
@@ -22,11 +25,14 @@ RECONCILE_TIME_BUCKETS = (
     1.25, 1.5, 1.75, 2.0, 2.5, 3.0, 3.5, 4.0, 4.5, 5, 6, 7, 8, 9, 10, 15, 20, 25, 30, 40, 50, 60,
 )
 # client-go workqueue buckets: prometheus.ExponentialBuckets(10e-9, 10, 12).
-WORKQUEUE_BUCKETS = tuple(10e-9 * 10**i for i in range(12))
+# Written out exactly (10e-9 * 10**i accumulates float noise into the `le` labels).
+WORKQUEUE_BUCKETS = (1e-08, 1e-07, 1e-06, 1e-05, 0.0001, 0.001, 0.01, 0.1, 1.0, 10.0, 100.0, 1000.0)
 # Time spent in a phase: from seconds to a week.
 TIME_IN_PHASE_BUCKETS = (1, 5, 15, 30, 60, 120, 300, 600, 1800, 3600, 7200, 21600, 86400, 604800)
 
 RESULTS = ("success", "error", "requeue", "requeue_after")
+#: the `from` label of a resource's first transition (it had no phase before)
+NO_PHASE = ""
 
 RECONCILE_TOTAL = Counter(
     "controller_runtime_reconcile_total", "Total number of reconciliations per controller",
@@ -92,10 +98,6 @@ LEADER_ELECTION_MASTER = Gauge(
 RECONCILE_FAILURES = Counter(
     "operator_reconcile_failures_total", "Reconciles that failed, by controller and reason", ["controller", "reason"],
 )
-RESOURCES = Gauge(
-    "opsconsole_resources", "Resources known to opsconsole, by kind and phase", ["kind", "phase"],
-    multiprocess_mode="mostrecent",
-)
 TRANSITIONS = Counter(
     "opsconsole_transitions_total", "Recorded phase transitions, by kind and from/to phase", ["kind", "from", "to"],
 )
@@ -111,8 +113,14 @@ def label_pairs_init(
     states: Iterable[str],
     transitions: Iterable[tuple[str, str]],
     failure_reasons: Iterable[str] = (),
+    *,
+    queue: str | None = None,
 ) -> None:
-    """Create every label pair of one controller at 0, so dashboards and rate() see them from the start."""
+    """Create every label pair of one controller at 0, so dashboards and rate() see them from the start.
+
+    `queue` is the workqueue's `name` label (default: the controller name, as controller-runtime names its
+    queues after the controller)."""
+    name = queue or controller
     for result in RESULTS:
         RECONCILE_TOTAL.labels(controller, result)
     RECONCILE_ERRORS.labels(controller)
@@ -120,12 +128,98 @@ def label_pairs_init(
     RECONCILE_TIME.labels(controller)
     ACTIVE_WORKERS.labels(controller)
     for metric in (WORKQUEUE_ADDS, WORKQUEUE_RETRIES, WORKQUEUE_QUEUE_DURATION, WORKQUEUE_WORK_DURATION):
-        metric.labels(controller, controller)
+        metric.labels(name, controller)
     for reason in failure_reasons:
         RECONCILE_FAILURES.labels(controller, reason)
-    states = list(states)
     for state in states:
-        RESOURCES.labels(kind, state)
         TIME_IN_PHASE.labels(kind, state)
     for source, target in transitions:
         TRANSITIONS.labels(kind, source, target)
+
+
+def machine_transitions(machine: object) -> list[tuple[str, str]]:
+    """Every (from, to) pair a state machine allows, plus the first one (no phase → initial)."""
+    states: Sequence[str] = tuple(getattr(machine, "states", ()))
+    pairs = [(NO_PHASE, str(getattr(machine, "initial", "")))]
+    allows = getattr(machine, "allows", None)
+    for source in states:
+        for target in states:
+            if source != target and allows is not None and allows(source, target):
+                pairs.append((source, target))
+    return pairs
+
+
+#: the failure reasons every controller reports (operator_reconcile_failures_total{reason})
+FAILURE_REASONS = ("TemporaryError", "PermanentError", "Exception", "StatusConflict", "LeaseLost", "ApiError")
+
+
+def failure_reason(error_class: str) -> str:
+    """The bounded `reason` label of a failed run: its error class when it is one we name, else `Exception`
+    (an arbitrary exception class name could grow the label set without bound)."""
+    if error_class in FAILURE_REASONS:
+        return error_class
+    if error_class.endswith("ApiException") or error_class == "ApiException":
+        return "ApiError"
+    return "Exception"
+
+
+def reconciler_label_pairs_init(reconciler: object) -> None:
+    """label_pairs_init for one registered reconciler (its name, kind, states and allowed transitions)."""
+    machine = getattr(reconciler, "state_machine", None)
+    resource = getattr(reconciler, "resource", None)
+    label_pairs_init(
+        str(getattr(reconciler, "name", "")),
+        str(getattr(resource, "kind", "")),
+        tuple(getattr(machine, "states", ())),
+        machine_transitions(machine) if machine is not None else [],
+        FAILURE_REASONS,
+    )
+
+
+class ResourcesCollector(Collector):
+    """`opsconsole_resources{kind,phase}`: the Resource table counted at scrape time (deleted ones excluded),
+    with every declared state of every registered kind present, at 0 when no resource is in it; and
+    `opsconsole_resources_oldest_in_phase_seconds{kind,phase}` (the "stuck in Pending" alert's signal)."""
+
+    def describe(self) -> list[GaugeMetricFamily]:
+        """Declared without samples (so registering it costs no query)."""
+        return [
+            GaugeMetricFamily("opsconsole_resources", "Resources known to opsconsole, by kind and phase",
+                              labels=["kind", "phase"]),
+            GaugeMetricFamily("opsconsole_resources_oldest_in_phase_seconds",
+                              "How long the resource longest in each phase has been in it (0 when none)",
+                              labels=["kind", "phase"]),
+        ]
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        """One sample per (kind, phase): the registered kinds' states at 0, then the counted rows."""
+        from django.db.models import Count, Min
+        from django.utils import timezone
+
+        from reconcilers.engine import registry
+        from reconcilers.models import Resource
+
+        counts: dict[tuple[str, str], int] = {}
+        oldest: dict[tuple[str, str], float] = {}
+        for rec in registry.registered():
+            for state in rec.state_machine.states:
+                counts[(rec.resource.kind, state)] = 0
+                oldest[(rec.resource.kind, state)] = 0.0
+        now = timezone.now()
+        rows = (Resource.objects.filter(deleted=False).values("kind", "phase")
+                .annotate(n=Count("id"), since=Min("phase_since")).order_by())
+        for row in rows:
+            pair = (row["kind"], row["phase"] or NO_PHASE)
+            counts[pair] = row["n"]
+            oldest[pair] = max(0.0, (now - row["since"]).total_seconds()) if row["since"] else 0.0
+        family = GaugeMetricFamily("opsconsole_resources", "Resources known to opsconsole, by kind and phase",
+                                   labels=["kind", "phase"])
+        for (kind, phase), n in sorted(counts.items()):
+            family.add_metric([kind, phase], n)
+        yield family
+        age = GaugeMetricFamily("opsconsole_resources_oldest_in_phase_seconds",
+                                "How long the resource longest in each phase has been in it (0 when none)",
+                                labels=["kind", "phase"])
+        for (kind, phase), seconds in sorted(oldest.items()):
+            age.add_metric([kind, phase], seconds)
+        yield age

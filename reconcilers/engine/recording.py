@@ -7,12 +7,17 @@ status write but before this commit gets its transition recorded by the next run
 commit finds nothing to record (deduplication). The per-resource `(resource_uid, seq)` unique constraint is
 the last guard: a conflict means another run recorded it, and the recording is redone from a fresh read.
 
+Telemetry: the recording is a child span (`record reconcile`) of the reconcile's; once committed, every
+transition counts in `opsconsole_transitions_total{kind,from,to}` and the time spent in the phase it left in
+`opsconsole_time_in_phase_seconds{kind,phase}`.
+
 The controller keeps the rest of the mirror current with `resource_mirror_upsert` (never the phase) and
 `resource_mirror_mark_deleted`.
 """
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -20,9 +25,11 @@ from typing import Any
 from django.db import IntegrityError, transaction
 from django.db.models import Q
 from django.utils import timezone
+from opentelemetry import trace
 
 from reconcilers.core.reconciler import ResourceKind
 from reconcilers.core.statemachine import StateMachine
+from reconcilers.engine import metrics
 from reconcilers.engine.audit import row_fields, transition_hash
 from reconcilers.models import (
     Anomaly,
@@ -37,6 +44,8 @@ from reconcilers.models import (
 #: results after which a handled manual request counts as succeeded (an error fails it)
 _SUCCEEDED_RESULTS = {RunResult.SUCCESS, RunResult.REQUEUE, RunResult.REQUEUE_AFTER}
 _ATTEMPTS = 5
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -111,16 +120,36 @@ def reconcile_record(
         raise ValueError(f"result must be one of {RunResult.values}, not {run.result!r}")
     if change is not None and not _actor_valid(change.actor):
         raise ValueError(f"actor must be 'controller' or 'user:<name>', not {change.actor!r}")
-    for attempt in range(1, _ATTEMPTS + 1):
-        try:
-            with transaction.atomic():
-                return _record(run, obj, change, machine)
-        except IntegrityError:
-            # a concurrent run created the Resource row or recorded this transition first: redo from a fresh
-            # read, which then finds the object's phase already moved (nothing is doubled)
-            if attempt == _ATTEMPTS:
-                raise
+    tracer = trace.get_tracer("opsconsole.recording")  # looked up per call: the provider may change (tests)
+    with tracer.start_as_current_span("record reconcile", attributes={"db.operation.name": "reconcile_record",
+                                                                        "opsconsole.kind": run.kind}) as span:
+        for attempt in range(1, _ATTEMPTS + 1):
+            moves: list[tuple[str, str, float | None]] = []
+            try:
+                with transaction.atomic():
+                    outcome = _record(run, obj, change, machine, moves)
+            except IntegrityError:
+                # a concurrent run created the Resource row or recorded this transition first: redo from a
+                # fresh read, which then finds the object's phase already moved (nothing is doubled)
+                if attempt == _ATTEMPTS:
+                    raise
+                continue
+            if span.is_recording():
+                span.set_attribute("opsconsole.transitions", len(outcome.transition_ids))
+            _transitions_observe(run.kind, moves)  # committed: count them
+            return outcome
     raise AssertionError("unreachable")
+
+
+def _transitions_observe(kind: str, moves: list[tuple[str, str, float | None]]) -> None:
+    """opsconsole_transitions_total and opsconsole_time_in_phase_seconds for committed transitions."""
+    try:
+        for source, target, seconds in moves:
+            metrics.TRANSITIONS.labels(kind, source, target).inc()
+            if source and seconds is not None:
+                metrics.TIME_IN_PHASE.labels(kind, source).observe(max(0.0, seconds))
+    except Exception:  # metrics are never a reason to fail a recording
+        log.debug("transition metrics not recorded", exc_info=True)
 
 
 def transition_append(
@@ -259,7 +288,13 @@ def _resource_locked(uid: str, build: Any) -> Resource:
         return Resource.objects.select_for_update().get(uid=uid)
 
 
-def _record(run: RunRecord, obj: ObservedObject, change: PhaseChange | None, machine: StateMachine) -> RecordOutcome:
+def _record(
+    run: RunRecord,
+    obj: ObservedObject,
+    change: PhaseChange | None,
+    machine: StateMachine,
+    moves: list[tuple[str, str, float | None]],
+) -> RecordOutcome:
     now = timezone.now()
     resource = _resource_locked(obj.uid, lambda: _new_resource(obj.kind, obj.uid, obj.namespace, obj.name))
     from_phase = resource.phase
@@ -293,6 +328,8 @@ def _record(run: RunRecord, obj: ObservedObject, change: PhaseChange | None, mac
     if change is not None and change.to_phase != from_phase:
 
         def append(to_phase: str, reason: str, message: str) -> None:
+            since = resource.phase_since
+            moves.append((resource.phase, to_phase, (now - since).total_seconds() if since else None))
             transitions.append(
                 transition_append(
                     resource,
@@ -395,12 +432,13 @@ def _requests_finish(
         Q(resource=resource) | Q(key=run.key), state__in=ReconcileRequest.OPEN_STATES
     ).filter(handled)
     open_rows.filter(picked_up_at__isnull=True).update(picked_up_at=run.started_at)
+    # a request keeps the trace it was made in (the HTTP request's); one made outside any trace takes the run's
+    open_rows.filter(trace_id="").update(trace_id=run.trace_id)
     open_rows.update(
         resource=resource,
         state=RequestState.SUCCEEDED if succeeded else RequestState.FAILED,
         finished_at=now,
         run=run_row,
         transition=transition,
-        trace_id=run.trace_id,
         error="" if succeeded else _error_text(run),
     )

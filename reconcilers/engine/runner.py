@@ -53,7 +53,11 @@ STATUS_ATTEMPTS = 5
 SKIPPED = "skipped"  # the task's answer when another worker holds the key (not a run: nothing is recorded)
 
 _REASON = re.compile(r"^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$")
-_WORKER = f"{socket.gethostname()}:{os.getpid()}"
+
+
+def _worker() -> str:
+    """`host:pid` of this process (computed per call: prefork children are forked after import)."""
+    return f"{socket.gethostname()}:{os.getpid()}"
 
 log = logging.getLogger(__name__)
 
@@ -91,7 +95,7 @@ class Decision:
 def run(key: str) -> str:
     """Reconcile `key` once. Returns the run's result label, or 'skipped' when another worker holds the key."""
     queue = dispatch.get_queue()
-    owner = f"{_WORKER}:{uuid.uuid4().hex[:8]}"
+    owner = f"{_worker()}:{uuid.uuid4().hex[:8]}"
     claim = queue.claim(key, owner)
     if claim is None:
         log.debug("%s is being reconciled elsewhere; it stays dirty", key)
@@ -159,11 +163,18 @@ class Run:
         self.reconciler = reconciler
         self.machine: StateMachine = reconciler.state_machine
         self.request = Request.from_key(self.key)
-        with _span(f"reconcile {reconciler.resource.kind}", self.key) as span:
-            self.span = span
-            self.trace_id = _trace_id(span)
-            result = self._execute(span)
-        _observe(reconciler, result, time.monotonic() - self.t0, self.claim)
+        self.error_class = ""
+        self.phases: tuple[str, str] | None = None
+        _active(reconciler, +1)
+        try:
+            with _span(f"reconcile {reconciler.resource.kind}", self.key) as span:
+                self.span = span
+                self.trace_id = _trace_id(span)
+                result = self._execute(span)
+                _span_result(span, result, self.error_class, self.phases)
+        finally:
+            _active(reconciler, -1)
+        _observe(reconciler, result, time.monotonic() - self.t0, self.claim, self.error_class)
         return result
 
     def _execute(self, span: Any) -> str:
@@ -173,6 +184,8 @@ class Run:
             obj = kube.get_object(api, kind, self.request.namespace or None, self.request.name)
         except Exception as exc:
             delay = self.queue.add_rate_limited(self.key)
+            _retried(self.reconciler)
+            self.error_class = "ApiError" if isinstance(exc, kube.ApiException) else type(exc).__name__
             log.warning("GET %s failed (%s); retrying in %.3fs", self.key, exc, delay)
             return "error"
         if obj is None:
@@ -184,10 +197,12 @@ class Run:
                             log=logging.getLogger(f"reconcilers.{self.reconciler.name}"))
         meta = obj["metadata"]
         generation = int(meta.get("generation") or 0)
+        _span_object(span, kind.kind, meta, generation)
         recorded = _recorded_phase(meta["uid"])
         token = _unhandled_token(obj)
         if token:
             _requests_picked_up(self.key, token)
+            _span_request_traces(span, self.key, token, self.trace_id)
 
         decision = self._decide(ctx, recorded)
         written = ctx.obj
@@ -216,7 +231,7 @@ class Run:
                 error_class=decision.error_class,
                 error_message=decision.error_message,
                 attempt=self.claim.failures + 1,
-                worker=_WORKER,
+                worker=_worker(),
                 trace_id=self.trace_id,
                 request_token=token,
             ),
@@ -224,6 +239,8 @@ class Run:
             change,
             self.machine,
         )
+        self.error_class = decision.error_class
+        self.phases = (outcome.from_phase, outcome.to_phase)
         self._post_events(ctx, outcome)
 
         if decision.remove_finalizer and self.reconciler.finalizer:
@@ -357,6 +374,7 @@ class Run:
     def _queue_after(self, decision: Decision) -> None:
         if decision.rate_limited:
             delay = self.queue.add_rate_limited(self.key)
+            _retried(self.reconciler)
             log.info("%s: %s, retrying in %.3fs", self.key, decision.error_class or decision.result, delay)
             return
         if decision.forget:
@@ -365,6 +383,8 @@ class Run:
             self.queue.add(self.key)  # processing: marked dirty, dispatched by done()
         elif decision.requeue_after is not None:
             self.queue.add_after(self.key, decision.requeue_after)
+            if decision.result == "error":  # a TemporaryError's retry
+                _retried(self.reconciler)
 
     def _gone(self) -> None:
         from reconcilers.models import Resource
@@ -536,8 +556,68 @@ def _trace_id(span: Any) -> str:
         return ""
 
 
-def _observe(reconciler: Reconciler, result: str, seconds: float, claim: Claim) -> None:
-    """controller-runtime's reconcile metrics (best effort)."""
+def _span_object(span: Any, kind: str, meta: dict[str, Any], generation: int) -> None:
+    """The reconcile span's object attributes (no-op span: nothing)."""
+    if span is None or not span.is_recording():
+        return
+    span.set_attributes({
+        "opsconsole.kind": kind,
+        "opsconsole.namespace": meta.get("namespace") or "",
+        "opsconsole.name": meta.get("name") or "",
+        "opsconsole.uid": meta.get("uid") or "",
+        "opsconsole.generation": generation,
+    })
+
+
+def _span_request_traces(span: Any, key: str, token: str, trace_id: str) -> None:
+    """When the manual request this run handles was made in another trace (its enqueue was coalesced with
+    a task already queued), name that trace on the reconcile span."""
+    if span is None or not span.is_recording():
+        return
+    from reconcilers.models import ReconcileRequest
+
+    others = (ReconcileRequest.objects.filter(key=key, token=token).exclude(trace_id__in=("", trace_id))
+              .values_list("trace_id", flat=True))
+    if others:
+        span.set_attribute("opsconsole.request.trace_id", list(others))
+
+
+def _span_result(span: Any, result: str, error_class: str, phases: tuple[str, str] | None) -> None:
+    """The reconcile span's outcome: result, recorded phase from/to, error status."""
+    if span is None or not span.is_recording():
+        return
+    span.set_attribute("opsconsole.result", result)
+    if phases is not None:
+        span.set_attribute("opsconsole.phase.from", phases[0])
+        span.set_attribute("opsconsole.phase.to", phases[1])
+    if result == "error":
+        from opentelemetry.trace import Status, StatusCode
+
+        span.set_status(Status(StatusCode.ERROR, error_class or "error"))
+
+
+def _active(reconciler: Reconciler, delta: int) -> None:
+    """controller_runtime_active_workers (best effort)."""
+    try:
+        from reconcilers.engine import metrics
+
+        metrics.ACTIVE_WORKERS.labels(reconciler.name).inc(delta)
+    except Exception:
+        log.debug("metrics not recorded", exc_info=True)
+
+
+def _retried(reconciler: Reconciler) -> None:
+    """workqueue_retries_total: the key goes back with a delay because the run failed (best effort)."""
+    try:
+        from reconcilers.engine import metrics
+
+        metrics.WORKQUEUE_RETRIES.labels(reconciler.name, reconciler.name).inc()
+    except Exception:
+        log.debug("metrics not recorded", exc_info=True)
+
+
+def _observe(reconciler: Reconciler, result: str, seconds: float, claim: Claim, error_class: str = "") -> None:
+    """controller-runtime's reconcile metrics, and ours for failures (best effort)."""
     try:
         from reconcilers.engine import metrics
 
@@ -546,6 +626,9 @@ def _observe(reconciler: Reconciler, result: str, seconds: float, claim: Claim) 
         metrics.RECONCILE_TIME.labels(name).observe(seconds)
         if result == "error":
             metrics.RECONCILE_ERRORS.labels(name).inc()
+            metrics.RECONCILE_FAILURES.labels(name, metrics.failure_reason(error_class)).inc()
+            if error_class == "PermanentError":
+                metrics.TERMINAL_RECONCILE_ERRORS.labels(name).inc()
         metrics.WORKQUEUE_QUEUE_DURATION.labels(name, name).observe(max(0.0, claim.claimed_at - claim.queued_at))
         metrics.WORKQUEUE_WORK_DURATION.labels(name, name).observe(seconds)
     except Exception:

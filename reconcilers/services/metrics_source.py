@@ -122,13 +122,20 @@ class DatabaseMetricsSource:
 
 def metrics_source_get() -> MetricsSource:
     """The configured source: `settings.OPSCONSOLE_METRICS_SOURCE` (a dotted path to a class built with no
-    arguments) when set, else the database."""
+    arguments) when set, else Prometheus when `settings.PROMETHEUS_URL` is set, else the database."""
     path = getattr(settings, "OPSCONSOLE_METRICS_SOURCE", "") or ""
     if path:
         from importlib import import_module
 
         module, _, attr = path.rpartition(".")
         return getattr(import_module(module), attr)()
+    # -- observability (issue 5): Prometheus when PROMETHEUS_URL is set --------------------------------------
+    url = getattr(settings, "PROMETHEUS_URL", None)
+    if url:
+        from reconcilers.services.metrics_prometheus import PrometheusMetricsSource
+
+        return PrometheusMetricsSource(url)
+    # -- end observability ---------------------------------------------------------------------------------
     return DatabaseMetricsSource()
 
 

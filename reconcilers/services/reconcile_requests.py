@@ -13,6 +13,7 @@ from datetime import UTC, datetime
 
 from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
+from opentelemetry import trace
 
 from reconcilers.core.types import Request
 from reconcilers.engine import dispatch, kube, registry
@@ -85,6 +86,7 @@ def reconcile_request_create(
                 actor=actor,
                 reason=reason,
                 idempotency_key=idempotency_key or "",
+                trace_id=_current_trace_id(),
             )
     except IntegrityError:
         existing = ReconcileRequest.objects.filter(actor=actor, idempotency_key=idempotency_key or "").first()
@@ -100,13 +102,23 @@ def reconcile_request_create(
             ReconcileRequest.objects.filter(pk=request.pk, state=RequestState.REQUESTED).update(
                 state=RequestState.FAILED, finished_at=timezone.now(), error=f"could not set the annotation: {exc}")
             raise ReconcileRequestError(f"could not annotate {req.namespaced_name}: {exc}") from exc
-        dispatch.enqueue(key)
+        if not dispatch.enqueue(key):
+            # coalesced: a task for the key is already queued (e.g. the controller saw the annotation first), so
+            # the run continues that task's trace; this request keeps its own trace id (set above) and the run
+            # records both (ReconcileRun.trace_id and the request's `opsconsole.request.trace_id` attribute)
+            trace.get_current_span().add_event("reconcile coalesced", {"opsconsole.key": key})
 
     if connection.in_atomic_block:
         transaction.on_commit(annotate_and_enqueue)
     else:
         annotate_and_enqueue()
     return request
+
+
+def _current_trace_id() -> str:
+    """The trace this request is made in (the HTTP request's, when traced), '' otherwise."""
+    ctx = trace.get_current_span().get_span_context()
+    return format(ctx.trace_id, "032x") if ctx.is_valid else ""
 
 
 def _same_object(existing: ReconcileRequest, key: str) -> ReconcileRequest:

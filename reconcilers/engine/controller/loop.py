@@ -5,7 +5,8 @@ whether it did any, so tests drive it step by step and `run()` is only the loop 
 renew or acquire the Lease when due; start the informers on becoming leader, stop them on losing it;
 enqueue the keys the informer threads handed off (dispatch.enqueue); write the Resource mirror updates
 (recording.resource_mirror_upsert / resource_mirror_mark_deleted); pump the delayed and expired keys
-(dispatch.pump) every `pump_interval`; enqueue every cached key every `resync_seconds`.
+(dispatch.pump) every `pump_interval`; enqueue every cached key every `resync_seconds`; set the workqueue
+gauges (depth, unfinished work, longest running) from a queue snapshot every `metrics_interval`.
 
 The informers run in threads (one per kind) and only talk HTTP and fill their caches; the handler they
 call filters the event (events.py) and hands keys and mirror updates to this loop, which alone touches
@@ -72,6 +73,44 @@ def _default_mark_deleted(uid: str) -> None:
     recording.resource_mirror_mark_deleted(uid)
 
 
+def _default_queue_snapshot() -> Any:
+    from reconcilers.engine import dispatch
+
+    return dispatch.get_queue().snapshot(limit=10000)
+
+
+def _controller_of(key: str, names: dict[KindId, str]) -> str | None:
+    """The controller label of a reconcile key (`group/version/plural/namespace/name`), None when not ours."""
+    group, _, rest = key.partition("/")
+    _, _, rest = rest.partition("/")
+    plural = rest.partition("/")[0]
+    return names.get((group, plural))
+
+
+def queue_metrics_update(snapshot: Any, names: dict[KindId, str]) -> None:
+    """workqueue_depth, workqueue_unfinished_work_seconds and workqueue_longest_running_processor_seconds per
+    controller, from one workqueue snapshot (the queue is shared by every worker: the controller reports it)."""
+    from reconcilers.engine import metrics
+
+    depth = dict.fromkeys(names.values(), 0)
+    unfinished = dict.fromkeys(names.values(), 0.0)
+    longest = dict.fromkeys(names.values(), 0.0)
+    for item in snapshot.pending:
+        name = _controller_of(item.key, names)
+        if name is not None:
+            depth[name] += 1
+    for item in snapshot.processing:
+        name = _controller_of(item.key, names)
+        if name is not None:
+            running = max(0.0, snapshot.now - item.since)
+            unfinished[name] += running
+            longest[name] = max(longest[name], running)
+    for name in depth:
+        metrics.WORKQUEUE_DEPTH.labels(name, name).set(depth[name])
+        metrics.WORKQUEUE_UNFINISHED_WORK.labels(name, name).set(unfinished[name])
+        metrics.WORKQUEUE_LONGEST_RUNNING.labels(name, name).set(longest[name])
+
+
 def _close_old_db_connections() -> None:
     """Drop a broken or expired DB connection before using it (a long-running process must)."""
     try:
@@ -102,6 +141,8 @@ class Controller:
         batch_size: int = 500,
         informer_options: dict[str, Any] | None = None,
         clock: Callable[[], float] = time.monotonic,
+        queue_snapshot: Callable[[], Any] | None = None,
+        metrics_interval: float = 1.0,
     ) -> None:
         self.api = api
         self.reconcilers = list(reconcilers)
@@ -116,9 +157,13 @@ class Controller:
         self.batch_size = batch_size
         self.informer_options = dict(informer_options or {})
         self.clock = clock
+        self.queue_snapshot = queue_snapshot or _default_queue_snapshot
+        self.metrics_interval = metrics_interval
+        self._next_metrics = -float("inf")
 
         # which kinds are reconciled, which are owned, and by whom
         self.primary: dict[KindId, ResourceKind] = {}
+        self.controller_names: dict[KindId, str] = {_kind_id(r.resource): r.name for r in self.reconcilers}
         self.owners_of: dict[KindId, list[ResourceKind]] = {}
         self.kinds: dict[KindId, ResourceKind] = {}
         for rec in self.reconcilers:
@@ -235,19 +280,43 @@ class Controller:
                 log.exception("controller: pump failed")
         if self.resync_seconds > 0 and now >= self._next_resync:
             did |= self.resync()
+        if self.metrics_interval > 0 and now >= self._next_metrics:
+            self._next_metrics = now + self.metrics_interval
+            self._queue_metrics()
         return did
+
+    def _queue_metrics(self) -> None:
+        """The workqueue gauges from a snapshot (not counted as work: metrics never keep the loop busy)."""
+        try:
+            queue_metrics_update(self.queue_snapshot(), self.controller_names)
+        except Exception:
+            log.debug("controller: workqueue metrics not updated", exc_info=True)
 
     def _enqueue_handed_off(self) -> bool:
         keys = self.handoff.take_keys(self.batch_size)
         for i, key in enumerate(keys):
             try:
-                self.enqueue(key)
+                added = self.enqueue(key)
             except Exception:
                 log.exception("controller: enqueue failed; keeping %d keys for the next step", len(keys) - i)
                 self.handoff.put_keys(keys[i:])
                 return i > 0
             self.enqueued += 1
+            if added:
+                self._count_add(key)
         return bool(keys)
+
+    def _count_add(self, key: str) -> None:
+        """workqueue_adds_total: a key this controller queued (not coalesced)."""
+        name = _controller_of(key, self.controller_names)
+        if name is None:
+            return
+        try:
+            from reconcilers.engine import metrics
+
+            metrics.WORKQUEUE_ADDS.labels(name, name).inc()
+        except Exception:
+            log.debug("controller: adds metric not updated", exc_info=True)
 
     def _write_mirror(self) -> bool:
         updates = self.handoff.take_mirror(self.batch_size)

@@ -8,7 +8,8 @@ standby controller takes over at once.
 
 Settings read (all optional): OPSCONSOLE_LEADER_NAMESPACE ("default"), OPSCONSOLE_LEADER_LEASE_SECONDS (15),
 OPSCONSOLE_LEADER_RENEW_DEADLINE_SECONDS (10), OPSCONSOLE_LEADER_RETRY_SECONDS (2),
-OPSCONSOLE_RESYNC_SECONDS (300).
+OPSCONSOLE_RESYNC_SECONDS (300); telemetry: OPSCONSOLE_CONTROLLER_METRICS_PORT (9102; 0 = no /metrics),
+OPSCONSOLE_METRICS_ADDR, OPSCONSOLE_TRACING.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from reconcilers.engine import kube, registry
 from reconcilers.engine.controller import Controller, LeaderElector
 from reconcilers.engine.controller.bootstrap import BootstrapError, bootstrap, connect
+from reconcilers.engine.metrics import LEADER_ELECTION_MASTER
 
 
 class Command(BaseCommand):
@@ -64,6 +66,7 @@ class Command(BaseCommand):
             else:
                 api = kube.get_api_client()
             reconcilers = registry.registered()
+            _telemetry_start(self)
             elector = LeaderElector(
                 api,
                 identity=options["identity"],
@@ -72,6 +75,7 @@ class Command(BaseCommand):
                 renew_deadline=_seconds(options["renew_deadline"], "OPSCONSOLE_LEADER_RENEW_DEADLINE_SECONDS", 10.0),
                 retry_period=_seconds(options["retry_period"], "OPSCONSOLE_LEADER_RETRY_SECONDS", 2.0),
             )
+            LEADER_ELECTION_MASTER.labels(elector.name).set(1 if elector.is_leader else 0)
             controller = Controller(api, reconcilers, elector=elector)
             kinds = ", ".join(r.resource.kind for r in reconcilers) or "nothing"
             self.stdout.write(f"runcontroller: {elector.identity} reconciling {kinds}")
@@ -83,6 +87,24 @@ class Command(BaseCommand):
         finally:
             for sig, handler in previous.items():
                 signal.signal(sig, handler)
+
+
+def _telemetry_start(command: BaseCommand) -> None:
+    """Tracing ("opsconsole-controller"; off with OPSCONSOLE_TRACING=off), every label pair at 0, and /metrics
+    on OPSCONSOLE_CONTROLLER_METRICS_PORT (0: not served; a busy port is a warning, never a stop)."""
+    from opsconsole.telemetry.metrics import metrics_server_start, reconciler_metrics_init
+    from opsconsole.telemetry.tracing import tracing_setup
+
+    tracing_setup("opsconsole-controller")
+    reconciler_metrics_init()
+    port = int(getattr(settings, "OPSCONSOLE_CONTROLLER_METRICS_PORT", 0) or 0)
+    if port:
+        addr = getattr(settings, "OPSCONSOLE_METRICS_ADDR", "127.0.0.1")
+        try:
+            metrics_server_start(port, addr)
+            command.stdout.write(f"runcontroller: /metrics on {addr}:{port}")
+        except OSError as exc:
+            command.stderr.write(f"runcontroller: /metrics not served on port {port}: {exc}")
 
 
 def _seconds(option: float | None, setting: str, default: float) -> float:

@@ -1,0 +1,1 @@
+"""Benchmark: reconcile throughput with telemetry fully on versus off."""
