@@ -219,11 +219,18 @@ OPSCONSOLE_API_EXPORT_MAX_ROWS = int(os.environ.get("OPSCONSOLE_API_EXPORT_MAX_R
 OPSCONSOLE_API_BULK_MAX = int(os.environ.get("OPSCONSOLE_API_BULK_MAX", "500"))
 OPSCONSOLE_READYZ_TIMEOUT_SECONDS = float(os.environ.get("OPSCONSOLE_READYZ_TIMEOUT_SECONDS", "2"))
 
+# Logs: LOG_FORMAT=plain (default here) or json (one object per line with trace_id/span_id; production's
+# default); every record passes the redacting filter (tokens, credentials, Secret data) first.
+LOG_FORMAT = os.environ.get("LOG_FORMAT", "plain")
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
-    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "filters": {"redact": {"()": "opsconsole.logging.RedactingFilter"}},
+    "formatters": {
+        "plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"},
+        "json": {"()": "opsconsole.logging.JsonFormatter"},
+    },
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": LOG_FORMAT, "filters": ["redact"]}},
     "root": {"handlers": ["console"], "level": os.environ.get("LOG_LEVEL", "INFO")},
     "loggers": {"django.db.backends": {"level": "WARNING"}},
 }

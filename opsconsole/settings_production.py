@@ -4,11 +4,13 @@ Use with DJANGO_SETTINGS_MODULE=opsconsole.settings_production. SECRET_KEY and D
 from the environment; nothing secret is read from a file in the image.
 """
 
+import copy
 import os
 
 from django.core.exceptions import ImproperlyConfigured
 
 from opsconsole.settings import *  # noqa: F403
+from opsconsole.settings import LOGGING as _BASE_LOGGING
 from opsconsole.settings import env_bool
 
 DEBUG = False
@@ -36,3 +38,13 @@ STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
     "staticfiles": {"BACKEND": "whitenoise.storage.CompressedManifestStaticFilesStorage"},
 }
+
+# health and metrics endpoints answer over plain HTTP inside the cluster (kubelet probes, Prometheus scrapes)
+SECURE_REDIRECT_EXEMPT = [r"^healthz$", r"^readyz$", r"^metrics$"]
+
+# JSON logs with trace ids unless LOG_FORMAT says otherwise
+LOG_FORMAT = os.environ.get("LOG_FORMAT", "json")
+if LOG_FORMAT not in ("json", "plain"):
+    raise ImproperlyConfigured(f"LOG_FORMAT must be json or plain, not {LOG_FORMAT!r}")
+LOGGING = copy.deepcopy(_BASE_LOGGING)
+LOGGING["handlers"]["console"]["formatter"] = LOG_FORMAT
