@@ -108,3 +108,9 @@ def test_the_project_logging_config_filters_every_record_on_the_console_handler(
     assert handler["filters"] == ["redact"]
     assert settings.LOGGING["filters"]["redact"]["()"] == "opsconsole.logging.RedactingFilter"
     assert handler["formatter"] in settings.LOGGING["formatters"]
+
+
+def test_celery_workers_keep_the_project_logging_instead_of_their_own_root_handler() -> None:
+    from opsconsole.celery import app
+
+    assert app.conf.worker_hijack_root_logger is False
