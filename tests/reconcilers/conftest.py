@@ -123,8 +123,10 @@ class ControllerProcess:
         self.log_path = Path(os.environ.get("OPSCONSOLE_DATA_DIR", ROOT / "data")) / f"controller-{queue}.log"
 
     def start(self) -> ControllerProcess:
+        # As for workers: several controllers may run at once in the suite, so no fixed metrics port and no
+        # span writes unless a test asks for them through extra_env.
         env = {**os.environ, "DATABASE_URL": test_database_url(), "OPSCONSOLE_CELERY_QUEUE": self.queue,
-               **self.extra_env}
+               "OPSCONSOLE_CONTROLLER_METRICS_PORT": "0", "OPSCONSOLE_TRACING": "off", **self.extra_env}
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         log = open(self.log_path, "wb")  # noqa: SIM115 - closed with the process
         cmd = [sys.executable, "manage.py", "runcontroller", "--lease-duration", "4", "--renew-deadline", "3",
