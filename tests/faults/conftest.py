@@ -1,0 +1,110 @@
+"""Fixtures of the fault suite: a kubesim of its own (faults injected there never reach the rest of the
+session), two real Celery workers and a controller process on it with short leases and a small backoff cap,
+Redis and the test database. The engine, the Gadget test kind and the helpers come from tests/reconcilers."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+
+from reconcilers.engine import dispatch, kube, registry
+from reconcilers.models import Resource, Transition
+from tests.reconcilers.conftest import (  # noqa: F401 - fixtures re-registered for this directory
+    INTEGRATION_RECONCILERS,
+    LEASE_SECONDS,
+    Engine,
+    audit_intact,
+    kapi,
+    kubesim,
+    namespace,
+    wait_idle,
+)
+from tests.reconcilers.testkinds import GADGET, gadget
+
+#: the backoff of the fault engine: 50 ms doubling, capped at 2 s (production: 5 ms, 1000 s)
+BACKOFF_BASE = 0.05
+BACKOFF_CAP = 2.0
+
+
+@pytest.fixture(scope="session")
+def fault_engine(kubesim, redis_client, django_db_setup, django_db_blocker) -> Iterator[Engine]:  # noqa: F811
+    """The engine the fault tests break: 2 workers (one pool child each) and a controller."""
+    queue_name = f"test-faults-{uuid.uuid4().hex[:8]}"
+    env = {
+        "KUBECONFIG": kubesim.kubeconfig,
+        "OPSCONSOLE_RECONCILERS": ",".join(INTEGRATION_RECONCILERS),
+        "OPSCONSOLE_WORKQUEUE_LEASE_SECONDS": str(LEASE_SECONDS),
+        "OPSCONSOLE_WORKQUEUE_BACKOFF_BASE": str(BACKOFF_BASE),
+        "OPSCONSOLE_WORKQUEUE_BACKOFF_CAP": str(BACKOFF_CAP),
+        "OPSCONSOLE_RESYNC_SECONDS": "3600",
+        "OPSCONSOLE_LEADER_NAMESPACE": "default",
+    }
+    running = Engine(queue_name, env, kubesim)
+    with django_db_blocker.unblock():
+        running.controller.start()
+        for i in range(2):
+            running.start_worker(f"{queue_name[-8:]}-{i}")
+        try:
+            running.controller.wait_ready()
+            running.wait_workers()
+        except BaseException:
+            running.stop()
+            raise
+    try:
+        yield running
+    finally:
+        running.stop()
+        running.workqueue().clear()
+
+
+@pytest.fixture
+def faults(fault_engine, transactional_db, kapi, settings) -> Iterator[Engine]:  # noqa: F811
+    """The running fault engine for one test; afterwards: faults cleared, the engine idle, audit chains intact."""
+    settings.OPSCONSOLE_RECONCILERS = INTEGRATION_RECONCILERS
+    settings.OPSCONSOLE_WORKQUEUE_NAME = fault_engine.queue_name
+    settings.OPSCONSOLE_WORKQUEUE_BACKOFF_BASE = BACKOFF_BASE
+    settings.OPSCONSOLE_WORKQUEUE_BACKOFF_CAP = BACKOFF_CAP
+    registry.reset()
+    try:
+        yield fault_engine
+    finally:
+        fault_engine.kubesim.clear_faults()
+    wait_idle(dispatch.get_queue(), timeout=60)
+    audit_intact()
+    registry.reset()
+
+
+def with_retries(call: Callable[[], Any], attempts: int = 20) -> Any:
+    """The test's own API calls under injected faults: retry 5xx/429 as a client would."""
+    for attempt in range(attempts):
+        try:
+            return call()
+        except kube.ApiException as exc:
+            if exc.status not in (429, 500, 503) or attempt == attempts - 1:
+                raise
+            time.sleep(0.05)
+    raise AssertionError("unreachable")
+
+
+def create_gadgets(api: Any, ns: str, count: int, prefix: str, **spec: Any) -> dict[str, str]:
+    """Create `count` Gadgets; name → uid."""
+    uids = {}
+    for i in range(count):
+        name = f"{prefix}-{i}"
+        obj = with_retries(lambda n=name: kube.create_object(api, GADGET, gadget(ns, n, **spec)))
+        uids[name] = obj["metadata"]["uid"]
+    return uids
+
+
+def all_recorded(uids: dict[str, str], phase: str) -> bool:
+    """Every one of the objects has reached `phase` in the database."""
+    return Resource.objects.filter(uid__in=uids.values(), phase=phase).count() == len(uids)
+
+
+def phases(uid: str) -> list[tuple[str, str]]:
+    """The recorded transitions of one object, in order."""
+    return list(Transition.objects.filter(resource_uid=uid).order_by("seq").values_list("from_phase", "to_phase"))
