@@ -24,7 +24,8 @@ def parse_args(argv: list[str] | None = None) -> tuple[Config, str | None]:
     p.add_argument("--n", type=int, default=d.n, help="Memcached CRs in the burst")
     p.add_argument("--size", type=int, default=d.size, help="spec.size of each CR")
     p.add_argument("--scenarios", default=",".join(d.scenarios),
-                   help="comma-separated: opsconsole-<workers> and/or kopf")
+                   help="comma-separated: opsconsole-<workers> and/or kopf; a name given twice runs twice "
+                   "(e.g. A,B,C,C,B,A spreads a changing background load evenly)")
     p.add_argument("--steady-rate", type=float, default=d.steady_rate, help="CRs/s in the steady phase")
     p.add_argument("--steady-seconds", type=float, default=d.steady_seconds, help="0 skips the steady phase")
     p.add_argument("--timeout", type=float, default=d.timeout, help="seconds each phase may take to converge")
@@ -75,6 +76,10 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         if template and not cfg.keep:
             drop_database(cfg, template)
+    seen: dict[str, int] = {}
+    for r in results:
+        seen[r.name] = seen.get(r.name, 0) + 1
+        r.label = f"{r.name} #{seen[r.name]}" if cfg.scenarios.count(r.name) > 1 else r.name
     print(render(cfg, results), flush=True)
     if json_path:
         Path(json_path).write_text(json.dumps({"config": {k: str(v) for k, v in vars(cfg).items()},

@@ -97,6 +97,7 @@ class PhaseResult:
 class ScenarioResult:
     name: str
     n: int
+    label: str = ""  # the name in tables (with "#k" when a scenario runs more than once)
     burst: PhaseResult | None = None
     steady: PhaseResult | None = None
     procs: list[ProcResult] = field(default_factory=list)
@@ -109,6 +110,9 @@ class ScenarioResult:
     loadavg_before: str = ""
     error: str = ""
     run_dir: str = ""
+
+    def __post_init__(self) -> None:
+        self.label = self.label or self.name
 
     def as_dict(self) -> dict[str, Any]:
         d = asdict(self)
