@@ -334,13 +334,15 @@ def _claim_in_process(url: str, name: str, owner: str, barrier, results) -> None
 def test_processes_claiming_one_key_at_once_yield_exactly_one_owner(make_queue) -> None:
     wq = make_queue(clock=None)
     wq.add(KEY)
-    ctx = multiprocessing.get_context("fork")
+    # spawn, not fork: forking a test process that runs other threads (kubesim, span writers) can deadlock
+    # the child on a lock one of those threads held at the fork.
+    ctx = multiprocessing.get_context("spawn")
     barrier, results = ctx.Barrier(4), ctx.Queue()
     procs = [ctx.Process(target=_claim_in_process, args=(settings.REDIS_URL, wq.name, f"p{i}", barrier, results))
              for i in range(4)]
     for p in procs:
         p.start()
-    outcomes = [results.get(timeout=30) for _ in procs]
+    outcomes = [results.get(timeout=60) for _ in procs]
     for p in procs:
         p.join(10)
         assert p.exitcode == 0
