@@ -54,6 +54,9 @@ class Resource(models.Model):
             models.Index(fields=["kind", "namespace", "phase"], name="resource_kind_ns_phase"),
             models.Index(fields=["phase_since"], name="resource_phase_since"),
             models.Index(fields=["group", "plural", "namespace", "name"], name="resource_gpnn"),
+            # The console's overview: live resources per kind and phase, read from the index alone.
+            models.Index(fields=["kind", "phase", "namespace"], condition=models.Q(deleted=False),
+                         name="resource_live_kind_phase"),
         ]
 
     def __str__(self) -> str:

@@ -3,12 +3,10 @@ the reconcile charts; the queue depth, the controller's leader and the workers a
 
 from __future__ import annotations
 
-from datetime import timedelta
 from urllib.parse import urlencode
 
 from django.http import HttpRequest, HttpResponse
 from django.urls import reverse
-from django.utils import timezone
 
 from opsconsole.accounts.roles import user_namespaces
 from opsconsole.console.charts import overview_charts
@@ -26,10 +24,12 @@ FRAGMENTS = {
 
 
 def _machines(namespaces: frozenset[str] | None) -> list[dict[str, object]]:
-    now = timezone.now()
     counts = stats.phase_counts(namespaces=namespaces)
+    kind_list = kinds.kind_list()
+    figures = stats.machine_figures({k["kind"]: k["state_machine"]["states"] for k in kind_list},
+                                    namespaces=namespaces)
     out = []
-    for k in kinds.kind_list():
+    for k in kind_list:
         kind = k["kind"]
         per_state = counts.get(kind, {})
 
@@ -38,9 +38,7 @@ def _machines(namespaces: frozenset[str] | None) -> list[dict[str, object]]:
 
         svg = state_machine_svg(
             k["state_machine"], counts=per_state,
-            hour=stats.edge_counts(kind, now - timedelta(hours=1), namespaces=namespaces),
-            day=stats.edge_counts(kind, now - timedelta(days=1), namespaces=namespaces),
-            dwell=stats.state_dwell_medians(kind, now - timedelta(days=1), namespaces=namespaces),
+            hour=figures[kind]["hour"], day=figures[kind]["day"], dwell=figures[kind]["dwell"],
             state_href=href, label=kind,
         )
         out.append({"kind": kind, "info": k, "svg": svg, "total": sum(per_state.values()),

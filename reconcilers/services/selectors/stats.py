@@ -9,11 +9,22 @@ import logging
 import statistics
 import threading
 import time
+from collections.abc import Iterable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from django.conf import settings
-from django.db.models import Count, OuterRef, QuerySet, Subquery
+from django.db.models import (
+    Count,
+    DateTimeField,
+    DurationField,
+    ExpressionWrapper,
+    F,
+    OuterRef,
+    Q,
+    QuerySet,
+    Subquery,
+)
 from django.utils import timezone
 
 from reconcilers.engine import kube
@@ -24,31 +35,58 @@ from reconcilers.services.selectors.filters import namespace_q
 log = logging.getLogger(__name__)
 _cache: dict[str, tuple[float, Any]] = {}
 _cache_lock = threading.Lock()
+_refreshing: set[str] = set()
+_generation = 0  # bumped by stats_cache_clear: a refresh started before it does not store its value
 
 
-def _cached(name: str, ttl: float, compute: Any) -> Any:
-    """A per-process memo of a slow read (a Lease, a worker ping) for `ttl` seconds."""
+def _cached(name: str, ttl: float, compute: Any, *, background: bool = False) -> Any:
+    """A per-process memo of a slow read (a Lease, a worker ping, the overview's figures) for `ttl` seconds.
+    With `background`, a stale value is answered at once while one thread reads the new one (for reads that
+    leave the process and may wait on a timeout: no request waits for them but the first)."""
     now = time.monotonic()
     with _cache_lock:
         hit = _cache.get(name)
         if hit is not None and now - hit[0] < ttl:
             return hit[1]
+        if hit is not None and background:
+            if name not in _refreshing:
+                _refreshing.add(name)
+                threading.Thread(target=_refresh, args=(name, compute, _generation), daemon=True,
+                                 name=f"stats-refresh-{name}").start()
+            return hit[1]
+        generation = _generation
     value = compute()
     with _cache_lock:
-        _cache[name] = (time.monotonic(), value)
+        if generation == _generation:
+            _cache[name] = (time.monotonic(), value)
     return value
 
 
+def _refresh(name: str, compute: Any, generation: int) -> None:
+    try:
+        value = compute()
+    except Exception:  # the reads report their own errors; this only keeps the stale value
+        log.exception("refreshing %s failed", name)
+        value = None
+    with _cache_lock:
+        _refreshing.discard(name)
+        if value is not None and generation == _generation:
+            _cache[name] = (time.monotonic(), value)
+
+
 def stats_cache_clear() -> None:
-    """Forget the memoised engine reads (tests)."""
+    """Forget the memoised reads (tests)."""
+    global _generation
     with _cache_lock:
         _cache.clear()
+        _refreshing.clear()
+        _generation += 1
 
 
 def phase_counts(*, namespaces: frozenset[str] | None = None) -> dict[str, dict[str, int]]:
     """Live (not deleted) resources per Kind and phase ('' until the first transition)."""
     rows = (Resource.objects.filter(namespace_q(namespaces), deleted=False).values("kind", "phase")
-            .annotate(n=Count("id")).order_by())
+            .annotate(n=Count("kind")).order_by())
     out: dict[str, dict[str, int]] = {}
     for row in rows:
         out.setdefault(row["kind"], {})[row["phase"]] = row["n"]
@@ -59,25 +97,94 @@ def edge_counts(
     kind: str, since: datetime, *, namespaces: frozenset[str] | None = None
 ) -> dict[tuple[str, str], int]:
     """Transitions of `kind` recorded at or after `since`, per (from, to) edge."""
-    rows = (Transition.objects.filter(namespace_q(namespaces), kind=kind, created_at__gte=since)
-            .values("from_phase", "to_phase").annotate(n=Count("id")).order_by())
-    return {(r["from_phase"], r["to_phase"]): r["n"] for r in rows}
+    return edge_window_counts({"n": since}, namespaces=namespaces).get(kind, {}).get("n", {})
+
+
+def edge_window_counts(
+    since: dict[str, datetime], *, namespaces: frozenset[str] | None = None
+) -> dict[str, dict[str, dict[tuple[str, str], int]]]:
+    """Transitions per Kind and (from, to) edge recorded at or after each of `since`'s times (e.g. {"hour": now
+    - 1 h, "day": now - 1 d}), all windows in one query: one scan of the widest window with a conditional
+    count per window (COUNT(kind) FILTER (WHERE created_at >= ...), kind being a column of the index).
+    {kind: {window: {(from, to): n}}}; a kind with no transition in the widest window is absent, an edge with
+    none in a window is absent from that window."""
+    if not since:
+        return {}
+    names = list(since)
+    counts = {f"n{i}": Count("kind", filter=Q(created_at__gte=since[name])) for i, name in enumerate(names)}
+    rows = (Transition.objects.filter(namespace_q(namespaces), created_at__gte=min(since.values()))
+            .values("kind", "from_phase", "to_phase").annotate(**counts).order_by())
+    out: dict[str, dict[str, dict[tuple[str, str], int]]] = {}
+    for row in rows:
+        per_kind = out.setdefault(row["kind"], {name: {} for name in names})
+        for i, name in enumerate(names):
+            if row[f"n{i}"]:
+                per_kind[name][(row["from_phase"], row["to_phase"])] = row[f"n{i}"]
+    return out
 
 
 def state_dwell_medians(
-    kind: str, since: datetime, *, namespaces: frozenset[str] | None = None, sample: int = 2000
+    kind: str,
+    since: datetime,
+    *,
+    states: Iterable[str],
+    namespaces: frozenset[str] | None = None,
+    sample: int = 500,
 ) -> dict[str, float]:
-    """The median seconds a `kind` resource spent in a state before leaving it, per state, over the newest
-    `sample` transitions out of it recorded since `since` (each paired with the transition that entered it)."""
-    entered = Transition.objects.filter(resource_uid=OuterRef("resource_uid"), seq=OuterRef("seq") - 1)
-    rows = (Transition.objects.filter(namespace_q(namespaces), kind=kind, created_at__gte=since, seq__gt=1)
-            .annotate(entered_at=Subquery(entered.values("created_at")[:1]))
-            .order_by("-id").values_list("from_phase", "created_at", "entered_at")[:sample])
-    spans: dict[str, list[float]] = {}
-    for phase, left_at, entered_at in rows:
-        if entered_at is not None:
-            spans.setdefault(phase, []).append(max(0.0, (left_at - entered_at).total_seconds()))
-    return {phase: statistics.median(values) for phase, values in spans.items()}
+    """The median seconds a `kind` resource spent in a state before leaving it, per state of `states`, over the
+    newest `sample` departures from that state recorded since `since` (each paired with the transition of the
+    same resource that entered the state, however old). A state left fewer than `sample` times in the window
+    gets the exact median of all of them; a state not left in the window has no figure.
+
+    One bounded query per state: an index on (kind, from_phase, created_at) finds the newest departures, and
+    one on (resource, seq) their entering transitions, so the cost does not grow with the window's size."""
+    entered = (Transition.objects.filter(resource_id=OuterRef("resource_id"), seq=OuterRef("seq") - 1)
+               .values("created_at")[:1])
+    dwell = ExpressionWrapper(F("created_at") - Subquery(entered, output_field=DateTimeField()),
+                              output_field=DurationField())
+    out: dict[str, float] = {}
+    for state in dict.fromkeys(states):
+        rows = (Transition.objects.filter(namespace_q(namespaces), kind=kind, from_phase=state,
+                                          created_at__gte=since, seq__gt=1)
+                .order_by("-created_at").annotate(dwell=dwell).values_list("dwell", flat=True)[:sample])
+        spans = [max(0.0, d.total_seconds()) for d in rows if d is not None]
+        if spans:
+            out[state] = statistics.median(spans)
+    return out
+
+
+def machine_figures(
+    machines: dict[str, Iterable[str]],
+    *,
+    namespaces: frozenset[str] | None = None,
+    ttl: float | None = None,
+) -> dict[str, dict[str, Any]]:
+    """What the overview draws on each kind's state machine besides the resource counts: {kind: {"hour":
+    {(from, to): n}, "day": {...}, "dwell": {state: median seconds}}} for `machines` ({kind: its states}):
+    edges over the last hour and day (one query for every kind and both windows) and the dwell medians over
+    the last day. Memoised per process and namespace set for `ttl` seconds (default the setting
+    OPSCONSOLE_OVERVIEW_CACHE_SECONDS, 3 s; 0 turns it off): the live poller asks every few seconds."""
+    if ttl is None:
+        ttl = float(getattr(settings, "OPSCONSOLE_OVERVIEW_CACHE_SECONDS", 3.0))
+    states = {kind: tuple(s) for kind, s in machines.items()}
+
+    def compute() -> dict[str, dict[str, Any]]:
+        now = timezone.now()
+        day = now - timedelta(days=1)
+        edges = edge_window_counts({"hour": now - timedelta(hours=1), "day": day}, namespaces=namespaces)
+        out: dict[str, dict[str, Any]] = {}
+        for kind, kind_states in states.items():
+            windows = edges.get(kind, {})
+            left = {from_phase for from_phase, _ in windows.get("day", {})}  # a state not left has no median
+            out[kind] = {"hour": windows.get("hour", {}), "day": windows.get("day", {}),
+                         "dwell": state_dwell_medians(kind, day, states=[s for s in kind_states if s in left],
+                                                      namespaces=namespaces)}
+        return out
+
+    if ttl <= 0:
+        return compute()
+    scope = "*" if namespaces is None else ",".join(sorted(namespaces))
+    return _cached(f"machines:{scope}:{sorted(states.items())!r}", ttl, compute)
 
 
 def resource_path(resource: Resource) -> list[tuple[str, str]]:
@@ -107,7 +214,8 @@ def trace_spans(trace_id: str, *, limit: int = 2000) -> list[Span]:
 
 
 def controller_leader(*, ttl: float = 5.0) -> dict[str, Any]:
-    """The controller's leader Lease: {"holder", "renewed", "expires", "alive", "error"} (memoised `ttl` s)."""
+    """The controller's leader Lease: {"holder", "renewed", "expires", "alive", "error"} (memoised `ttl` s,
+    then refreshed in the background while the last value is answered)."""
 
     def read() -> dict[str, Any]:
         namespace = getattr(settings, "OPSCONSOLE_LEADER_NAMESPACE", "default")
@@ -127,11 +235,12 @@ def controller_leader(*, ttl: float = 5.0) -> dict[str, Any]:
         return {"holder": spec.get("holderIdentity") or "", "renewed": renewed, "expires": expires,
                 "alive": alive, "error": ""}
 
-    return _cached("leader", ttl, read)
+    return _cached("leader", ttl, read, background=True)
 
 
 def workers_alive(*, ttl: float = 10.0, timeout: float = 0.3) -> dict[str, Any]:
-    """The Celery workers that answer a broadcast ping: {"workers": [names], "error"} (memoised `ttl` s)."""
+    """The Celery workers that answer a broadcast ping: {"workers": [names], "error"} (memoised `ttl` s, then
+    refreshed in the background while the last value is answered: the ping waits its whole `timeout`)."""
 
     def read() -> dict[str, Any]:
         try:
@@ -142,7 +251,7 @@ def workers_alive(*, ttl: float = 10.0, timeout: float = 0.3) -> dict[str, Any]:
             return {"workers": [], "error": f"the broker did not answer: {type(exc).__name__}"}
         return {"workers": sorted(name for reply in replies for name in reply), "error": ""}
 
-    return _cached("workers", ttl, read)
+    return _cached("workers", ttl, read, background=True)
 
 
 def recent_window(hours: float) -> datetime:
