@@ -16,7 +16,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 CRS = 12
 
 
-@pytest.mark.parametrize(("code", "rate"), [(500, 0.2), (429, 0.1)], ids=["500", "429"])
+@pytest.mark.parametrize(("code", "rate"), [(500, 0.3), (429, 0.1)], ids=["500", "429"])
 def test_crs_converge_while_the_api_fails_a_share_of_requests(faults, kapi, namespace, code, rate) -> None:
     injected_before = faults.kubesim.stats()["injectedErrors"]
     faults.kubesim.set_faults(error_rate=rate, error_code=code, retry_after=1)
