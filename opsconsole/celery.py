@@ -66,6 +66,15 @@ def _init_child_telemetry(**_: object) -> None:
         celery_instrument()
 
 
+@signals.task_prerun.connect
+def _database_connections_usable(**_: object) -> None:
+    """Before each task: drop a connection that is broken or older than CONN_MAX_AGE (as Django does around
+    each web request), so reusing connections across tasks never hands a task a dead one."""
+    from django.db import close_old_connections
+
+    close_old_connections()
+
+
 @signals.worker_process_shutdown.connect
 def _child_gone(pid: int | None = None, **_: object) -> None:
     """A child exits: flush its spans, and stop counting its live gauges."""

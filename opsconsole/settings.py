@@ -172,6 +172,9 @@ CELERY_RESULT_SERIALIZER = "json"
 CELERY_ACCEPT_CONTENT = ["json"]
 CELERY_RESULT_EXPIRES = 3600
 CELERY_TASK_DEFAULT_QUEUE = os.environ.get("OPSCONSOLE_CELERY_QUEUE", "opsconsole")
+# Celery's Django fixup closes the database connection around every task unless this is set; with it, a worker
+# keeps its connection (CONN_MAX_AGE and health checks still apply: see opsconsole.celery's task_prerun hook).
+CELERY_DB_REUSE_MAX = 1000
 
 # Kubernetes: KUBECONFIG when set, in-cluster config inside a Pod, else the kubeconfig kubesim writes.
 KUBECONFIG = os.environ.get("KUBECONFIG") or None

@@ -42,6 +42,9 @@ def fault_engine(kubesim, redis_client, django_db_setup, django_db_blocker) -> I
         "OPSCONSOLE_WORKQUEUE_BACKOFF_CAP": str(BACKOFF_CAP),
         "OPSCONSOLE_RESYNC_SECONDS": "3600",
         "OPSCONSOLE_LEADER_NAMESPACE": "default",
+        # A whole worker SIGKILLed takes the task it had prefetched with it (the broker gives it back only
+        # after the visibility timeout): the controller re-sends a key queued but never claimed after this.
+        "OPSCONSOLE_WORKQUEUE_REDISPATCH_AFTER": "10",
     }
     running = Engine(queue_name, env, kubesim)
     with django_db_blocker.unblock():

@@ -235,6 +235,8 @@ def engine(kubesim, redis_client, django_db_setup, django_db_blocker) -> Iterato
         "OPSCONSOLE_WORKQUEUE_LEASE_SECONDS": str(LEASE_SECONDS),
         "OPSCONSOLE_RESYNC_SECONDS": "3600",
         "OPSCONSOLE_LEADER_NAMESPACE": "default",
+        # a task lost with a SIGKILLed worker before it claimed its key is re-sent after this (prod: 300 s)
+        "OPSCONSOLE_WORKQUEUE_REDISPATCH_AFTER": "10",
     }
     running = Engine(queue_name, env, kubesim)
     with django_db_blocker.unblock():
