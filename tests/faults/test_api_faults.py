@@ -16,7 +16,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 CRS = 12
 
 
-@pytest.mark.parametrize(("code", "rate"), [(500, 0.3), (429, 0.1)], ids=["500", "429"])
+@pytest.mark.parametrize(("code", "rate"), [(500, 0.3), (429, 0.2)], ids=["500", "429"])
 def test_crs_converge_while_the_api_fails_a_share_of_requests(faults, kapi, namespace, code, rate) -> None:
     injected_before = faults.kubesim.stats()["injectedErrors"]
     faults.kubesim.set_faults(error_rate=rate, error_code=code, retry_after=1)
@@ -26,7 +26,7 @@ def test_crs_converge_while_the_api_fails_a_share_of_requests(faults, kapi, name
     elapsed = time.monotonic() - started
     faults.kubesim.clear_faults()
     injected = faults.kubesim.stats()["injectedErrors"] - injected_before
-    assert injected >= 5  # the faults were real: informers, leases, workers and this test all met them
+    assert injected >= 3  # the faults were real: informers, leases, workers and this test all met them
     for name, uid in uids.items():
         assert phases(uid) == [("", "Pending"), ("Pending", "Running")], name
     runs = ReconcileRun.objects.filter(key__contains=f"/{namespace}/")
