@@ -224,10 +224,11 @@ class Engine:
 
 
 @pytest.fixture(scope="module")
-def engine(kubesim, redis_client, django_db_setup, django_db_blocker) -> Iterator[Engine]:
+def engine(request, kubesim, redis_client, django_db_setup, django_db_blocker) -> Iterator[Engine]:
     """Two Celery worker processes (prefork, one child each) and a controller subprocess for one integration
     module, on the session kubesim, a Celery queue and workqueue of their own (so nothing else in the session
-    feeds them or is fed by them), Redis (REDIS_URL) and the test database. Stopped at the end of the module."""
+    feeds them or is fed by them), Redis (REDIS_URL) and the test database. Stopped at the end of the module.
+    A module may set `ENGINE_EXTRA_ENV` (a dict) to change the processes' environment, e.g. turn tracing on."""
     queue_name = f"test-d-engine-{uuid.uuid4().hex[:8]}"
     env = {
         "KUBECONFIG": kubesim.kubeconfig,
@@ -237,6 +238,7 @@ def engine(kubesim, redis_client, django_db_setup, django_db_blocker) -> Iterato
         "OPSCONSOLE_LEADER_NAMESPACE": "default",
         # a task lost with a SIGKILLed worker before it claimed its key is re-sent after this (prod: 300 s)
         "OPSCONSOLE_WORKQUEUE_REDISPATCH_AFTER": "10",
+        **getattr(request.module, "ENGINE_EXTRA_ENV", {}),
     }
     running = Engine(queue_name, env, kubesim)
     with django_db_blocker.unblock():

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
-from datetime import timedelta
 from pathlib import Path
 
 import pytest
@@ -22,6 +21,9 @@ from reconcilers.models import ReconcileRun, Resource, Span
 from tests.opsconsole.api import factories as f
 from tests.reconcilers.conftest import engine, integration  # noqa: F401 - helper D's engine fixtures
 from tests.reconcilers.testkinds import GADGET, gadget
+
+#: the engine of this module traces, so a run's trace link leads to stored spans
+ENGINE_EXTRA_ENV = {"OPSCONSOLE_TRACING": "on"}
 
 pytestmark = [pytest.mark.integration, pytest.mark.browser]
 ROOT = Path(__file__).resolve().parents[3]
@@ -136,20 +138,15 @@ def test_an_operator_follows_a_cr_from_pending_to_running_and_reconciles_it_now(
     assert "manual" in manual_row.inner_text() and "success" in manual_row.inner_text()
     assert c.page.locator("tr.run").count() >= runs_before + 1
     c.shot("resource-detail")
-    trace_id = run.trace_id or "0123456789abcdef0123456789abcdef"
-    if not Span.objects.filter(trace_id=trace_id).exists():  # spans not stored by this setup: rows of our own
-        t0 = timezone.now()
-        Span.objects.create(trace_id=trace_id, span_id="a" * 16, name="reconcile Gadget", service="worker",
-                            start_time=t0, end_time=t0 + timedelta(milliseconds=40), duration_ms=40, status_code="ok")
-        Span.objects.create(trace_id=trace_id, span_id="b" * 16, parent_span_id="a" * 16, name="PATCH status",
-                            service="worker", start_time=t0 + timedelta(milliseconds=10),
-                            end_time=t0 + timedelta(milliseconds=30), duration_ms=20, status_code="ok")
-    if run.trace_id:
-        c.page.locator(f"tr.run[data-run='{run.pk}'] a.trace-link").click()
-    else:
-        c.go(f"/traces/{trace_id}/")
+    # The workers trace (ENGINE_EXTRA_ENV): the run carries its trace id, and its spans reach the span table.
+    run.refresh_from_db()
+    assert run.trace_id
+    wait_for(lambda: Span.objects.filter(trace_id=run.trace_id, name="reconcile Gadget").exists(), timeout=15)
+    c.page.locator(f"tr.run[data-run='{run.pk}'] a.trace-link").click()
+    c.page.wait_for_url(f"**/traces/{run.trace_id}/**")
     c.page.wait_for_selector("#waterfall tr.span")
-    assert c.page.locator("#waterfall tr.span").count() >= 1
+    assert c.page.locator("#waterfall tr.span").count() >= 2  # the reconcile and its API calls
+    assert "reconcile Gadget" in c.page.locator("#waterfall").inner_text()
     c.shot("trace")
 
     c.go("/resources/?namespace=" + namespace)
