@@ -5,13 +5,14 @@ from django.contrib.auth import views as auth_views
 from django.urls import include, path
 
 from opsconsole.api import views as api_views
+from opsconsole.console.security import csp
 from opsconsole.telemetry import views as telemetry_views
 
 urlpatterns = [
     path("healthz", api_views.healthz, name="healthz"),
     path("readyz", api_views.readyz, name="readyz"),
     path("metrics", telemetry_views.metrics, name="metrics"),
-    path("login/", auth_views.LoginView.as_view(), name="login"),
+    path("login/", csp(auth_views.LoginView.as_view()), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("admin/", admin.site.urls),
     path("api/v1/", include("opsconsole.api.urls")),

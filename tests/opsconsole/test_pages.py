@@ -22,6 +22,7 @@ def test_the_overview_sends_an_anonymous_visitor_to_the_login_page(client: Clien
     page = client.get(response["Location"])
     assert page.status_code == 200
     assert b'name="password"' in page.content
+    assert "script-src 'self'" in page["Content-Security-Policy"]
 
 
 @pytest.mark.django_db
