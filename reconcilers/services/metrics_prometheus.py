@@ -93,6 +93,19 @@ class PrometheusMetricsSource:
         at_start = self._by(f"sum{group}({metric}{selector})", key, start)
         return {k: max(0.0, v - at_start.get(k, 0.0)) for k, v in at_end.items()}
 
+    def growth(self, series: str, by: str, start: datetime, end: datetime) -> str:
+        """PromQL for how much the summed counters `series` grew over [start, end], grouped by `by`.
+
+        Like `count`, it is the value at the end less the value at the start (0 for a series that did not exist
+        yet), not increase(): a series born mid-range with everything already counted (a prefork child's first
+        samples) would otherwise show no growth at all. increase() is used only when a counter reset."""
+        resets = self._scalar(f"sum(resets({series}[{_range(start, end)}]))", end) or 0.0
+        if resets > 0:
+            return f"sum by ({by})(increase({series}[{_range(start, end)}]))"
+        at_end = f"sum by ({by})({series} @ {end.timestamp():.3f})"
+        at_start = f"sum by ({by})({series} @ {start.timestamp():.3f})"
+        return f"({at_end} - ({at_start} or {at_end} * 0))"
+
     # -- the MetricsSource protocol ------------------------------------------------------------------------
 
     def reconcile_count(self, start: datetime, end: datetime, kind: str | None = None,
@@ -114,7 +127,7 @@ class PrometheusMetricsSource:
     ) -> dict[float, float | None]:
         """Quantiles of the reconcile time histogram over the range (None when there was no reconcile)."""
         selector = _selector(controller=kind.lower() if kind else None)
-        buckets = f"sum by (le)(increase({RECONCILE_TIME}{selector}[{_range(start, end)}]))"
+        buckets = self.growth(f"{RECONCILE_TIME}{selector}", "le", start, end)
         return {q: self._scalar(f"histogram_quantile({q}, {buckets})", end) for q in quantiles}
 
     def queue_depth(self) -> int | None:
@@ -145,7 +158,7 @@ class PrometheusMetricsSource:
     ) -> dict[str, dict[float, float | None]]:
         """Per phase: quantiles of how long resources stayed in it before leaving it, over the range."""
         selector = _selector(kind=kind)
-        buckets = f"sum by (phase, le)(increase({TIME_IN_PHASE}{selector}[{_range(start, end)}]))"
+        buckets = self.growth(f"{TIME_IN_PHASE}{selector}", "phase, le", start, end)
         out: dict[str, dict[float, float | None]] = {}
         for q in quantiles:
             for phase, value in self._by(f"histogram_quantile({q}, {buckets})", "phase", end).items():
