@@ -4,9 +4,10 @@ The context is the engine's own `reconcilers.engine.context.EngineContext`: give
 never reads Django settings, so `apply_child`, `list`, `event` and the conditions are exactly the code
 opsconsole's runner uses. What the runner does around the reconcile lives in `reconcilers.engine.runner`,
 which imports the Django models and cannot be imported without a configured Django; the few pure pieces
-needed (the status built from a Result: phase, reason, message, observedGeneration, kstatus conditions
-Ready/Reconciling/Stalled with lastTransitionTime kept, the reconciler's own fields) are mirrored here from
-`runner.build_status` / `runner.kstatus_conditions`, and so is the error handling (TemporaryError → retry
+needed are the same code or mirror it: the kstatus conditions (Ready/Reconciling/Stalled with
+lastTransitionTime kept) come from `reconcilers.engine.kstatus`, which the runner uses too; the status built
+from a Result (phase, reason, message, observedGeneration, the reconciler's own fields) mirrors
+`runner.build_status`, and so does the error handling (TemporaryError → retry
 after its delay, PermanentError → Failed with its reason, anything else → per-key exponential backoff).
 The status goes through `/status` with the resourceVersion read (409 → re-read, rebuild, retry) and an
 Event is posted per phase change, as the runner does per recorded transition. What kopf does not get is
@@ -16,7 +17,6 @@ difference the benchmark measures.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -24,11 +24,11 @@ from reconcilers.core.reconciler import Reconciler
 from reconcilers.core.types import Condition, PermanentError, Result, TemporaryError
 from reconcilers.engine import kube
 from reconcilers.engine.context import EngineContext, now_rfc3339
+from reconcilers.engine.kstatus import condition_reason, kstatus_conditions
 
 STATUS_ATTEMPTS = 5
 BACKOFF_BASE = 0.005
 BACKOFF_CAP = 1000.0
-_REASON = re.compile(r"^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$")
 
 
 @dataclass
@@ -41,36 +41,6 @@ class Outcome:
     requeue_after: float | None = None
     error: str = ""
     extra: dict[str, Any] = field(default_factory=dict)
-
-
-def _condition_reason(reason: str, fallback: str) -> str:
-    return reason if reason and _REASON.match(reason) else fallback
-
-
-def kstatus_conditions(reconciler: Reconciler, old: list[dict[str, Any]], phase: str, reason: str, message: str,
-                       extra: list[Condition], generation: int, now: str) -> list[dict[str, Any]]:
-    """Ready / Reconciling / Stalled for `phase`, then the reconciler's own conditions (mirrors the runner)."""
-    ready_phases = tuple(getattr(reconciler, "ready_phases", ("Running", "Ready")))
-    ready = phase in ready_phases
-    stalled = phase == reconciler.failed_phase
-    reconciling = not ready and not stalled and not reconciler.state_machine.is_terminal(phase)
-    why = _condition_reason(reason, phase)
-    wanted = [
-        Condition("Ready", "True" if ready else "False", why, message),
-        Condition("Reconciling", "True", why, message) if reconciling else Condition("Reconciling", "False", phase),
-        Condition("Stalled", "True", why, message) if stalled else Condition("Stalled", "False", phase),
-    ]
-    by_type = {c.type: c for c in wanted}
-    for cond in extra:
-        by_type[cond.type] = cond
-    previous = {c.get("type"): c for c in old or [] if isinstance(c, dict)}
-    out = []
-    for cond in by_type.values():
-        before = previous.get(cond.type)
-        since = before.get("lastTransitionTime") if before and before.get("status") == cond.status else None
-        out.append({"type": cond.type, "status": cond.status, "reason": cond.reason, "message": cond.message or "",
-                    "observedGeneration": generation, "lastTransitionTime": since or now})
-    return out
 
 
 def build_status(reconciler: Reconciler, old: dict[str, Any], phase: str, reason: str, message: str,
@@ -150,6 +120,6 @@ def reconcile_once(reconciler: Reconciler, api: Any, obj: dict[str, Any], failur
     if phase != previous:
         warning = {reconciler.failed_phase, *getattr(reconciler, "warning_phases", ("Degraded",))}
         text = f"{previous or '(new)'} -> {phase}"
-        ctx.event("Warning" if phase in warning else "Normal", reason if _REASON.match(reason or "") else phase,
+        ctx.event("Warning" if phase in warning else "Normal", condition_reason(reason or "", phase),
                   f"{text}: {message}" if message else text)
     return Outcome(label, phase=phase, previous_phase=previous, requeue_after=requeue_after)

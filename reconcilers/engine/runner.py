@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import logging
 import os
-import re
 import socket
 import threading
 import time
@@ -46,13 +45,13 @@ from reconcilers.core.statemachine import StateMachine
 from reconcilers.core.types import Condition, PermanentError, Request, Result, TemporaryError
 from reconcilers.engine import dispatch, kube, recording, registry
 from reconcilers.engine.context import EngineContext, controller_of, now_rfc3339
+from reconcilers.engine.kstatus import condition_reason, kstatus_conditions
 from reconcilers.engine.workqueue import Claim, WorkQueue
 
 ANNOTATION = "opsconsole.io/reconcile-requested-at"
 STATUS_ATTEMPTS = 5
 SKIPPED = "skipped"  # the task's answer when another worker holds the key (not a run: nothing is recorded)
 
-_REASON = re.compile(r"^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$")
 
 
 def _worker() -> str:
@@ -363,7 +362,7 @@ class Run:
         if outcome.transition_ids:
             rows = Transition.objects.filter(id__in=outcome.transition_ids).order_by("seq")
             for row in rows.values("from_phase", "to_phase", "reason", "message"):
-                reason = row["reason"] if _REASON.match(row["reason"] or "") else row["to_phase"]
+                reason = condition_reason(row["reason"] or "", row["to_phase"])
                 text = f"{row['from_phase'] or '(new)'} -> {row['to_phase']}"
                 ctx.event("Warning" if row["to_phase"] in warning else "Normal", reason,
                           f"{text}: {row['message']}" if row["message"] else text)
@@ -401,53 +400,6 @@ def catch_up_needed(machine: StateMachine, recorded: str | None, live: str, targ
     before its commit) and this run would move on from it: that phase must be recorded first."""
     return bool(recorded) and bool(live) and live not in (recorded, target) \
         and machine.allows(recorded, live) and machine.allows(live, target)
-
-
-def condition_reason(reason: str, fallback: str) -> str:
-    """`reason` when it is a valid metav1.Condition reason (CamelCase-ish), else `fallback`."""
-    return reason if reason and _REASON.match(reason) else fallback
-
-
-def kstatus_conditions(
-    reconciler: Reconciler,
-    old: list[dict[str, Any]],
-    phase: str,
-    reason: str,
-    message: str,
-    extra: list[Condition],
-    generation: int,
-    now: str,
-) -> list[dict[str, Any]]:
-    """Ready / Reconciling / Stalled (kstatus) for `phase`, then the reconciler's own conditions;
-    lastTransitionTime is kept for a condition whose status did not change."""
-    ready_phases = tuple(getattr(reconciler, "ready_phases", ("Running", "Ready")))
-    machine = reconciler.state_machine
-    ready = phase in ready_phases
-    stalled = phase == reconciler.failed_phase
-    reconciling = not ready and not stalled and not machine.is_terminal(phase)
-    why = condition_reason(reason, phase)
-    wanted = [
-        Condition("Ready", "True" if ready else "False", why, message),
-        Condition("Reconciling", "True", why, message) if reconciling else Condition("Reconciling", "False", phase),
-        Condition("Stalled", "True", why, message) if stalled else Condition("Stalled", "False", phase),
-    ]
-    by_type = {c.type: c for c in wanted}
-    for cond in extra:
-        by_type[cond.type] = cond
-    previous = {c.get("type"): c for c in old or [] if isinstance(c, dict)}
-    out = []
-    for cond in by_type.values():
-        before = previous.get(cond.type)
-        since = before.get("lastTransitionTime") if before and before.get("status") == cond.status else None
-        out.append({
-            "type": cond.type,
-            "status": cond.status,
-            "reason": cond.reason,
-            "message": cond.message or "",
-            "observedGeneration": generation,
-            "lastTransitionTime": since or now,
-        })
-    return out
 
 
 def build_status(

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from reconcilers.core.types import Condition
-from reconcilers.engine.runner import Decision, build_status, catch_up_needed, condition_reason, kstatus_conditions
+from reconcilers.engine.kstatus import condition_reason, kstatus_conditions
+from reconcilers.engine.runner import Decision, build_status, catch_up_needed
 from reconcilers.kinds.memcached import MACHINE, MemcachedReconciler
 
 T1, T2 = "2030-01-01T00:00:00Z", "2030-01-01T00:05:00Z"

@@ -1,0 +1,62 @@
+"""kstatus conditions: Ready / Reconciling / Stalled for a phase, in the metav1.Condition shape.
+
+Pure functions over dicts (no Django, no Celery), shared by the runner and by anything else that must write
+status exactly as the runner does (the kopf comparison in bench/converge).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from reconcilers.core.reconciler import Reconciler
+from reconcilers.core.types import Condition
+
+_REASON = re.compile(r"^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$")
+
+
+def condition_reason(reason: str, fallback: str) -> str:
+    """`reason` when it is a valid metav1.Condition reason (CamelCase-ish), else `fallback`."""
+    return reason if reason and _REASON.match(reason) else fallback
+
+
+def kstatus_conditions(
+    reconciler: Reconciler,
+    old: list[dict[str, Any]],
+    phase: str,
+    reason: str,
+    message: str,
+    extra: list[Condition],
+    generation: int,
+    now: str,
+) -> list[dict[str, Any]]:
+    """Ready / Reconciling / Stalled (kstatus) for `phase`, then the reconciler's own conditions;
+    lastTransitionTime is kept for a condition whose status did not change."""
+    ready_phases = tuple(getattr(reconciler, "ready_phases", ("Running", "Ready")))
+    machine = reconciler.state_machine
+    ready = phase in ready_phases
+    stalled = phase == reconciler.failed_phase
+    reconciling = not ready and not stalled and not machine.is_terminal(phase)
+    why = condition_reason(reason, phase)
+    wanted = [
+        Condition("Ready", "True" if ready else "False", why, message),
+        Condition("Reconciling", "True", why, message) if reconciling else Condition("Reconciling", "False", phase),
+        Condition("Stalled", "True", why, message) if stalled else Condition("Stalled", "False", phase),
+    ]
+    by_type = {c.type: c for c in wanted}
+    for cond in extra:
+        by_type[cond.type] = cond
+    previous = {c.get("type"): c for c in old or [] if isinstance(c, dict)}
+    out = []
+    for cond in by_type.values():
+        before = previous.get(cond.type)
+        since = before.get("lastTransitionTime") if before and before.get("status") == cond.status else None
+        out.append({
+            "type": cond.type,
+            "status": cond.status,
+            "reason": cond.reason,
+            "message": cond.message or "",
+            "observedGeneration": generation,
+            "lastTransitionTime": since or now,
+        })
+    return out
