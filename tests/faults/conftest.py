@@ -5,7 +5,6 @@ Redis and the test database. The engine, the Gadget test kind and the helpers co
 from __future__ import annotations
 
 import time
-import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -18,6 +17,7 @@ from tests.reconcilers.conftest import (  # noqa: F401 - fixtures re-registered 
     LEASE_SECONDS,
     Engine,
     audit_intact,
+    engine_running,
     kapi,
     kubesim,
     namespace,
@@ -33,35 +33,12 @@ BACKOFF_CAP = 2.0
 @pytest.fixture(scope="session")
 def fault_engine(kubesim, redis_client, django_db_setup, django_db_blocker) -> Iterator[Engine]:  # noqa: F811
     """The engine the fault tests break: 2 workers (one pool child each) and a controller."""
-    queue_name = f"test-faults-{uuid.uuid4().hex[:8]}"
-    env = {
-        "KUBECONFIG": kubesim.kubeconfig,
-        "OPSCONSOLE_RECONCILERS": ",".join(INTEGRATION_RECONCILERS),
-        "OPSCONSOLE_WORKQUEUE_LEASE_SECONDS": str(LEASE_SECONDS),
+    extra = {
         "OPSCONSOLE_WORKQUEUE_BACKOFF_BASE": str(BACKOFF_BASE),
         "OPSCONSOLE_WORKQUEUE_BACKOFF_CAP": str(BACKOFF_CAP),
-        "OPSCONSOLE_RESYNC_SECONDS": "3600",
-        "OPSCONSOLE_LEADER_NAMESPACE": "default",
-        # A whole worker SIGKILLed takes the task it had prefetched with it (the broker gives it back only
-        # after the visibility timeout): the controller re-sends a key queued but never claimed after this.
-        "OPSCONSOLE_WORKQUEUE_REDISPATCH_AFTER": "10",
     }
-    running = Engine(queue_name, env, kubesim)
-    with django_db_blocker.unblock():
-        running.controller.start()
-        for i in range(2):
-            running.start_worker(f"{queue_name[-8:]}-{i}")
-        try:
-            running.controller.wait_ready()
-            running.wait_workers()
-        except BaseException:
-            running.stop()
-            raise
-    try:
+    with engine_running(kubesim, django_db_blocker, prefix="test-faults", extra_env=extra) as running:
         yield running
-    finally:
-        running.stop()
-        running.workqueue().clear()
 
 
 @pytest.fixture

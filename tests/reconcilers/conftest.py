@@ -13,6 +13,7 @@ import sys
 import time
 import uuid
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -223,13 +224,12 @@ class Engine:
             w.stop()
 
 
-@pytest.fixture(scope="module")
-def engine(request, kubesim, redis_client, django_db_setup, django_db_blocker) -> Iterator[Engine]:
-    """Two Celery worker processes (prefork, one child each) and a controller subprocess for one integration
-    module, on the session kubesim, a Celery queue and workqueue of their own (so nothing else in the session
-    feeds them or is fed by them), Redis (REDIS_URL) and the test database. Stopped at the end of the module.
-    A module may set `ENGINE_EXTRA_ENV` (a dict) to change the processes' environment, e.g. turn tracing on."""
-    queue_name = f"test-d-engine-{uuid.uuid4().hex[:8]}"
+@contextmanager
+def engine_running(kubesim, django_db_blocker, *, prefix: str, extra_env: dict[str, str]) -> Iterator[Engine]:
+    """Two Celery worker processes (prefork, one child each) and a controller subprocess on the session
+    kubesim, a Celery queue and workqueue of their own (so nothing else in the session feeds them or is fed by
+    them), Redis (REDIS_URL) and the test database; `extra_env` adds to or overrides their environment."""
+    queue_name = f"{prefix}-{uuid.uuid4().hex[:8]}"
     env = {
         "KUBECONFIG": kubesim.kubeconfig,
         "OPSCONSOLE_RECONCILERS": ",".join(INTEGRATION_RECONCILERS),
@@ -238,7 +238,7 @@ def engine(request, kubesim, redis_client, django_db_setup, django_db_blocker) -
         "OPSCONSOLE_LEADER_NAMESPACE": "default",
         # a task lost with a SIGKILLed worker before it claimed its key is re-sent after this (prod: 300 s)
         "OPSCONSOLE_WORKQUEUE_REDISPATCH_AFTER": "10",
-        **getattr(request.module, "ENGINE_EXTRA_ENV", {}),
+        **extra_env,
     }
     running = Engine(queue_name, env, kubesim)
     with django_db_blocker.unblock():
@@ -256,6 +256,15 @@ def engine(request, kubesim, redis_client, django_db_setup, django_db_blocker) -
     finally:
         running.stop()
         running.workqueue().clear()
+
+
+@pytest.fixture(scope="module")
+def engine(request, kubesim, redis_client, django_db_setup, django_db_blocker) -> Iterator[Engine]:
+    """The engine (`engine_running`) of one integration module, stopped at the end of the module. A module may
+    set `ENGINE_EXTRA_ENV` (a dict) to change the processes' environment, e.g. turn tracing on."""
+    extra = getattr(request.module, "ENGINE_EXTRA_ENV", {})
+    with engine_running(kubesim, django_db_blocker, prefix="test-d-engine", extra_env=extra) as running:
+        yield running
 
 
 def wait_idle(queue, timeout: float = 30.0, quiet: float = 0.5) -> None:
