@@ -18,10 +18,28 @@ sys.path.insert(0, str(ROOT))
 from scripts.redis_local import redis_answers, start_embedded_redis  # noqa: E402
 
 EMBEDDED_REDIS_PORT = 6391
+#: system programs the suite drives for real (Debian package → what must exist): the browser tests' Chromium
+#: and the observability tests' Prometheus; pip cannot provide them
+SYSTEM_PACKAGES = {"chromium": "/usr/bin/chromium", "prometheus": "/usr/bin/prometheus"}
+
+
+def system_packages_ensure() -> None:
+    """Install the missing system programs with apt-get when we are root; otherwise say how, and stop."""
+    missing = [pkg for pkg, path in SYSTEM_PACKAGES.items() if not Path(path).exists()]
+    if not missing:
+        return
+    command = ["apt-get", "install", "-y", "-q", *missing]
+    if os.geteuid() != 0 or not Path("/usr/bin/apt-get").exists():
+        raise SystemExit(f"the suite needs {', '.join(missing)}: run `sudo {' '.join(command)}` and try again")
+    print(f"installing {', '.join(missing)} (Debian packages the suite needs)", flush=True)
+    env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
+    subprocess.run(["apt-get", "update", "-q"], check=True, env=env)
+    subprocess.run(command, check=True, env=env)
 
 
 def main(argv: list[str]) -> int:
     """Run pytest; its exit status is ours (no tests collected counts as a failure)."""
+    system_packages_ensure()
     env = dict(os.environ)
     data_dir = Path(env.setdefault("OPSCONSOLE_DATA_DIR", str(ROOT / "data" / "test")))
     data_dir.mkdir(parents=True, exist_ok=True)
