@@ -10,9 +10,9 @@ from collections.abc import Iterator
 import pytest
 from django.test import Client
 
-from reconcilers.engine import dispatch
 from reconcilers.services.selectors import kinds, stats
 from tests.opsconsole.api import factories
+from tests.opsconsole.api.conftest import queue  # noqa: F401 - the API tests' private workqueue, same rules
 from tests.reconcilers.conftest import (  # noqa: F401 - fixtures, re-exported for this directory
     Sent,
     kapi,
@@ -34,19 +34,7 @@ def _fresh_memos(settings, tmp_path) -> Iterator[None]:
 
 
 @pytest.fixture
-def queue(settings, monkeypatch, redis_client) -> Iterator:
-    """A private workqueue; dispatching only records the keys (`queue.sent.keys`)."""
-    settings.OPSCONSOLE_WORKQUEUE_NAME = f"test-console-{uuid.uuid4().hex[:8]}"
-    sent = Sent()
-    monkeypatch.setattr(dispatch, "dispatch", sent)
-    q = dispatch.get_queue()
-    q.sent = sent
-    yield q
-    q.clear()
-
-
-@pytest.fixture
-def as_role(db, queue, monkeypatch):
+def as_role(db, queue, monkeypatch):  # noqa: F811 - queue is the fixture imported above
     """`as_role(role, namespaces=None)` → a Django test Client logged in as a new user with that role
     (`client.user`); CSRF is enforced, as a browser's would be."""
     monkeypatch.setattr(stats, "workers_alive", lambda **_: {"workers": ["celery@test"], "error": ""})
