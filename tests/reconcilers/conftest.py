@@ -7,8 +7,6 @@ database (`integration`)."""
 from __future__ import annotations
 
 import os
-import signal
-import subprocess
 import sys
 import time
 import uuid
@@ -25,7 +23,7 @@ from reconcilers.core.reconciler import ResourceKind
 from reconcilers.engine import dispatch, kube, registry
 from reconcilers.engine.controller.bootstrap import CRD, load_manifests, wait_for_crds, yaml_files
 from tests.reconcilers import testkinds
-from tests.support.workers import WorkerProcess, test_database_url
+from tests.support.workers import GroupProcess, WorkerProcess, test_database_url
 
 ROOT = Path(__file__).resolve().parents[2]
 CRDS_DIR = ROOT / "deploy" / "crds"
@@ -114,26 +112,24 @@ INTEGRATION_RECONCILERS = [
 LEASE_SECONDS = 3.0  # the workqueue lease: a killed worker's key is re-queued ~3 s later
 
 
-class ControllerProcess:
+class ControllerProcess(GroupProcess):
     """`manage.py runcontroller` as a subprocess (short leader-election durations), on the test database."""
+
+    log_tail = 20000
 
     def __init__(self, queue: str, extra_env: dict[str, str]) -> None:
         self.queue = queue
         self.extra_env = extra_env
-        self.proc: subprocess.Popen[bytes] | None = None
-        self.log_path = Path(os.environ.get("OPSCONSOLE_DATA_DIR", ROOT / "data")) / f"controller-{queue}.log"
+        super().__init__(f"controller-{queue}.log")
 
     def start(self) -> ControllerProcess:
         # As for workers: several controllers may run at once in the suite, so no fixed metrics port and no
         # span writes unless a test asks for them through extra_env.
         env = {**os.environ, "DATABASE_URL": test_database_url(), "OPSCONSOLE_CELERY_QUEUE": self.queue,
                "OPSCONSOLE_CONTROLLER_METRICS_PORT": "0", "OPSCONSOLE_TRACING": "off", **self.extra_env}
-        self.log_path.parent.mkdir(parents=True, exist_ok=True)
-        log = open(self.log_path, "wb")  # noqa: SIM115 - closed with the process
         cmd = [sys.executable, "manage.py", "runcontroller", "--lease-duration", "4", "--renew-deadline", "3",
                "--retry-period", "0.5"]
-        self.proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
-                                     start_new_session=True)
+        self.spawn(cmd, env)
         return self
 
     def wait_ready(self, timeout: float = 60.0) -> None:
@@ -146,22 +142,6 @@ class ControllerProcess:
                 return
             time.sleep(0.1)
         raise TimeoutError(f"controller not ready in {timeout} s; log:\n{self.log()}")
-
-    def stop(self, timeout: float = 20.0) -> None:
-        if self.proc is None or self.proc.poll() is not None:
-            return
-        os.killpg(self.proc.pid, signal.SIGTERM)
-        try:
-            self.proc.wait(timeout)
-        except subprocess.TimeoutExpired:
-            os.killpg(self.proc.pid, signal.SIGKILL)
-            self.proc.wait(5)
-
-    def log(self) -> str:
-        try:
-            return self.log_path.read_text(errors="replace")[-20000:]
-        except OSError:
-            return ""
 
 
 class Engine:

@@ -1,7 +1,8 @@
-"""Start and stop real Celery worker processes for integration tests.
+"""Start and stop real Celery worker processes (and other engine subprocesses) for integration tests.
 
 A worker is a `celery worker` subprocess on its own queue (so parallel test runs sharing one Redis
-never steal each other's tasks), pointed at the test database the test process uses.
+never steal each other's tasks), pointed at the test database the test process uses. `GroupProcess` is what
+every such subprocess shares: its own process group, its output in a log file, TERM-then-KILL on stop.
 """
 
 from __future__ import annotations
@@ -31,7 +32,47 @@ def test_database_url() -> str:
     return f"postgres://{auth}{s.get('HOST') or '127.0.0.1'}{port}/{s['NAME']}"
 
 
-class WorkerProcess:
+class GroupProcess:
+    """A subprocess in its own process group, its output in `log_path` under the data folder."""
+
+    log_tail = 8000  # characters of the log that log() returns
+
+    def __init__(self, log_name: str) -> None:
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.log_path = Path(os.environ.get("OPSCONSOLE_DATA_DIR", ROOT / "data")) / log_name
+
+    def spawn(self, cmd: list[str], env: dict[str, str]) -> None:
+        """Start `cmd` from the project root in a new session, stdout and stderr into the log."""
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        log = open(self.log_path, "wb")  # noqa: SIM115 - closed with the process
+        self.proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
+                                     start_new_session=True)
+
+    def kill(self, sig: int = signal.SIGKILL) -> None:
+        """Send sig to the whole process group."""
+        if self.proc is not None and self.proc.poll() is None:
+            os.killpg(self.proc.pid, sig)
+
+    def stop(self, timeout: float = 20.0) -> None:
+        """SIGTERM (a warm shutdown), then SIGKILL whatever is left after timeout."""
+        if self.proc is None or self.proc.poll() is not None:
+            return
+        os.killpg(self.proc.pid, signal.SIGTERM)
+        try:
+            self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait(5)
+
+    def log(self) -> str:
+        """The end of what the process printed so far."""
+        try:
+            return self.log_path.read_text(errors="replace")[-self.log_tail:]
+        except OSError:
+            return ""
+
+
+class WorkerProcess(GroupProcess):
     """One `celery worker` subprocess (prefork by default) consuming one queue."""
 
     def __init__(
@@ -48,8 +89,7 @@ class WorkerProcess:
         self.pool = pool
         self.name = name or f"w{uuid.uuid4().hex[:6]}"
         self.extra_env = extra_env or {}
-        self.proc: subprocess.Popen[bytes] | None = None
-        self.log_path = Path(os.environ.get("OPSCONSOLE_DATA_DIR", ROOT / "data")) / f"worker-{self.name}.log"
+        super().__init__(f"worker-{self.name}.log")
 
     def env(self) -> dict[str, str]:
         """The worker's environment: the test's own plus the test database and the queue."""
@@ -66,15 +106,12 @@ class WorkerProcess:
 
     def start(self) -> WorkerProcess:
         """Start the worker in its own process group."""
-        self.log_path.parent.mkdir(parents=True, exist_ok=True)
-        log = open(self.log_path, "wb")  # noqa: SIM115 - closed with the process
         cmd = [
             sys.executable, "-m", "celery", "-A", "opsconsole", "worker", "-l", "INFO",
             "-Q", self.queue, "-P", self.pool, "-c", str(self.concurrency), "-n", f"{self.name}@%h",
             "--without-mingle", "--without-gossip",
         ]
-        self.proc = subprocess.Popen(cmd, cwd=ROOT, env=self.env(), stdout=log, stderr=subprocess.STDOUT,
-                                     start_new_session=True)
+        self.spawn(cmd, self.env())
         return self
 
     def wait_ready(self, app: object, timeout: float = 60.0) -> None:
@@ -98,27 +135,3 @@ class WorkerProcess:
             return []
         out = subprocess.run(["pgrep", "-P", str(self.proc.pid)], capture_output=True, text=True)
         return [int(pid) for pid in out.stdout.split()]
-
-    def kill(self, sig: int = signal.SIGKILL) -> None:
-        """Send sig to the whole worker (main process and pool)."""
-        if self.proc is not None and self.proc.poll() is None:
-            os.killpg(self.proc.pid, sig)
-
-    def stop(self, timeout: float = 20.0) -> None:
-        """Warm shutdown, then SIGKILL whatever is left."""
-        if self.proc is None:
-            return
-        if self.proc.poll() is None:
-            os.killpg(self.proc.pid, signal.SIGTERM)
-            try:
-                self.proc.wait(timeout)
-            except subprocess.TimeoutExpired:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-                self.proc.wait(5)
-
-    def log(self) -> str:
-        """What the worker printed so far."""
-        try:
-            return self.log_path.read_text(errors="replace")[-8000:]
-        except OSError:
-            return ""
