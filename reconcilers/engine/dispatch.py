@@ -76,6 +76,13 @@ def enqueue(key: str) -> bool:
     return dispatch([key]) == 1 if get_queue().add(key) else False
 
 
+def enqueue_many(keys: list[str]) -> list[str]:
+    """`enqueue` for several keys: one workqueue round trip, one broker connection. Returns the keys sent."""
+    sent = get_queue().add_many(keys)
+    dispatch(sent)
+    return sent
+
+
 def enqueue_after(key: str, delay: float) -> None:
     """Queue key for a reconcile after delay seconds (released by pump()); delay <= 0 enqueues now."""
     if delay <= 0:

@@ -18,7 +18,7 @@ The controller keeps the rest of the mirror current with `resource_mirror_upsert
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
@@ -104,6 +104,7 @@ class RecordOutcome:
     anomaly_id: int | None
     from_phase: str
     to_phase: str
+    transitions: list[Transition] = field(default_factory=list)  # the rows of transition_ids, in order
 
 
 def reconcile_record(
@@ -172,8 +173,8 @@ default to the mirror's."""
     if not _actor_valid(actor):
         raise ValueError(f"actor must be 'controller' or 'user:<name>', not {actor!r}")
     now = at or timezone.now()
-    last = Transition.objects.filter(resource_uid=resource.uid).order_by("-seq").values("seq", "hash").first()
-    seq, prev_hash = (last["seq"] + 1, last["hash"]) if last else (1, "")
+    # the chain head kept on the locked row (no query); the (resource_uid, seq) constraint guards a stale one
+    seq, prev_hash = resource.last_transition_seq + 1, resource.last_transition_hash
     row = Transition(
         resource=resource,
         resource_uid=resource.uid,
@@ -203,29 +204,69 @@ default to the mirror's."""
 def resource_mirror_upsert(kind: ResourceKind, obj: dict) -> None:
     """Create or refresh the mirror of a live object (as the API returned it): metadata, spec, status,
     generation, labels, owner. Never the phase, its reason or the chain head (the recording owns those).
-    An object older than the mirror (numeric resourceVersion below the recorded one) changes nothing."""
-    meta = obj.get("metadata") or {}
-    uid = meta.get("uid")
-    if not uid:
-        raise ValueError("the object has no metadata.uid")
-    status = obj.get("status") or {}
+    An object not newer than the mirror (numeric resourceVersion at or below the recorded one) changes nothing."""
+    resource_mirror_write([(kind, obj)])
+
+
+def resource_mirror_write(objects: list[tuple[ResourceKind, dict]], deleted: list[str] = ()) -> None:
+    """`resource_mirror_upsert` for many objects and `resource_mirror_mark_deleted` for the `deleted` uids, in
+    one transaction: the existing rows locked in one query (in uid order, so two writers never deadlock),
+    the missing ones created, the changed ones updated. Each uid is written at most once (its last object)."""
+    latest: dict[str, tuple[ResourceKind, dict]] = {}
+    for kind, obj in objects:
+        uid = (obj.get("metadata") or {}).get("uid")
+        if not uid:
+            raise ValueError("the object has no metadata.uid")
+        latest[uid] = (kind, obj)
     with transaction.atomic():
-        resource = _resource_locked(uid, lambda: _new_resource(kind, uid, meta.get("namespace") or "", meta["name"]))
-        if not _is_newer(str(meta.get("resourceVersion") or ""), resource.resource_version):
-            return
-        resource.namespace = (meta.get("namespace") or "") if kind.namespaced else ""
-        resource.name = meta["name"]
-        resource.key = kind.request(resource.namespace, resource.name).key()
-        resource.generation = int(meta.get("generation") or 0)
-        resource.resource_version = str(meta.get("resourceVersion") or "")
-        resource.labels = dict(meta.get("labels") or {})
-        resource.owner = controller_owner(meta)
-        resource.spec = obj.get("spec") or {}
-        resource.status = status
-        resource.conditions = list(status.get("conditions") or [])
-        if status.get("observedGeneration") is not None:
-            resource.observed_generation = int(status["observedGeneration"])
-        resource.save()
+        if latest:
+            rows = _resources_locked(latest)
+            changed = [rows[uid] for uid, (kind, obj) in latest.items() if _mirror_from_api(rows[uid], kind, obj)]
+            if changed:
+                Resource.objects.bulk_update(changed, _MIRROR_FIELDS)
+        for uid in deleted:
+            resource_mirror_mark_deleted(uid)
+
+
+#: the Resource fields the controller's mirror writes (never the phase, its reason or the chain head)
+_MIRROR_FIELDS = ["namespace", "name", "key", "generation", "resource_version", "labels", "owner", "spec", "status",
+                  "conditions", "observed_generation", "updated_at"]
+
+
+def _resources_locked(objects: dict[str, tuple[ResourceKind, dict]]) -> dict[str, Resource]:
+    """The Resource rows of these uids, locked for this transaction; the missing ones created first."""
+    uids = sorted(objects)
+    missing = set(uids) - set(Resource.objects.filter(uid__in=uids).values_list("uid", flat=True))
+    if missing:  # created, or found created concurrently (that transaction has committed: its row is there)
+        Resource.objects.bulk_create(
+            [_new_resource(kind, uid, (obj["metadata"].get("namespace") or ""), obj["metadata"]["name"])
+             for uid, (kind, obj) in objects.items() if uid in missing],
+            ignore_conflicts=True,
+        )
+    return {r.uid: r for r in Resource.objects.select_for_update().filter(uid__in=uids).order_by("uid")}
+
+
+def _mirror_from_api(resource: Resource, kind: ResourceKind, obj: dict) -> bool:
+    """Copy a live object onto its (locked) mirror row; False when the object is not newer (nothing to write)."""
+    meta = obj["metadata"]
+    if resource.resource_version and not _is_newer(str(meta.get("resourceVersion") or ""),
+                                                   resource.resource_version, strictly=True):
+        return False
+    status = obj.get("status") or {}
+    resource.namespace = (meta.get("namespace") or "") if kind.namespaced else ""
+    resource.name = meta["name"]
+    resource.key = kind.request(resource.namespace, resource.name).key()
+    resource.generation = int(meta.get("generation") or 0)
+    resource.resource_version = str(meta.get("resourceVersion") or "")
+    resource.labels = dict(meta.get("labels") or {})
+    resource.owner = controller_owner(meta)
+    resource.spec = obj.get("spec") or {}
+    resource.status = status
+    resource.conditions = list(status.get("conditions") or [])
+    if status.get("observedGeneration") is not None:
+        resource.observed_generation = int(status["observedGeneration"])
+    resource.updated_at = timezone.now()
+    return True
 
 
 def resource_mirror_mark_deleted(uid: str) -> None:
@@ -251,11 +292,11 @@ def _actor_valid(actor: str) -> bool:
     return actor == "controller" or (actor.startswith("user:") and len(actor) > len("user:"))
 
 
-def _is_newer(incoming: str, recorded: str) -> bool:
+def _is_newer(incoming: str, recorded: str, *, strictly: bool = False) -> bool:
     """resourceVersions are opaque, but numeric ones (etcd revisions, kubesim) may be compared: refuse to
-    go back. Anything else is taken as newer."""
+    go back (and, `strictly`, to rewrite the version recorded). Anything else is taken as newer."""
     if incoming.isdigit() and recorded.isdigit():
-        return int(incoming) >= int(recorded)
+        return int(incoming) > int(recorded) if strictly else int(incoming) >= int(recorded)
     return True
 
 
@@ -362,7 +403,8 @@ def _record(
 
     if run.request_token:
         _requests_finish(run, resource, request, run_row, transitions[0] if transitions else None, now)
-    return RecordOutcome(run_row.id, [t.id for t in transitions], anomaly_id, from_phase, resource.phase)
+    return RecordOutcome(run_row.id, [t.id for t in transitions], anomaly_id, from_phase, resource.phase,
+                         transitions)
 
 
 def _mirror_observed(resource: Resource, obj: ObservedObject, now: datetime) -> None:

@@ -356,16 +356,12 @@ class Run:
         raise StatusConflict(f"status write of {self.key} met 409 Conflict {STATUS_ATTEMPTS} times")
 
     def _post_events(self, ctx: EngineContext, outcome: recording.RecordOutcome) -> None:
-        from reconcilers.models import Transition
-
         warning = {self.reconciler.failed_phase, *getattr(self.reconciler, "warning_phases", ("Degraded",))}
-        if outcome.transition_ids:
-            rows = Transition.objects.filter(id__in=outcome.transition_ids).order_by("seq")
-            for row in rows.values("from_phase", "to_phase", "reason", "message"):
-                reason = condition_reason(row["reason"] or "", row["to_phase"])
-                text = f"{row['from_phase'] or '(new)'} -> {row['to_phase']}"
-                ctx.event("Warning" if row["to_phase"] in warning else "Normal", reason,
-                          f"{text}: {row['message']}" if row["message"] else text)
+        for row in outcome.transitions:  # as committed, in order
+            reason = condition_reason(row.reason or "", row.to_phase)
+            text = f"{row.from_phase or '(new)'} -> {row.to_phase}"
+            ctx.event("Warning" if row.to_phase in warning else "Normal", reason,
+                      f"{text}: {row.message}" if row.message else text)
         if outcome.anomaly_id is not None:
             ctx.event("Warning", "IllegalTransition", f"refused {outcome.from_phase or '(none)'} -> "
                       f"{outcome.to_phase}: the state machine does not allow it (anomaly {outcome.anomaly_id})")

@@ -63,6 +63,11 @@ end
 _SCRIPTS = {
     "now": "return f(now)",
     "add": "return mark(ARGV[2])",
+    "add_many": """
+local sent = {}
+for i = 2, #ARGV do if mark(ARGV[i]) == 1 then sent[#sent + 1] = ARGV[i] end end
+return sent
+""",
     "add_after": "return f(delay(ARGV[2], now + tonumber(ARGV[3])))",
     "add_rate_limited": """
 local key, base, cap, qps, burst = ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
@@ -294,6 +299,13 @@ class WorkQueue:
         """Mark key dirty. True: newly queued, the caller must dispatch a task for it. False: coalesced with a
         pending add, or the key is processing (done() re-queues it once). Supersedes a delayed retry."""
         return self._run("add", key) == 1
+
+    def add_many(self, keys: list[str]) -> list[str]:
+        """`add` for several keys in one atomic step (one round trip). Returns the keys newly queued, in order:
+        the caller must dispatch those."""
+        if not keys:
+            return []
+        return [_text(k) for k in self._run("add_many", *keys)]
 
     def add_after(self, key: str, delay: float) -> None:
         """Queue key after delay seconds (RequeueAfter, TemporaryError); an earlier due time already set wins."""

@@ -3,10 +3,11 @@
 Written as single steps (healthchecks' `sendalerts` style): `step()` does one round of work and says
 whether it did any, so tests drive it step by step and `run()` is only the loop around it. One step:
 renew or acquire the Lease when due; start the informers on becoming leader, stop them on losing it;
-enqueue the keys the informer threads handed off (dispatch.enqueue); write the Resource mirror updates
-(recording.resource_mirror_upsert / resource_mirror_mark_deleted); pump the delayed and expired keys
-(dispatch.pump) every `pump_interval`; enqueue every cached key every `resync_seconds`; set the workqueue
-gauges (depth, unfinished work, longest running) from a queue snapshot every `metrics_interval`.
+enqueue the keys the informer threads handed off (dispatch.enqueue_many: one Redis round trip for the
+batch); write the Resource mirror updates (recording.resource_mirror_write: one transaction for the
+batch); pump the delayed and expired keys (dispatch.pump) every `pump_interval`; enqueue every cached key
+every `resync_seconds`; set the workqueue gauges (depth, unfinished work, longest running) from a queue
+snapshot every `metrics_interval`.
 
 The informers run in threads (one per kind) and only talk HTTP and fill their caches; the handler they
 call filters the event (events.py) and hands keys and mirror updates to this loop, which alone touches
@@ -49,10 +50,10 @@ def default_resync_seconds() -> float:
     return float(getattr(settings, "OPSCONSOLE_RESYNC_SECONDS", 300))
 
 
-def _default_enqueue(key: str) -> bool:
+def _default_enqueue_many(keys: list[str]) -> list[str]:
     from reconcilers.engine import dispatch
 
-    return dispatch.enqueue(key)
+    return dispatch.enqueue_many(keys)
 
 
 def _default_pump() -> int:
@@ -61,16 +62,11 @@ def _default_pump() -> int:
     return dispatch.pump()
 
 
-def _default_upsert(kind: ResourceKind, obj: dict[str, Any]) -> None:
+def _default_mirror_write(updates: list[MirrorUpdate]) -> None:
     from reconcilers.engine import recording
 
-    recording.resource_mirror_upsert(kind, obj)
-
-
-def _default_mark_deleted(uid: str) -> None:
-    from reconcilers.engine import recording
-
-    recording.resource_mirror_mark_deleted(uid)
+    recording.resource_mirror_write([(u.kind, u.obj) for u in updates if not u.deleted],
+                                    [u.uid for u in updates if u.deleted])
 
 
 def _default_queue_snapshot() -> Any:
@@ -133,8 +129,7 @@ class Controller:
         elector: LeaderElector | None = None,
         enqueue: Callable[[str], bool] | None = None,
         pump: Callable[[], int] | None = None,
-        mirror_upsert: Callable[[ResourceKind, dict[str, Any]], None] | None = None,
-        mirror_mark_deleted: Callable[[str], None] | None = None,
+        mirror_write: Callable[[list[MirrorUpdate]], None] | None = None,
         mirror: bool = True,
         resync_seconds: float | None = None,
         pump_interval: float = 0.2,
@@ -147,11 +142,13 @@ class Controller:
         self.api = api
         self.reconcilers = list(reconcilers)
         self.elector = elector
-        self.enqueue = enqueue or _default_enqueue
+        # `enqueue` (one key → sent?) replaces the batched default, for tests
+        self.enqueue = enqueue
+        self.enqueue_many: Callable[[list[str]], list[str]] = (
+            _default_enqueue_many if enqueue is None else (lambda keys: [k for k in keys if enqueue(k)]))
         self.pump = pump or _default_pump
         self.mirror = mirror
-        self.mirror_upsert = mirror_upsert or _default_upsert
-        self.mirror_mark_deleted = mirror_mark_deleted or _default_mark_deleted
+        self.mirror_write = mirror_write or _default_mirror_write
         self.resync_seconds = default_resync_seconds() if resync_seconds is None else resync_seconds
         self.pump_interval = pump_interval
         self.batch_size = batch_size
@@ -294,17 +291,18 @@ class Controller:
 
     def _enqueue_handed_off(self) -> bool:
         keys = self.handoff.take_keys(self.batch_size)
-        for i, key in enumerate(keys):
-            try:
-                added = self.enqueue(key)
-            except Exception:
-                log.exception("controller: enqueue failed; keeping %d keys for the next step", len(keys) - i)
-                self.handoff.put_keys(keys[i:])
-                return i > 0
-            self.enqueued += 1
-            if added:
-                self._count_add(key)
-        return bool(keys)
+        if not keys:
+            return False
+        try:
+            added = self.enqueue_many(keys)
+        except Exception:  # an add is idempotent: the whole batch is tried again
+            log.exception("controller: enqueue failed; keeping %d keys for the next step", len(keys))
+            self.handoff.put_keys(keys)
+            return False
+        self.enqueued += len(keys)
+        for key in added:
+            self._count_add(key)
+        return True
 
     def _count_add(self, key: str) -> None:
         """workqueue_adds_total: a key this controller queued (not coalesced)."""
@@ -323,14 +321,15 @@ class Controller:
         if not updates:
             return False
         _close_old_db_connections()
-        for update in updates:
-            try:
-                if update.deleted:
-                    self.mirror_mark_deleted(update.uid)
-                else:
-                    self.mirror_upsert(update.kind, update.obj)
-            except Exception:
-                log.exception("controller: mirror update of %s failed", update.uid)
+        try:
+            self.mirror_write(updates)
+        except Exception:  # one bad object must not cost the others their update: write them one by one
+            log.warning("controller: mirror batch of %d failed; writing one by one", len(updates), exc_info=True)
+            for update in updates:
+                try:
+                    self.mirror_write([update])
+                except Exception:
+                    log.exception("controller: mirror update of %s failed", update.uid)
         return True
 
     def resync(self) -> bool:

@@ -71,6 +71,13 @@ def test_a_hundred_enqueues_of_one_key_send_one_task_by_name(wq, redis_client, b
     assert message["headers"]["eta"] is None and "countdown" not in message["headers"]
 
 
+def test_enqueue_many_sends_one_task_per_key_not_already_queued(wq, redis_client, broker_queue) -> None:
+    dispatch.enqueue(KEY)
+    other = KEY + "-2"
+    assert dispatch.enqueue_many([KEY, other, other]) == [other]
+    assert [m["args"] for m in sent(redis_client, broker_queue)] == [[KEY], [other]]
+
+
 def test_an_enqueue_during_processing_sends_nothing_until_done(wq, redis_client, broker_queue) -> None:
     dispatch.enqueue(KEY)
     redis_client.delete(broker_queue)  # the worker took the task

@@ -16,6 +16,7 @@ from reconcilers.engine.recording import (
     reconcile_record,
     resource_mirror_mark_deleted,
     resource_mirror_upsert,
+    resource_mirror_write,
 )
 from reconcilers.models import Anomaly, ReconcileRequest, ReconcileRun, Resource, Transition
 from tests.reconcilers.audit_support import KIND, MACHINE, observed, record, record_phases, run_for
@@ -274,6 +275,35 @@ class TestMirrorUpsert:
         resource_mirror_mark_deleted("nobody")
         r = Resource.objects.get(uid="u1")
         assert r.deleted and r.deleted_at == first and Resource.objects.count() == 1
+
+
+def named(uid: str, name: str, rv: str) -> dict:
+    obj = api_object(uid, rv=rv)
+    obj["metadata"]["name"] = name
+    return obj
+
+
+class TestMirrorWrite:
+    def test_one_batch_creates_updates_skips_the_stale_and_marks_deleted(self, django_assert_max_num_queries):
+        resource_mirror_upsert(KIND, api_object(rv="20"))
+        resource_mirror_upsert(KIND, named("u3", "m3", "5"))
+        with django_assert_max_num_queries(8):  # whatever the batch size: select, insert, lock, update, delete
+            resource_mirror_write(
+                [(KIND, api_object(rv="21", generation=2)), (KIND, named("u2", "m2", "7")),
+                 (KIND, api_object(rv="22", generation=3)), (KIND, named("u3", "m3", "4"))],
+                deleted=["u3"],
+            )
+        rows = {r.uid: r for r in Resource.objects.all()}
+        assert (rows["u1"].generation, rows["u1"].resource_version) == (3, "22")  # the last object of a uid wins
+        assert (rows["u2"].name, rows["u2"].resource_version) == ("m2", "7")
+        assert rows["u3"].resource_version == "5" and rows["u3"].deleted  # stale object skipped, then deleted
+
+    def test_the_same_resource_version_is_not_written_again(self):
+        resource_mirror_upsert(KIND, api_object(rv="20"))
+        before = Resource.objects.get(uid="u1").updated_at
+        resource_mirror_upsert(KIND, api_object(rv="20", spec={"size": 99}))  # the echo of what was recorded
+        r = Resource.objects.get(uid="u1")
+        assert (r.updated_at, r.spec) == (before, {"size": 3})
 
 
 def run_in_threads(count: int, target) -> list[BaseException]:

@@ -61,6 +61,16 @@ def test_a_hundred_adds_of_one_key_queue_it_once(wq: WorkQueue) -> None:
     assert snap.depth == 1 and [p.key for p in snap.pending] == [KEY]
 
 
+def test_add_many_queues_each_key_once_and_names_only_the_newly_queued(wq: WorkQueue) -> None:
+    other, busy = KEY + "-2", KEY + "-busy"
+    assert wq.add(other) is True
+    assert wq.add(busy) and wq.claim(busy, "w1") is not None
+    assert wq.add_many([KEY, other, busy, KEY]) == [KEY]  # other coalesced, busy processing, KEY once
+    assert wq.add_many([]) == []
+    assert sorted(p.key for p in wq.snapshot().pending) == [KEY, other]
+    assert wq.done(busy, "w1") is True  # the add while processing re-queues it once
+
+
 def test_a_key_added_while_processing_is_requeued_exactly_once_by_done(wq: WorkQueue) -> None:
     assert wq.add(KEY)
     assert wq.claim(KEY, "w1") is not None
