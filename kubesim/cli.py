@@ -46,7 +46,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--fault-error-code", type=int, default=f.error_code, choices=(429, 500, 503))
     p.add_argument("--fault-retry-after", type=int, default=f.retry_after, help="Retry-After seconds for 429")
     p.add_argument("--fault-latency-ms", type=float, default=0.0, help="latency added to API requests")
+    p.add_argument("--fault-latency-rate", type=float, default=f.latency_rate,
+                   help="share of API requests the latency is added to")
     p.add_argument("--fault-watch-cut-after", type=int, default=0, help="end watches after N events")
+    p.add_argument("--fault-watch-cut-interval", type=float, default=0.0,
+                   help="drop every watch's connection this many seconds after it opened")
     p.add_argument("--log-level", default="INFO")
     return p
 
@@ -61,7 +65,8 @@ def options_from_args(args: argparse.Namespace) -> Options:
         kubelet.crash_image_markers = args.crash_image_marker
     faults = Faults(error_rate=args.fault_error_rate, error_code=args.fault_error_code,
                     retry_after=args.fault_retry_after, latency=args.fault_latency_ms / 1000.0,
-                    watch_cut_after=args.fault_watch_cut_after)
+                    latency_rate=args.fault_latency_rate, watch_cut_after=args.fault_watch_cut_after,
+                    watch_cut_interval=args.fault_watch_cut_interval)
     token = None if args.no_auth else (args.token or secrets.token_urlsafe(24))
     return Options(host=args.host, port=args.port, token=token, data_dir=args.data_dir,
                    tls=bool(token) and not args.no_tls, tls_cert=args.tls_cert, tls_key=args.tls_key,

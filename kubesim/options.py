@@ -13,8 +13,10 @@ class Faults:
     error_rate: float = 0.0  # share of API requests answered with ``error_code``
     error_code: int = 500  # 500 (InternalError) or 429 (TooManyRequests with Retry-After)
     retry_after: int = 1  # seconds, for 429
-    latency: float = 0.0  # seconds added to every API request
+    latency: float = 0.0  # seconds added to API requests (to a ``latency_rate`` share of them)
+    latency_rate: float = 1.0  # share of API requests delayed by ``latency`` (1 = every one)
     watch_cut_after: int = 0  # end watch streams after this many events (0 = never)
+    watch_cut_interval: float = 0.0  # drop the connection of every watch this many seconds after it opened
     methods: list[str] = field(default_factory=list)  # only these HTTP methods (empty = all)
 
     def to_dict(self) -> dict[str, Any]:

@@ -37,6 +37,8 @@ class Simulator:
         self.controllers = ControllerManager(self)
         self.active_watches = 0
         self.injected_errors = 0
+        self.delayed_requests = 0  # requests the latency fault slowed down
+        self.watches_cut = 0  # watch connections the watch_cut_interval fault dropped
         self.port: int | None = None
         self._runner: web.AppRunner | None = None
 

@@ -129,7 +129,8 @@ class _ProcessServer:
         f = o.faults
         cmd += ["--fault-error-rate", str(f.error_rate), "--fault-error-code", str(f.error_code),
                 "--fault-retry-after", str(f.retry_after), "--fault-latency-ms", str(f.latency * 1000),
-                "--fault-watch-cut-after", str(f.watch_cut_after)]
+                "--fault-latency-rate", str(f.latency_rate), "--fault-watch-cut-after", str(f.watch_cut_after),
+                "--fault-watch-cut-interval", str(f.watch_cut_interval)]
         env = dict(os.environ)
         root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
         env["PYTHONPATH"] = root + os.pathsep + env.get("PYTHONPATH", "")
@@ -224,8 +225,8 @@ class KubesimHandle:
             return json.loads(resp.read().decode())
 
     def set_faults(self, **faults: Any) -> dict[str, Any]:
-        """Change fault settings: error_rate, error_code (500/429/503), retry_after, latency (s),
-        watch_cut_after, methods. Returns the full settings."""
+        """Change fault settings: error_rate, error_code (500/429/503), retry_after, latency (s), latency_rate,
+        watch_cut_after, watch_cut_interval (s), methods. Returns the full settings."""
         return self._admin("PATCH", "/kubesim/faults", faults)
 
     def clear_faults(self) -> dict[str, Any]:
@@ -243,7 +244,7 @@ class KubesimHandle:
                            {"reason": reason, "message": message, "exitCode": exit_code})
 
     def stats(self) -> dict[str, Any]:
-        """resourceVersion, object count, open watches, injected errors."""
+        """resourceVersion, object count, open watches, injected errors, delayed requests, watches cut."""
         return self._admin("GET", "/kubesim/stats")
 
 

@@ -68,7 +68,8 @@ def build_app(sim: Simulator) -> web.Application:
     async def faults_mw(request: web.Request, handler: Handler) -> web.StreamResponse:
         faults = sim.options.faults
         if _is_resource_path(request.path) and (not faults.methods or request.method in faults.methods):
-            if faults.latency > 0:
+            if faults.latency > 0 and random.random() < faults.latency_rate:
+                sim.delayed_requests += 1
                 await asyncio.sleep(faults.latency)
             if faults.error_rate > 0 and random.random() < faults.error_rate:
                 sim.injected_errors += 1

@@ -79,6 +79,14 @@ class _Renderer:
         return (dumps({"type": "BOOKMARK", "object": obj}) + "\n").encode()
 
 
+def _drop_connection(sim: Simulator, request: web.Request) -> None:
+    """The watch_cut_interval fault: close the connection mid-stream, without ending the chunked body (as a
+    proxy or a restarting API server does), so the client sees the stream break rather than end."""
+    sim.watches_cut += 1
+    if request.transport is not None:
+        request.transport.close()
+
+
 async def serve_watch(sim: Simulator, request: web.Request, rt: ResourceType, version: str,
                       namespace: str | None, accept: Accept) -> web.StreamResponse:
     """Stream watch events until the timeout, a fault cut, shutdown or the client going away."""
@@ -129,8 +137,9 @@ async def serve_watch(sim: Simulator, request: web.Request, rt: ResourceType, ve
     assert watcher is not None
     cut_after = sim.options.faults.watch_cut_after
     sent = 0
-    deadline = time.monotonic() + timeout
-    next_bookmark = time.monotonic() + sim.options.bookmark_interval
+    opened = time.monotonic()
+    deadline = opened + timeout
+    next_bookmark = opened + sim.options.bookmark_interval
     sim.active_watches += 1
     try:
         for line in initial:
@@ -142,10 +151,16 @@ async def serve_watch(sim: Simulator, request: web.Request, rt: ResourceType, ve
             now = time.monotonic()
             if now >= deadline:
                 break
+            cut_interval = sim.options.faults.watch_cut_interval  # read each time: a change reaches open watches
+            if cut_interval > 0 and now >= opened + cut_interval:
+                _drop_connection(sim, request)
+                return resp
             if bookmarks and now >= next_bookmark and watcher.queue.empty():
                 await resp.write(renderer.bookmark(store.rv))
                 next_bookmark = now + sim.options.bookmark_interval
             wait = min(deadline - now, 5.0)
+            if cut_interval > 0:
+                wait = min(wait, opened + cut_interval - now)
             if bookmarks:
                 wait = min(wait, max(next_bookmark - now, 0.0))
             try:
