@@ -23,6 +23,11 @@ def human_age(ts: str | None) -> str:
         return "<invalid>"
     if secs < -1:
         return "<invalid>"
+    return human_duration(secs)
+
+
+def human_duration(secs: int) -> str:
+    """kubectl's HumanDuration of ``secs`` seconds."""
     secs = max(secs, 0)
     if secs < 120:
         return f"{secs}s"
@@ -123,6 +128,60 @@ def _node_cells(o: dict[str, Any]) -> list[Any]:
     return [o["metadata"]["name"], state, "<none>", _age(o), version]
 
 
+def _duration(start: str | None, end: str | None) -> str:
+    """A Job's running time (kubectl's DURATION): start to completion, or to now while it runs."""
+    if not start:
+        return ""
+    try:
+        stop = parse_time(end) if end else _dt.datetime.now(_dt.UTC)
+        return human_duration(int((stop - parse_time(start)).total_seconds()))
+    except ValueError:
+        return "<invalid>"
+
+
+def _condition_true(o: dict[str, Any], kind: str) -> bool:
+    conds = (o.get("status") or {}).get("conditions") or []
+    return any(c.get("type") == kind and c.get("status") == "True" for c in conds)
+
+
+def _job_status(o: dict[str, Any]) -> str:
+    for kind in ("Complete", "Failed", "FailureTarget", "SuccessCriteriaMet", "Suspended"):
+        if _condition_true(o, kind):
+            return kind
+    return "Suspended" if (o.get("spec") or {}).get("suspend") else "Running"
+
+
+def _job_cells(o: dict[str, Any]) -> list[Any]:
+    spec, s = o.get("spec") or {}, o.get("status") or {}
+    done = s.get("succeeded", 0)
+    if spec.get("completions") is not None:
+        completions = f"{done}/{spec['completions']}"
+    elif (spec.get("parallelism") or 1) > 1:
+        completions = f"{done}/1 of {spec['parallelism']}"
+    else:
+        completions = f"{done}/1"
+    names, images = _images(o)
+    return [o["metadata"]["name"], _job_status(o), completions, _duration(s.get("startTime"), s.get("completionTime")),
+            _age(o), names, images, _selector(o)]
+
+
+def _cronjob_cells(o: dict[str, Any]) -> list[Any]:
+    spec, s = o.get("spec") or {}, o.get("status") or {}
+    names, images = _images(spec.get("jobTemplate") or {})
+    last = s.get("lastScheduleTime")
+    selector = ((spec.get("jobTemplate") or {}).get("spec") or {}).get("selector")
+    return [o["metadata"]["name"], spec.get("schedule", ""), spec.get("timeZone") or "<none>",
+            "True" if spec.get("suspend") else "False", len(s.get("active") or []),
+            human_age(last) if last else "<none>", _age(o), names, images,
+            _selector({"spec": {"selector": selector}})]
+
+
+def _pdb_cells(o: dict[str, Any]) -> list[Any]:
+    spec, s = o.get("spec") or {}, o.get("status") or {}
+    return [o["metadata"]["name"], spec.get("minAvailable", "N/A"), spec.get("maxUnavailable", "N/A"),
+            s.get("disruptionsAllowed", 0), _age(o)]
+
+
 _N = ("Name", "string", "name", 0)
 _AGE = ("Age", "string", "", 0)
 BUILTIN: dict[tuple[str, str], tuple[list[Column], Callable[[dict[str, Any]], list[Any]]]] = {
@@ -153,6 +212,16 @@ BUILTIN: dict[tuple[str, str], tuple[list[Column], Callable[[dict[str, Any]], li
                       ("Object", "string", "", 0), ("Message", "string", "", 0)], _event_cells),
     ("", "nodes"): ([_N, ("Status", "string", "", 0), ("Roles", "string", "", 0), _AGE,
                      ("Version", "string", "", 0)], _node_cells),
+    ("batch", "jobs"): ([_N, ("Status", "string", "", 0), ("Completions", "string", "", 0),
+                         ("Duration", "string", "", 0), _AGE, ("Containers", "string", "", 1),
+                         ("Images", "string", "", 1), ("Selector", "string", "", 1)], _job_cells),
+    ("batch", "cronjobs"): ([_N, ("Schedule", "string", "", 0), ("Timezone", "string", "", 0),
+                             ("Suspend", "boolean", "", 0), ("Active", "integer", "", 0),
+                             ("Last Schedule", "string", "", 0), _AGE, ("Containers", "string", "", 1),
+                             ("Images", "string", "", 1), ("Selector", "string", "", 1)], _cronjob_cells),
+    ("policy", "poddisruptionbudgets"): ([_N, ("Min Available", "string", "", 0),
+                                          ("Max Unavailable", "string", "", 0),
+                                          ("Allowed Disruptions", "integer", "", 0), _AGE], _pdb_cells),
     ("coordination.k8s.io", "leases"): ([_N, ("Holder", "string", "", 0), _AGE],
                                         lambda o: [o["metadata"]["name"],
                                                    (o.get("spec") or {}).get("holderIdentity", ""), _age(o)]),

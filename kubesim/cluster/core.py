@@ -251,7 +251,7 @@ class Cluster(PatchingMixin, DeletingMixin):
         if self.find(rt, namespace, name) is not None:
             raise errors.already_exists(rt.plural, rt.group, name)
         meta = obj["metadata"]
-        meta["uid"] = new_uid()
+        meta["uid"] = meta.get("uid") or new_uid()  # a create rule may need it first (a Job's selector)
         meta["creationTimestamp"] = now()
         if rt.tracks_generation:
             meta["generation"] = 1

@@ -9,83 +9,12 @@ import itertools
 from collections.abc import Callable
 from typing import Any
 
+from kubesim.cluster import batch_policy as bp
+from kubesim.cluster.podspec import Causes, default_pod_spec, validate_pod_spec
 from kubesim.errors import cause
-from kubesim.meta import DNS1123_LABEL, clone
+from kubesim.meta import clone
 
-Causes = list[dict[str, str]]
 _service_ips = itertools.count(10)
-
-
-def _image_pull_policy(image: str) -> str:
-    last = image.rsplit("/", 1)[-1]
-    if "@" in last:
-        return "IfNotPresent"
-    if ":" not in last or last.endswith(":latest"):
-        return "Always"
-    return "IfNotPresent"
-
-
-def default_pod_spec(spec: dict[str, Any], *, template: bool) -> None:
-    """Fill a PodSpec's defaults (as the apiserver's defaulting functions do)."""
-    spec.setdefault("restartPolicy", "Always")
-    spec.setdefault("dnsPolicy", "ClusterFirst")
-    spec.setdefault("schedulerName", "default-scheduler")
-    spec.setdefault("terminationGracePeriodSeconds", 30)
-    spec.setdefault("securityContext", {})
-    for key in ("containers", "initContainers"):
-        for c in spec.get(key) or []:
-            if not isinstance(c, dict):
-                continue
-            c.setdefault("imagePullPolicy", _image_pull_policy(str(c.get("image", ""))))
-            c.setdefault("terminationMessagePath", "/dev/termination-log")
-            c.setdefault("terminationMessagePolicy", "File")
-            c.setdefault("resources", {})
-            for p in c.get("ports") or []:
-                if isinstance(p, dict):
-                    p.setdefault("protocol", "TCP")
-    if not template:
-        spec.setdefault("enableServiceLinks", True)
-        spec.setdefault("serviceAccountName", spec.get("serviceAccount") or "default")
-        spec.setdefault("serviceAccount", spec["serviceAccountName"])
-        spec.setdefault("priority", 0)
-        spec.setdefault("tolerations", [
-            {"key": "node.kubernetes.io/not-ready", "operator": "Exists", "effect": "NoExecute",
-             "tolerationSeconds": 300},
-            {"key": "node.kubernetes.io/unreachable", "operator": "Exists", "effect": "NoExecute",
-             "tolerationSeconds": 300},
-        ])
-
-
-def validate_pod_spec(spec: Any, path: str) -> Causes:
-    """Required container fields and unique names."""
-    causes: Causes = []
-    if not isinstance(spec, dict):
-        return [cause(path, "FieldValueRequired", "Required value")]
-    containers = spec.get("containers")
-    if not containers:
-        causes.append(cause(f"{path}.containers", "FieldValueRequired", "Required value"))
-        return causes
-    names: set[str] = set()
-    for key in ("initContainers", "containers"):
-        for i, c in enumerate(spec.get(key) or []):
-            p = f"{path}.{key}[{i}]"
-            name = c.get("name") if isinstance(c, dict) else None
-            if not name:
-                causes.append(cause(f"{p}.name", "FieldValueRequired", "Required value"))
-            elif not DNS1123_LABEL.match(name):
-                causes.append(cause(f"{p}.name", "FieldValueInvalid", f'Invalid value: "{name}": a lowercase RFC '
-                                    "1123 label must consist of lower case alphanumeric characters or '-'"))
-            elif name in names:
-                causes.append(cause(f"{p}.name", "FieldValueDuplicate", f'Duplicate value: "{name}"'))
-            else:
-                names.add(name)
-            if isinstance(c, dict) and not c.get("image"):
-                causes.append(cause(f"{p}.image", "FieldValueRequired", "Required value"))
-    if spec.get("restartPolicy") not in (None, "Always", "OnFailure", "Never"):
-        causes.append(cause(f"{path}.restartPolicy", "FieldValueNotSupported",
-                            f'Unsupported value: "{spec["restartPolicy"]}": supported values: "Always", '
-                            '"OnFailure", "Never"'))
-    return causes
 
 
 # ---- create ---------------------------------------------------------------------------------------------
@@ -197,6 +126,9 @@ PREPARE_CREATE: dict[tuple[str, str], Callable[[dict[str, Any]], None]] = {
     ("apps", "deployments"): _workload_create,
     ("apps", "replicasets"): _workload_create,
     ("apps", "statefulsets"): _workload_create,
+    ("batch", "jobs"): bp.job_create,
+    ("batch", "cronjobs"): bp.cronjob_create,
+    ("policy", "poddisruptionbudgets"): bp.pdb_create,
 }
 
 VALIDATE: dict[tuple[str, str], Callable[[dict[str, Any]], Causes]] = {
@@ -205,6 +137,9 @@ VALIDATE: dict[tuple[str, str], Callable[[dict[str, Any]], Causes]] = {
     ("apps", "deployments"): _workload_validate,
     ("apps", "replicasets"): _workload_validate,
     ("apps", "statefulsets"): _workload_validate,
+    ("batch", "jobs"): bp.job_validate,
+    ("batch", "cronjobs"): bp.cronjob_validate,
+    ("policy", "poddisruptionbudgets"): bp.pdb_validate,
 }
 
 
@@ -289,4 +224,6 @@ PREPARE_UPDATE: dict[tuple[str, str], Callable[[dict[str, Any], dict[str, Any]],
     ("apps", "deployments"): _workload_update,
     ("apps", "replicasets"): _workload_update,
     ("apps", "statefulsets"): _workload_update,
+    ("batch", "jobs"): bp.job_update,
+    ("batch", "cronjobs"): bp.cronjob_update,
 }

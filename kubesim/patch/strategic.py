@@ -46,6 +46,11 @@ MERGE_KEYS: dict[tuple[str, str], MergeKeys] = {
     ("apps", "deployments"): _workload(),
     ("apps", "replicasets"): _workload(),
     ("apps", "statefulsets"): _workload(),
+    ("batch", "jobs"): _workload(),
+    ("batch", "cronjobs"): {**METADATA, **_prefixed(("spec", "jobTemplate"), METADATA),
+                            **_prefixed(("spec", "jobTemplate", "spec", "template"), METADATA),
+                            **_prefixed(("spec", "jobTemplate", "spec", "template", "spec"), _POD_SPEC)},
+    ("policy", "poddisruptionbudgets"): {**METADATA, **_CONDITIONS},
     ("apiextensions.k8s.io", "customresourcedefinitions"): {**METADATA, **_CONDITIONS},
 }
 

@@ -1,4 +1,4 @@
-"""The built-in kinds kubesim serves (core, apps, coordination, events, rbac, apiextensions)."""
+"""The built-in kinds kubesim serves (core, apps, batch, policy, coordination, events, rbac, apiextensions)."""
 
 from __future__ import annotations
 
@@ -95,6 +95,11 @@ def builtin_types() -> list[ResourceType]:
                      status=True, scale=apps_scale, tracks_generation=True, field_selectors=("status.replicas",)),
         ResourceType("apps", ["v1"], "statefulsets", "statefulset", "StatefulSet", True, ["sts"], ["all"],
                      status=True, scale=apps_scale, tracks_generation=True),
+        ResourceType("batch", ["v1"], "jobs", "job", "Job", True, [], ["all"], status=True, tracks_generation=True),
+        ResourceType("batch", ["v1"], "cronjobs", "cronjob", "CronJob", True, ["cj"], ["all"], status=True,
+                     tracks_generation=True),
+        ResourceType("policy", ["v1"], "poddisruptionbudgets", "poddisruptionbudget", "PodDisruptionBudget", True,
+                     ["pdb"], status=True, tracks_generation=True),
         ResourceType("coordination.k8s.io", ["v1"], "leases", "lease", "Lease", True),
         ResourceType("events.k8s.io", ["v1"], "events", "event", "Event", True, ["ev"],
                      storage_key_override=("", "events"), convert_out=_event_out, convert_in=_event_in,

@@ -206,3 +206,58 @@ def test_typed_create_commands_send_protobuf_and_work(kubectl):
     assert bad.returncode != 0 and "unknown format" in bad.stderr
     kubectl("delete", "namespace", "made-by-kubectl")
     assert kubectl("get", "namespace", "made-by-kubectl", check=False).returncode != 0
+
+
+BATCH_AND_POLICY = """
+apiVersion: v1
+kind: Namespace
+metadata: {name: batchpol}
+---
+apiVersion: batch/v1
+kind: CronJob
+metadata: {name: nightly, namespace: batchpol}
+spec:
+  schedule: "17 3 * * *"
+  timeZone: Etc/UTC
+  concurrencyPolicy: Forbid
+  jobTemplate:
+    spec:
+      template:
+        spec:
+          restartPolicy: Never
+          containers: [{name: task, image: "busybox:1.36", command: ["true"]}]
+---
+apiVersion: policy/v1
+kind: PodDisruptionBudget
+metadata: {name: web, namespace: batchpol}
+spec:
+  minAvailable: 1
+  selector: {matchLabels: {app: web}}
+"""
+
+
+def test_get_cronjobs_and_pdb_print_kubectls_columns(kubectl, tmp_path):
+    (tmp_path / "bp.yaml").write_text(BATCH_AND_POLICY)
+    out = kubectl("apply", "-f", str(tmp_path / "bp.yaml")).stdout
+    assert "cronjob.batch/nightly created" in out and "poddisruptionbudget.policy/web created" in out
+    cj = kubectl("get", "cronjobs", "-n", "batchpol").stdout.splitlines()
+    assert cj[0].split() == ["NAME", "SCHEDULE", "TIMEZONE", "SUSPEND", "ACTIVE", "LAST", "SCHEDULE", "AGE"]
+    assert cj[1].split()[:9] == ["nightly", "17", "3", "*", "*", "*", "Etc/UTC", "False", "0"]
+    wide = kubectl("get", "cj", "-n", "batchpol", "-o", "wide").stdout.splitlines()
+    assert "IMAGES" in wide[0] and "busybox:1.36" in wide[1]
+    pdb = kubectl("get", "pdb", "-n", "batchpol").stdout.splitlines()
+    assert pdb[0].split() == ["NAME", "MIN", "AVAILABLE", "MAX", "UNAVAILABLE", "ALLOWED", "DISRUPTIONS", "AGE"]
+    assert pdb[1].split()[:4] == ["web", "1", "N/A", "0"]
+    def pdb_version() -> str:
+        return json.loads(kubectl("get", "pdb", "web", "-n", "batchpol", "-o", "json").stdout)["metadata"][
+            "resourceVersion"]
+
+    before = pdb_version()
+    again = kubectl("apply", "-f", str(tmp_path / "bp.yaml")).stdout
+    assert "cronjob.batch/nightly unchanged" in again
+    # the PDB's selector has patchStrategy "replace": kubectl always sends it (a real apiserver then says
+    # "configured" too), and the object does not change
+    assert pdb_version() == before
+    bad = kubectl("apply", "-f", "-", check=False, stdin=BATCH_AND_POLICY.replace('"17 3 * * *"', '"17 25 * * *"'))
+    assert bad.returncode != 0 and "spec.schedule" in bad.stderr and "above maximum (23)" in bad.stderr
+    kubectl("delete", "namespace", "batchpol")
