@@ -9,11 +9,13 @@ most a short timeout.
 
 from __future__ import annotations
 
+import json
 import logging
 import queue
 import threading
 import time
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 from opentelemetry.context import Context
 from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
@@ -55,6 +57,37 @@ def span_row(span: ReadableSpan) -> dict[str, object]:
             for e in span.events
         ],
     }
+
+
+def spans_insert(rows: list[dict[str, object]]) -> None:
+    """Insert Span rows: on PostgreSQL with one `COPY` (a fraction of the CPU an INSERT of the batch costs the
+    worker and the server), elsewhere, or when the COPY meets a span already stored, with `bulk_create`
+    skipping the ones already there."""
+    from django.db import DatabaseError, connection, transaction
+
+    from reconcilers.models import Span as SpanRow
+
+    if connection.vendor == "postgresql":
+        try:
+            with transaction.atomic():
+                _spans_copy(connection, rows)
+            return
+        except DatabaseError:
+            log.debug("COPY of %d spans failed; inserting them one batch at a time", len(rows), exc_info=True)
+    SpanRow.objects.bulk_create([SpanRow(**row) for row in rows], ignore_conflicts=True)
+
+
+def _spans_copy(connection: Any, rows: list[dict[str, object]]) -> None:
+    from reconcilers.models import Span as SpanRow
+
+    fields = [f for f in SpanRow._meta.concrete_fields if not f.primary_key]
+    qn = connection.ops.quote_name
+    sql = f"COPY {qn(SpanRow._meta.db_table)} ({', '.join(qn(f.column) for f in fields)}) FROM STDIN"
+    json_fields = {f.attname for f in fields if f.get_internal_type() == "JSONField"}
+    with connection.cursor() as cursor, connection.wrap_database_errors, cursor.cursor.copy(sql) as copy:
+        for row in rows:
+            copy.write_row([json.dumps(row[f.attname]) if f.attname in json_fields else row[f.attname]
+                            for f in fields])
 
 
 class DatabaseSpanProcessor(SpanProcessor):
@@ -104,12 +137,11 @@ class DatabaseSpanProcessor(SpanProcessor):
 
     def write_pending(self) -> int:
         """One step: write everything queued now, in batches; returns how many spans were stored."""
-        from reconcilers.models import Span as SpanRow
 
         stored = 0
         while batch := self._drain():
             try:
-                SpanRow.objects.bulk_create([SpanRow(**span_row(s)) for s in batch], ignore_conflicts=True)
+                spans_insert([span_row(s) for s in batch])
                 stored += len(batch)
                 SPANS_STORED.inc(len(batch))
             except Exception:  # the span store must never take the traced code down

@@ -222,8 +222,7 @@ def resource_mirror_write(objects: list[tuple[ResourceKind, dict]], deleted: lis
         if latest:
             rows = _resources_locked(latest)
             changed = [rows[uid] for uid, (kind, obj) in latest.items() if _mirror_from_api(rows[uid], kind, obj)]
-            if changed:
-                Resource.objects.bulk_update(changed, _MIRROR_FIELDS)
+            _resources_update(changed, _MIRROR_FIELDS)
         for uid in deleted:
             resource_mirror_mark_deleted(uid)
 
@@ -231,6 +230,24 @@ def resource_mirror_write(objects: list[tuple[ResourceKind, dict]], deleted: lis
 #: the Resource fields the controller's mirror writes (never the phase, its reason or the chain head)
 _MIRROR_FIELDS = ["namespace", "name", "key", "generation", "resource_version", "labels", "owner", "spec", "status",
                   "conditions", "observed_generation", "updated_at"]
+
+
+def _resources_update(rows: list[Resource], names: list[str]) -> None:
+    """UPDATE these fields of these (locked) rows: one statement sent for all rows (`executemany`), each value
+    adapted by its field as `save()` would. Django's `bulk_update` builds a CASE per field and row instead,
+    which costs the controller more CPU than the rest of its work."""
+    if not rows:
+        return
+    connection = transaction.get_connection()
+    fields = [Resource._meta.get_field(name) for name in names]
+    pk = Resource._meta.pk
+    qn = connection.ops.quote_name
+    sql = (f"UPDATE {qn(Resource._meta.db_table)} SET {', '.join(f'{qn(f.column)} = %s' for f in fields)} "
+           f"WHERE {qn(pk.column)} = %s")
+    params = [[f.get_db_prep_save(getattr(row, f.attname), connection) for f in fields]
+              + [pk.get_db_prep_save(row.pk, connection)] for row in rows]
+    with connection.cursor() as cursor:
+        cursor.executemany(sql, params)
 
 
 def _resources_locked(objects: dict[str, tuple[ResourceKind, dict]]) -> dict[str, Resource]:

@@ -143,6 +143,31 @@ def test_the_span_store_is_bounded_counts_drops_and_writes_batches(in_memory_tra
     assert not store._thread.is_alive()  # shutdown does not hang
 
 
+@pytest.mark.django_db
+def test_spans_insert_stores_every_field_and_skips_spans_already_stored():
+    from datetime import UTC, datetime
+
+    from opsconsole.telemetry.spanstore import spans_insert
+    from reconcilers.models import Span
+
+    def row(span_id: str, name: str) -> dict:
+        at = datetime(2026, 1, 2, 3, 4, 5, 678000, tzinfo=UTC)
+        return {"trace_id": "ab" * 16, "span_id": span_id, "parent_span_id": "", "name": name, "service": "worker",
+                "kind": "client", "start_time": at, "end_time": at, "duration_ms": 1.5, "status_code": "error",
+                "status_message": "tab\there, quote ' and \\ backslash", "attributes": {"k": "v\n", "n": [1, 2]},
+                "events": [{"name": "e", "attributes": {}}]}
+
+    spans_insert([row("1" * 16, "GET pods"), row("2" * 16, "PUT <status>")])
+    spans_insert([row("2" * 16, "again"), row("3" * 16, "POST events")])  # one stored already: the rest goes in
+    stored = {s.span_id: s for s in Span.objects.all()}
+    assert sorted((s.span_id, s.name) for s in stored.values()) == [
+        ("1" * 16, "GET pods"), ("2" * 16, "PUT <status>"), ("3" * 16, "POST events")]
+    one = stored["1" * 16]
+    assert one.attributes == {"k": "v\n", "n": [1, 2]} and one.events == [{"name": "e", "attributes": {}}]
+    assert one.status_message == "tab\there, quote ' and \\ backslash" and one.duration_ms == 1.5
+    assert one.start_time == datetime(2026, 1, 2, 3, 4, 5, 678000, tzinfo=UTC)
+
+
 def test_tracing_off_installs_nothing(settings):
     from opentelemetry import trace
 
