@@ -132,6 +132,11 @@ REST_FRAMEWORK = {
         "opsconsole.api.authentication.BearerTokenAuthentication",
         "rest_framework.authentication.SessionAuthentication",
     ],
+    "DEFAULT_PARSER_CLASSES": [
+        "opsconsole.api.parsers.JSONParser",
+        "rest_framework.parsers.FormParser",
+        "rest_framework.parsers.MultiPartParser",
+    ],
     "DEFAULT_PERMISSION_CLASSES": ["opsconsole.api.permissions.IsViewer"],
     "DEFAULT_PAGINATION_CLASS": "opsconsole.api.pagination.IdCursorPagination",
     "PAGE_SIZE": 50,

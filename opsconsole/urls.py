@@ -1,4 +1,5 @@
-"""The URL map: the console at /, the REST API under /api/v1/, health probes, /metrics, and Django's admin."""
+"""The URL map: the console at /, the REST API under /api/v1/, health probes, /metrics, and Django's admin.
+Unmatched /api/ paths and crashes there answer JSON (opsconsole.api.exceptions), not Django's HTML pages."""
 
 from django.contrib import admin
 from django.contrib.auth import views as auth_views
@@ -18,3 +19,6 @@ urlpatterns = [
     path("api/v1/", include("opsconsole.api.urls")),
     path("", include("opsconsole.console.urls")),
 ]
+
+handler404 = "opsconsole.api.exceptions.api_not_found"
+handler500 = "opsconsole.api.exceptions.api_server_error"

@@ -93,6 +93,18 @@ def outcome_for_status(status_code: int) -> str:
     return Outcome.FAILED
 
 
+def _storable(value: Any) -> Any:
+    """`value` with NUL characters replaced (U+FFFD): PostgreSQL text and jsonb cannot hold them, and an action
+    whose input carried one must still be recorded."""
+    if isinstance(value, str):
+        return value.replace("\x00", "\ufffd")
+    if isinstance(value, dict):
+        return {_storable(k): _storable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_storable(v) for v in value]
+    return value
+
+
 def action_record(
     *,
     action: str,
@@ -107,20 +119,20 @@ def action_record(
     detail: dict[str, Any] | None = None,
     remote_addr: str = "",
 ) -> ActionRecord:
-    """Append one action to the record; the outcome follows from the HTTP status."""
+    """Append one action to the record; the outcome follows from the HTTP status. Text is stored NUL-free."""
     return ActionRecord.objects.create(
-        actor=actor[:150],
+        actor=_storable(actor[:150]),
         auth=auth,
         token_prefix=token_prefix,
         action=action,
-        method=method[:8],
-        path=path[:1024],
-        target=target[:1024],
-        reason=reason,
+        method=_storable(method[:8]),
+        path=_storable(path[:1024]),
+        target=_storable(target[:1024]),
+        reason=_storable(reason),
         outcome=outcome_for_status(status_code),
         status_code=status_code,
-        detail=detail or {},
-        remote_addr=remote_addr[:64],
+        detail=_storable(detail or {}),
+        remote_addr=_storable(remote_addr[:64]),
     )
 
 

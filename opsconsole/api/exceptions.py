@@ -4,7 +4,9 @@
 
 `fields` appears on 400s and names each offending field (query parameters included); 429s carry
 `retry_after` (and the Retry-After header). Bad input never becomes a 500: Django's ValidationError,
-a selector's InvalidFilter and malformed ids are 400s; an unreachable Kubernetes API or Redis is a 503.
+a selector's InvalidFilter and malformed ids are 400s; a body over DATA_UPLOAD_MAX_MEMORY_SIZE is a 413; an
+unreachable Kubernetes API or Redis is a 503. Paths under /api/ that match no route (and a crash there) answer
+the same JSON shape through Django's handler404/handler500 (`api_not_found`, `api_server_error`), not HTML.
 """
 
 from __future__ import annotations
@@ -12,8 +14,11 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from django.conf import settings
+from django.core.exceptions import RequestDataTooBig, SuspiciousOperation
 from django.core.exceptions import ValidationError as DjangoValidationError
-from django.http import Http404
+from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
+from django.views import defaults
 from redis.exceptions import RedisError
 from rest_framework import exceptions, status
 from rest_framework.response import Response
@@ -30,6 +35,14 @@ class Conflict(exceptions.APIException):
     status_code = status.HTTP_409_CONFLICT
     default_detail = "The request conflicts with the current state."
     default_code = "conflict"
+
+
+class PayloadTooLarge(exceptions.APIException):
+    """413: the request body is over the upload limit (DATA_UPLOAD_MAX_MEMORY_SIZE); it was not read."""
+
+    status_code = status.HTTP_413_REQUEST_ENTITY_TOO_LARGE
+    default_detail = "The request body is too large."
+    default_code = "payload_too_large"
 
 
 class Unavailable(exceptions.APIException):
@@ -67,6 +80,10 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
         exc = exceptions.ValidationError({exc.field: [exc.message]})
     elif isinstance(exc, DjangoValidationError):
         exc = exceptions.ValidationError(exc.message_dict if hasattr(exc, "error_dict") else {"detail": exc.messages})
+    elif isinstance(exc, RequestDataTooBig):
+        exc = PayloadTooLarge(f"The request body is over the limit of {settings.DATA_UPLOAD_MAX_MEMORY_SIZE} bytes.")
+    elif isinstance(exc, SuspiciousOperation):  # e.g. too many form fields: refused input, not a crash
+        exc = exceptions.ParseError(str(exc) or "The request was refused as malformed.")
     elif isinstance(exc, Http404):
         exc = exceptions.NotFound(str(exc) or "Not found.")
     elif isinstance(exc, RedisError):
@@ -90,3 +107,21 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
         response["Retry-After"] = str(extra["retry_after"])
     response.data = error_body(response.status_code, code, message, **extra)
     return response
+
+
+def _is_api(request: HttpRequest) -> bool:
+    return request.path.startswith("/api/")
+
+
+def api_not_found(request: HttpRequest, exception: Exception | None = None) -> HttpResponse:
+    """handler404: the JSON error body under /api/, Django's page elsewhere."""
+    if _is_api(request):
+        return JsonResponse(error_body(404, "not_found", f"No API endpoint at {request.path}."), status=404)
+    return defaults.page_not_found(request, exception)  # type: ignore[arg-type]
+
+
+def api_server_error(request: HttpRequest) -> HttpResponse:
+    """handler500: the JSON error body under /api/ (the error itself is logged by Django), the page elsewhere."""
+    if _is_api(request):
+        return JsonResponse(error_body(500, "error", "Internal server error."), status=500)
+    return defaults.server_error(request)
