@@ -32,7 +32,7 @@ def test_ci_runs_the_readmes_test_command_on_postgresql() -> None:
 
 
 def compose_config() -> dict:
-    env = dict(os.environ, SECRET_KEY="compose-check")
+    env = dict(os.environ, SECRET_KEY="compose-check", GRAFANA_ADMIN_PASSWORD="compose-check")
     proc = subprocess.run(
         [str(BIN / "docker-compose"), "-f", "docker-compose.yml", "config", "--format", "json"],
         cwd=ROOT, env=env, capture_output=True, text=True,

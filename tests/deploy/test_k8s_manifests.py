@@ -1,14 +1,17 @@
-"""deploy/k8s: the plain manifests apply to kubesim with the CRDs and the generated RBAC, and hold together
-(selectors match, secrets only referenced, probes, resources, a leader-election standby)."""
+"""deploy/k8s: every manifest (PodDisruptionBudgets and the retention CronJob included) applies to kubesim with
+the CRDs and the generated RBAC, and they hold together (selectors match, secrets only referenced, probes,
+resources, a leader-election standby, a retention command the real command accepts)."""
 
 from __future__ import annotations
 
+import io
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
+from django.core.management import call_command
 
 from kubesim.testing import running_kubesim, wait_for
 from reconcilers.core.reconciler import ResourceKind
@@ -17,8 +20,6 @@ from reconcilers.engine import kube
 ROOT = Path(__file__).resolve().parents[2]
 K8S = ROOT / "deploy" / "k8s"
 CRDS = ROOT / "deploy" / "crds"
-#: kinds kubesim does not serve; checked structurally below instead of by the API
-NOT_SERVED = {("policy/v1", "PodDisruptionBudget")}
 
 
 def _docs(directory: Path) -> list[dict[str, Any]]:
@@ -42,8 +43,20 @@ def _deployment(manifests: list[dict[str, Any]], component: str) -> dict[str, An
     return dep
 
 
-def _containers(dep: dict[str, Any]) -> list[dict[str, Any]]:
-    spec = dep["spec"]["template"]["spec"]
+def _pod_spec(workload: dict[str, Any]) -> dict[str, Any]:
+    """The pod template's spec of a Deployment or a CronJob."""
+    spec = workload["spec"]
+    if workload["kind"] == "CronJob":
+        spec = spec["jobTemplate"]["spec"]
+    return spec["template"]["spec"]
+
+
+def _workloads(manifests: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [*_of(manifests, "Deployment"), *_of(manifests, "CronJob")]
+
+
+def _containers(workload: dict[str, Any]) -> list[dict[str, Any]]:
+    spec = _pod_spec(workload)
     return [*spec.get("initContainers", []), *spec["containers"]]
 
 
@@ -54,8 +67,6 @@ def applied(manifests: list[dict[str, Any]]) -> Iterator[tuple[Any, list[dict[st
         api = k.api_client()
         created = []
         for doc in [*_docs(CRDS), *manifests]:
-            if (doc["apiVersion"], doc["kind"]) in NOT_SERVED:
-                continue
             kind = kube.kind_for(api, doc["apiVersion"], doc["kind"], refresh=True)
             assert kind is not None, f"kubesim serves no {doc['kind']} in {doc['apiVersion']}"
             created.append(kube.create_object(api, kind, doc))
@@ -65,11 +76,24 @@ def applied(manifests: list[dict[str, Any]]) -> Iterator[tuple[Any, list[dict[st
 def test_every_manifest_and_crd_is_accepted_by_the_api(applied: tuple[Any, list[dict[str, Any]]],
                                                        manifests: list[dict[str, Any]]) -> None:
     _, created = applied
-    served = [m for m in manifests if (m["apiVersion"], m["kind"]) not in NOT_SERVED]
-    assert len(created) == len(served) + len(_docs(CRDS))
+    assert len(created) == len(manifests) + len(_docs(CRDS))
     names = {(o["kind"], o["metadata"]["name"]) for o in created}
     assert ("ClusterRole", "opsconsole") in names and ("ClusterRoleBinding", "opsconsole") in names
     assert ("CustomResourceDefinition", "memcacheds.cache.example.com") in names
+    assert {("PodDisruptionBudget", f"opsconsole-{c}") for c in ("web", "worker", "controller")} <= names
+    assert ("CronJob", "opsconsole-retention") in names
+
+
+def test_the_api_serves_back_the_budgets_and_the_retention_schedule(applied: tuple[Any, list[dict[str, Any]]]
+                                                                    ) -> None:
+    api, _ = applied
+    pdbs = ResourceKind("policy", "v1", "poddisruptionbudgets", "PodDisruptionBudget")
+    served = {p["metadata"]["name"]: p["spec"] for p in kube.list_objects(api, pdbs, "opsconsole").items}
+    assert served["opsconsole-web"]["minAvailable"] == 1 and served["opsconsole-worker"]["maxUnavailable"] == 1
+    cronjobs = ResourceKind("batch", "v1", "cronjobs", "CronJob")
+    (cron,) = kube.list_objects(api, cronjobs, "opsconsole").items
+    assert cron["spec"]["schedule"] == "17 3 * * *" and cron["spec"]["concurrencyPolicy"] == "Forbid"
+    assert cron["metadata"]["generation"] == 1
 
 
 Applied = tuple[Any, list[dict[str, Any]]]
@@ -96,16 +120,16 @@ def test_the_binding_grants_the_generated_role_to_the_service_account(manifests:
     assert binding["roleRef"]["name"] == role["metadata"]["name"]
     assert binding["subjects"] == [{"kind": "ServiceAccount", "name": sa["metadata"]["name"],
                                     "namespace": sa["metadata"]["namespace"]}]
-    for dep in _of(manifests, "Deployment"):
-        assert dep["spec"]["template"]["spec"]["serviceAccountName"] == sa["metadata"]["name"]
+    for workload in _workloads(manifests):
+        assert _pod_spec(workload)["serviceAccountName"] == sa["metadata"]["name"]
 
 
 def test_no_secret_values_are_committed_only_references(manifests: list[dict[str, Any]]) -> None:
     assert not _of(manifests, "Secret")
     for cm in _of(manifests, "ConfigMap"):
         assert not {"SECRET_KEY", "DATABASE_URL", "REDIS_URL"} & set(cm["data"])
-    for dep in _of(manifests, "Deployment"):
-        for container in _containers(dep):
+    for workload in _workloads(manifests):
+        for container in _containers(workload):
             refs = {e["name"]: e["valueFrom"]["secretKeyRef"] for e in container["env"] if "secretKeyRef" in
                     e.get("valueFrom", {})}
             assert set(refs) >= {"SECRET_KEY", "DATABASE_URL"}, container["name"]
@@ -123,9 +147,9 @@ def test_web_probes_healthz_for_liveness_and_readyz_for_readiness(manifests: lis
 
 
 def test_every_container_has_requests_and_limits_and_runs_unprivileged(manifests: list[dict[str, Any]]) -> None:
-    for dep in _of(manifests, "Deployment"):
-        assert dep["spec"]["template"]["spec"]["securityContext"]["runAsNonRoot"] is True
-        for c in _containers(dep):
+    for workload in _workloads(manifests):
+        assert _pod_spec(workload)["securityContext"]["runAsNonRoot"] is True
+        for c in _containers(workload):
             assert {"cpu", "memory"} <= set(c["resources"]["requests"]) and {"cpu", "memory"} <= set(
                 c["resources"]["limits"]), c["name"]
             assert c["securityContext"]["allowPrivilegeEscalation"] is False
@@ -151,3 +175,16 @@ def test_services_and_disruption_budgets_select_existing_pods(manifests: list[di
         assert ("minAvailable" in pdb["spec"]) != ("maxUnavailable" in pdb["spec"])
     ports = {p["port"] for s in _of(manifests, "Service") for p in s["spec"]["ports"]}
     assert {9101, 9102} <= ports
+
+
+@pytest.mark.django_db
+def test_the_retention_cronjob_runs_the_real_command_with_flags_it_accepts(manifests: list[dict[str, Any]]) -> None:
+    (cron,) = _of(manifests, "CronJob")
+    pod = _pod_spec(cron)
+    (container,) = pod["containers"]
+    assert container["command"][:3] == ["python", "manage.py", "retention"]
+    assert pod["restartPolicy"] == "Never" and pod["automountServiceAccountToken"] is False  # database only
+    assert cron["spec"]["concurrencyPolicy"] == "Forbid"
+    out = io.StringIO()
+    call_command(*container["command"][2:], "--dry-run", stdout=out)  # refuses unknown flags or bad values
+    assert out.getvalue().startswith("would delete") and "transitions are never deleted" in out.getvalue()
