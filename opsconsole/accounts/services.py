@@ -140,8 +140,11 @@ def action_record_list(
     *, actor: str = "", action: str = "", outcome: str = "", after: datetime | None = None,
     before: datetime | None = None,
 ) -> QuerySet[ActionRecord]:
-    """The action record filtered by actor, action, outcome and time ([after, before)); not ordered."""
+    """The action record filtered by actor, action, outcome and time ([after, before)); not ordered. A value
+    holding a NUL matches nothing (no record holds one: they are stored NUL-free)."""
     qs = ActionRecord.objects.all()
+    if any("\x00" in value for value in (actor, action, outcome)):
+        return qs.none()
     if actor:
         qs = qs.filter(actor=actor)
     if action:

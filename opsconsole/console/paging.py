@@ -46,6 +46,8 @@ def decode(cursor: str, is_time: bool) -> tuple[Any, int] | None:
     """(value, id) of a cursor, or None when it is not one."""
     try:
         value, pk = json.loads(base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)))
+        if isinstance(value, str) and "\x00" in value:  # not one we made; the database cannot compare it
+            return None
         if is_time:
             value = datetime.fromisoformat(value)
         return value, int(pk)

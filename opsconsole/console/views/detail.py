@@ -94,6 +94,8 @@ def resource_reconcile_now(request: HttpRequest, pk: int) -> HttpResponse:
             raise Refused(404, "No such resource.")
         if not reason:
             raise Refused(400, "Give a reason: it is recorded with the request.")
+        if "\x00" in reason:
+            raise Refused(400, "The reason must not contain NUL characters.")
         try:
             req = resource_reconcile(obj, actor=f"user:{request.user.get_username()}", reason=reason)
         except ObjectNotFound as exc:

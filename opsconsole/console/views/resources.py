@@ -121,6 +121,8 @@ def resource_reconcile_selected(request: HttpRequest) -> HttpResponse:
     def do(detail: dict[str, Any]) -> Any:
         if not reason:
             raise Refused(400, "Give a reason: it is recorded with each request.")
+        if "\x00" in reason:
+            raise Refused(400, "The reason must not contain NUL characters.")
         try:
             outcome = resource_reconcile_selection(ids, actor=f"user:{request.user.get_username()}", reason=reason,
                                                    namespaces=user_namespaces(request.user))

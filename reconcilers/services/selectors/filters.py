@@ -26,6 +26,14 @@ class InvalidFilter(ValueError):
         self.message = message
 
 
+def nul_free(**values: str) -> None:
+    """Raise InvalidFilter naming the first value that holds a NUL character: no stored text holds one, and
+    PostgreSQL refuses to compare with one (it would be a database error, not an empty answer)."""
+    for field, value in values.items():
+        if isinstance(value, str) and "\x00" in value:
+            raise InvalidFilter(field, "must not contain NUL characters")
+
+
 def _split(expr: str) -> list[str]:
     parts, depth, cur = [], 0, ""
     for ch in expr:

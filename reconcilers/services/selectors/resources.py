@@ -4,7 +4,8 @@ stuck, generation lag), one resource, its children, transitions, reconcile runs 
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+import math
+from dataclasses import asdict, dataclass
 from datetime import timedelta
 from typing import Any
 
@@ -14,7 +15,7 @@ from django.utils import timezone
 from reconcilers.core.reconciler import ResourceKind
 from reconcilers.engine import kube, registry
 from reconcilers.models import ReconcileRun, Resource, Transition
-from reconcilers.services.selectors.filters import InvalidFilter, label_selector_q, namespace_q
+from reconcilers.services.selectors.filters import InvalidFilter, label_selector_q, namespace_q, nul_free
 
 log = logging.getLogger(__name__)
 EVENT = ResourceKind("", "v1", "events", "Event", True)
@@ -32,6 +33,10 @@ class ResourceFilters:
     stuck_for: float | None = None  # seconds in a non-terminal phase
     generation_lag: bool | None = None  # observedGeneration < generation (or never observed)
     include_deleted: bool = False
+
+
+#: the longest "stuck for" asked (ten years, as the API's bound): beyond it a date is out of range
+STUCK_FOR_MAX = 10 * 365 * 86400.0
 
 
 def kind_names(kind: str) -> tuple[str, str | None]:
@@ -60,6 +65,7 @@ def resource_list(
 ) -> QuerySet[Resource]:
     """Mirrored resources matching `filters`, limited to `namespaces`; not ordered (the paginator orders)."""
     f = filters or ResourceFilters()
+    nul_free(**{k: v for k, v in asdict(f).items() if isinstance(v, str)})
     qs = Resource.objects.filter(namespace_q(namespaces))
     if not f.include_deleted:
         qs = qs.filter(deleted=False)
@@ -75,8 +81,8 @@ def resource_list(
     if f.search:
         qs = qs.filter(name__icontains=f.search)
     if f.stuck_for is not None:
-        if f.stuck_for < 0:
-            raise InvalidFilter("stuck_for", "must be zero or more seconds")
+        if not math.isfinite(f.stuck_for) or not 0 <= f.stuck_for <= STUCK_FOR_MAX:
+            raise InvalidFilter("stuck_for", f"must be from 0 to {STUCK_FOR_MAX:.0f} seconds")
         qs = qs.filter(_stuck_q(f.stuck_for))
     if f.generation_lag is not None:
         lagging = Q(observed_generation__isnull=True) | Q(observed_generation__lt=F("generation"))

@@ -5,14 +5,14 @@ bounded export iterator used for CSV and JSON lines."""
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from datetime import datetime
 from typing import Any
 
 from django.db.models import QuerySet
 
 from reconcilers.models import Transition
-from reconcilers.services.selectors.filters import InvalidFilter, namespace_q
+from reconcilers.services.selectors.filters import InvalidFilter, namespace_q, nul_free
 from reconcilers.services.selectors.resources import kind_names
 
 EXPORT_FIELDS: tuple[str, ...] = (
@@ -41,6 +41,7 @@ def transition_list(
 ) -> QuerySet[Transition]:
     """Transitions matching `filters`, limited to `namespaces`; not ordered (the caller orders by id)."""
     f = filters or TransitionFilters()
+    nul_free(**{k: v for k, v in asdict(f).items() if isinstance(v, str)})
     qs = Transition.objects.filter(namespace_q(namespaces))
     if f.kind:
         qs = qs.filter(kind=kind_names(f.kind)[0])
