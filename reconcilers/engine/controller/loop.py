@@ -7,7 +7,10 @@ enqueue the keys the informer threads handed off (dispatch.enqueue_many: one Red
 batch); write the Resource mirror updates (recording.resource_mirror_write: one transaction for the
 batch); pump the delayed and expired keys (dispatch.pump) every `pump_interval`; enqueue every cached key
 every `resync_seconds`; set the workqueue gauges (depth, unfinished work, longest running) from a queue
-snapshot every `metrics_interval`.
+snapshot every `metrics_interval`. While the workqueue (Redis) cannot be reached, enqueues and pumps back off
+exponentially (`QUEUE_BACKOFF_MIN` doubling to `QUEUE_BACKOFF_MAX`) and the keys are kept: the loop neither
+spins nor logs a traceback per step. When it answers again, a resync follows at once: a Redis that restarted
+without persistence lost every queued key, and nothing else would bring them back before the next resync.
 
 The informers run in threads (one per kind) and only talk HTTP and fill their caches; the handler they
 call filters the event (events.py) and hands keys and mirror updates to this loop, which alone touches
@@ -37,6 +40,10 @@ from reconcilers.engine.controller.leader import LeaderElector
 log = logging.getLogger(__name__)
 
 KindId = tuple[str, str]  # (group, plural)
+
+#: the pause before the next enqueue or pump after one failed (the workqueue's Redis away): doubling, capped
+QUEUE_BACKOFF_MIN = 0.1
+QUEUE_BACKOFF_MAX = 5.0
 
 
 def _kind_id(kind: ResourceKind) -> KindId:
@@ -179,6 +186,9 @@ class Controller:
         self.resyncs = 0
         self._next_pump = -float("inf")
         self._next_resync = float("inf")
+        self._queue_backoff = 0.0  # > 0 while the workqueue fails: the current pause
+        self._queue_retry_at = -float("inf")  # no enqueue or pump before this
+        self._resync_now = False  # set when the workqueue answers again after failing
         self._stop = threading.Event()
 
     # -- what informer threads call ------------------------------------------------------------------------
@@ -269,13 +279,15 @@ class Controller:
         did |= self._enqueue_handed_off()
         did |= self._write_mirror()
         now = self.clock()
-        if now >= self._next_pump:
+        if now >= self._next_pump and now >= self._queue_retry_at:
             self._next_pump = now + self.pump_interval
             try:
                 did |= bool(self.pump())
-            except Exception:
-                log.exception("controller: pump failed")
-        if self.resync_seconds > 0 and now >= self._next_resync:
+            except Exception as exc:
+                self._queue_failed("pump", exc)
+            else:
+                self._queue_recovered()
+        if self._resync_now or (self.resync_seconds > 0 and now >= self._next_resync):
             did |= self.resync()
         if self.metrics_interval > 0 and now >= self._next_metrics:
             self._next_metrics = now + self.metrics_interval
@@ -289,16 +301,33 @@ class Controller:
         except Exception:
             log.debug("controller: workqueue metrics not updated", exc_info=True)
 
+    def _queue_failed(self, what: str, exc: Exception) -> None:
+        """A workqueue call failed: pause enqueues and pumps (exponential backoff); the traceback once per outage."""
+        first = self._queue_backoff == 0.0
+        self._queue_backoff = min(QUEUE_BACKOFF_MAX, max(QUEUE_BACKOFF_MIN, self._queue_backoff * 2))
+        self._queue_retry_at = self.clock() + self._queue_backoff
+        log.warning("controller: %s failed (%s: %s); %d keys kept, retrying in %.1fs", what, type(exc).__name__,
+                    exc, self.handoff.pending()[0], self._queue_backoff, exc_info=first)
+
+    def _queue_recovered(self) -> None:
+        if self._queue_backoff:
+            log.info("controller: the workqueue answers again; resyncing (what it held may be lost)")
+            self._resync_now = True
+        self._queue_backoff, self._queue_retry_at = 0.0, -float("inf")
+
     def _enqueue_handed_off(self) -> bool:
+        if self.clock() < self._queue_retry_at:
+            return False  # backing off: the keys stay in the handoff
         keys = self.handoff.take_keys(self.batch_size)
         if not keys:
             return False
         try:
             added = self.enqueue_many(keys)
-        except Exception:  # an add is idempotent: the whole batch is tried again
-            log.exception("controller: enqueue failed; keeping %d keys for the next step", len(keys))
+        except Exception as exc:  # an add is idempotent: the whole batch is tried again
             self.handoff.put_keys(keys)
+            self._queue_failed("enqueue", exc)
             return False
+        self._queue_recovered()
         self.enqueued += len(keys)
         for key in added:
             self._count_add(key)
@@ -335,6 +364,7 @@ class Controller:
     def resync(self) -> bool:
         """Enqueue every cached key of the reconciled kinds (the periodic resync); True when any."""
         self._next_resync = self.clock() + self.resync_seconds
+        self._resync_now = False
         keys = self.cached_keys()
         for key in keys:
             self.handoff.put_key(key)
@@ -344,7 +374,7 @@ class Controller:
 
     def _sleep_budget(self) -> float:
         now = self.clock()
-        deadlines = [self._next_pump if self.running else now + 0.5]
+        deadlines = [max(self._next_pump, self._queue_retry_at) if self.running else now + 0.5]
         if self.running and self.resync_seconds > 0:
             deadlines.append(self._next_resync)
         if self.elector is not None:
