@@ -17,6 +17,14 @@ from kubesim.meta import dumps
 Key = tuple[str, str]  # (group, plural)
 
 
+def controller_uid(meta: dict[str, Any]) -> str | None:
+    """The uid of an object's controlling owner (its ownerReference with controller: true), if any."""
+    for ref in meta.get("ownerReferences") or []:
+        if ref.get("controller"):
+            return ref.get("uid")
+    return None
+
+
 @dataclass(slots=True)
 class Event:
     """One change: ADDED, MODIFIED or DELETED, with the new (or last) state and the previous one."""
@@ -62,6 +70,8 @@ class Store:
         self.journal: Journal | None = None
         self.max_watch_queue = max_watch_queue
         self._encoded: dict[int, tuple[dict[str, Any], bytes]] = {}  # id(stored obj) -> (obj, its JSON)
+        # (key, controller owner uid) -> {(namespace, name)}: the objects a controller owns, without a scan
+        self._controlled: dict[tuple[Key, str], set[tuple[str, str]]] = {}
 
     # reads
     def get(self, key: Key, namespace: str, name: str) -> dict[str, Any] | None:
@@ -76,6 +86,29 @@ class Store:
             names = by_ns.get(ns, {})
             for name in sorted(names):
                 yield names[name]
+
+    def controlled_by(self, key: Key, namespace: str, uid: str) -> list[dict[str, Any]]:
+        """Stored objects of one resource in ``namespace`` whose controlling ownerReference has ``uid``, in name
+        order (an index kept by every write: a controller's sync does not scan every object of the kind)."""
+        refs = sorted(ref for ref in self._controlled.get((key, uid), ()) if ref[0] == namespace)
+        return [obj for ns, name in refs if (obj := self.get(key, ns, name)) is not None]
+
+    def _index(self, key: Key, obj: dict[str, Any] | None, add: bool) -> None:
+        if obj is None:
+            return
+        meta = obj["metadata"]
+        uid = controller_uid(meta)
+        if uid is None:
+            return
+        ref = (meta.get("namespace", ""), meta["name"])
+        if add:
+            self._controlled.setdefault((key, uid), set()).add(ref)
+            return
+        refs = self._controlled.get((key, uid))
+        if refs is not None:
+            refs.discard(ref)
+            if not refs:
+                del self._controlled[(key, uid)]
 
     def count(self, key: Key, namespace: str | None = None) -> int:
         """How many objects of one resource."""
@@ -108,6 +141,8 @@ class Store:
         rv = self.next_rv()
         meta["resourceVersion"] = str(rv)
         names[name] = obj
+        self._index(key, prev, add=False)
+        self._index(key, obj, add=True)
         self._emit(Event("MODIFIED" if prev is not None else "ADDED", key, rv, obj, prev), "put")
         return obj
 
@@ -120,6 +155,7 @@ class Store:
             return None
         prev = names.pop(name)
         self._encoded.pop(id(prev), None)
+        self._index(key, prev, add=False)
         if not names:
             del self.objects[key][namespace]
         rv = self.next_rv()
@@ -142,12 +178,15 @@ class Store:
     def load(self, key: Key, obj: dict[str, Any]) -> None:
         """Insert an object read from disk (no event, no counter change)."""
         meta = obj["metadata"]
-        self.objects.setdefault(key, {}).setdefault(meta.get("namespace", ""), {})[meta["name"]] = obj
+        names = self.objects.setdefault(key, {}).setdefault(meta.get("namespace", ""), {})
+        self._index(key, names.get(meta["name"]), add=False)
+        names[meta["name"]] = obj
+        self._index(key, obj, add=True)
 
     def unload(self, key: Key, namespace: str, name: str) -> None:
         """Drop an object while replaying a journal (no event)."""
         names = self.objects.get(key, {}).get(namespace, {})
-        names.pop(name, None)
+        self._index(key, names.pop(name, None), add=False)
 
     def _emit(self, ev: Event, op: str) -> None:
         if len(self.history) == self.history.maxlen and self.history:

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from kubesim import errors
 from kubesim.meta import clone, now, random_suffix
-from kubesim.store import Event
+from kubesim.store import Event, controller_uid
 
 if TYPE_CHECKING:
     from kubesim.simulator import Simulator
@@ -139,10 +139,7 @@ class Controller:
     @staticmethod
     def controller_uid(obj: dict[str, Any]) -> str | None:
         """The uid of the controlling owner."""
-        for ref in obj["metadata"].get("ownerReferences") or []:
-            if ref.get("controller"):
-                return ref.get("uid")
-        return None
+        return controller_uid(obj["metadata"])
 
     def write_status(self, rt: Any, obj: dict[str, Any], status: dict[str, Any]) -> dict[str, Any]:
         """Write ``status`` through the status subresource (a no-op when unchanged)."""

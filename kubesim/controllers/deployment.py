@@ -36,8 +36,7 @@ class DeploymentController(Controller):
         return ()
 
     def _replica_sets(self, d: dict[str, Any]) -> list[dict[str, Any]]:
-        uid = d["metadata"]["uid"]
-        return [rs for rs in self.store.items(RS_KEY, d["metadata"]["namespace"]) if self.controller_uid(rs) == uid]
+        return self.store.controlled_by(RS_KEY, d["metadata"]["namespace"], d["metadata"]["uid"])
 
     def _scale(self, rs_rt: Any, rs: dict[str, Any], replicas: int, d: dict[str, Any]) -> dict[str, Any]:
         current = int((rs.get("spec") or {}).get("replicas", 0))

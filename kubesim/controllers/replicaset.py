@@ -41,8 +41,7 @@ class ReplicaSetController(Controller):
         return ()
 
     def pods_of(self, rs: dict[str, Any]) -> list[dict[str, Any]]:
-        uid = rs["metadata"]["uid"]
-        return [p for p in self.store.items(POD_KEY, rs["metadata"]["namespace"]) if self.controller_uid(p) == uid]
+        return self.store.controlled_by(POD_KEY, rs["metadata"]["namespace"], rs["metadata"]["uid"])
 
     def sync(self, key: tuple[str, str]) -> float | None:
         ns, name = key

@@ -44,7 +44,7 @@ class StatefulSetController(Controller):
         revision = f"{name}-{template_hash(template)}"
         parallel = spec.get("podManagementPolicy") == "Parallel"
         uid = sts["metadata"]["uid"]
-        pods = {p["metadata"]["name"]: p for p in self.store.items(POD_KEY, ns) if self.controller_uid(p) == uid}
+        pods = {p["metadata"]["name"]: p for p in self.store.controlled_by(POD_KEY, ns, uid)}
         partition = int(((spec.get("updateStrategy") or {}).get("rollingUpdate") or {}).get("partition", 0))
         on_delete = (spec.get("updateStrategy") or {}).get("type") == "OnDelete"
         for i in range(want):
@@ -93,8 +93,8 @@ class StatefulSetController(Controller):
     def _status(self, rt: Any, sts: dict[str, Any], revision: str) -> None:
         sts = self.cluster.find(rt, sts["metadata"]["namespace"], sts["metadata"]["name"]) or sts
         uid = sts["metadata"]["uid"]
-        pods = [p for p in self.store.items(POD_KEY, sts["metadata"]["namespace"]) if self.controller_uid(p) == uid
-                and not p["metadata"].get("deletionTimestamp")]
+        pods = [p for p in self.store.controlled_by(POD_KEY, sts["metadata"]["namespace"], uid)
+                if not p["metadata"].get("deletionTimestamp")]
         ready = sum(1 for p in pods if is_pod_ready(p))
         updated = sum(1 for p in pods if (p["metadata"].get("labels") or {}).get(REV) == revision)
         old = sts.get("status") or {}
