@@ -5,7 +5,7 @@ label ``batch.kubernetes.io/controller-uid`` (unless ``manualSelector``); its po
 ``OnFailure`` or ``Never`` and, with its selector and completions, cannot change. A CronJob's schedule is a
 standard five-field cron line or a ``@descriptor`` (robfig/cron's ParseStandard), its timeZone a tz database
 name. A PodDisruptionBudget sets minAvailable or maxUnavailable (not both), each an integer or a percentage.
-Storage only: kubesim runs no Job, CronJob or disruption controller.
+No Job or CronJob controller runs (no Job is started); PDB status comes from controllers/disruption.py.
 """
 
 from __future__ import annotations

@@ -23,6 +23,7 @@ class ControllerManager:
     def build(self) -> list:
         """The controllers, in the order they are started."""
         from kubesim.controllers.deployment import DeploymentController
+        from kubesim.controllers.disruption import DisruptionController
         from kubesim.controllers.gc import GarbageCollector
         from kubesim.controllers.kubelet import Kubelet
         from kubesim.controllers.namespaces import (
@@ -36,7 +37,7 @@ class ControllerManager:
         sim = self.sim
         return [GarbageCollector(sim), NamespaceController(sim), ServiceAccountController(sim),
                 CRDCleanupController(sim), DeploymentController(sim), ReplicaSetController(sim),
-                StatefulSetController(sim), Kubelet(sim)]
+                StatefulSetController(sim), DisruptionController(sim), Kubelet(sim)]
 
     def get(self, name: str) -> object | None:
         """The running controller called ``name``."""

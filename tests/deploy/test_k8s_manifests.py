@@ -90,6 +90,16 @@ def test_the_api_serves_back_the_budgets_and_the_retention_schedule(applied: tup
     pdbs = ResourceKind("policy", "v1", "poddisruptionbudgets", "PodDisruptionBudget")
     served = {p["metadata"]["name"]: p["spec"] for p in kube.list_objects(api, pdbs, "opsconsole").items}
     assert served["opsconsole-web"]["minAvailable"] == 1 and served["opsconsole-worker"]["maxUnavailable"] == 1
+
+    def budgets() -> dict[str, tuple[int, int]] | None:
+        items = kube.list_objects(api, pdbs, "opsconsole").items
+        status = {p["metadata"]["name"]: p.get("status") or {} for p in items}
+        if any(s.get("currentHealthy") != 2 for s in status.values()):
+            return None
+        return {n: (s["expectedPods"], s["disruptionsAllowed"]) for n, s in status.items()}
+
+    # two replicas each, once Ready: every budget lets exactly one pod go (a rollout or a node drain one at a time)
+    assert wait_for(budgets, timeout=30) == {f"opsconsole-{c}": (2, 1) for c in ("web", "worker", "controller")}
     cronjobs = ResourceKind("batch", "v1", "cronjobs", "CronJob")
     (cron,) = kube.list_objects(api, cronjobs, "opsconsole").items
     assert cron["spec"]["schedule"] == "17 3 * * *" and cron["spec"]["concurrencyPolicy"] == "Forbid"

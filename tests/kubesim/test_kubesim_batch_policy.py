@@ -1,5 +1,6 @@
 """batch/v1 Jobs and CronJobs, policy/v1 PodDisruptionBudgets: served, defaulted, validated, listed and watched
-through the official client as the apiserver does (storage only: no Job, CronJob or disruption controller)."""
+through the official client as the apiserver does; the disruption controller fills PDB status (no Job or CronJob
+controller runs)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import pytest
 from kubernetes import client, watch
 
 from kubesim.cluster.batch_policy import cron_schedule_error
+from kubesim.testing import wait_for
 from tests.kubesim.conftest import raw
 
 POD = {"containers": [{"name": "task", "image": "busybox:1.36", "command": ["true"]}], "restartPolicy": "Never"}
@@ -170,3 +172,27 @@ def test_list_and_watch_see_cronjobs_and_pdbs_like_any_kind(batch, policy, ns):
     assert [p.metadata.name for p in policy.list_namespaced_pod_disruption_budget(ns).items] == ["a", "b"]
     everywhere = policy.list_pod_disruption_budget_for_all_namespaces().items
     assert {("a", ns), ("b", ns)} <= {(p.metadata.name, p.metadata.namespace) for p in everywhere}
+
+
+def test_the_disruption_controller_counts_a_deployments_ready_pods_into_each_budget(apps, policy, ns):
+    labels = {"app": "db"}
+    apps.create_namespaced_deployment(ns, {"metadata": {"name": "db"}, "spec": {
+        "replicas": 3, "selector": {"matchLabels": labels},
+        "template": {"metadata": {"labels": labels}, "spec": {"containers": [{"name": "db", "image": "pg:16"}]}}}})
+    budgets = {"one-down": {"maxUnavailable": 1}, "all-up": {"minAvailable": "100%"}, "two-up": {"minAvailable": 2}}
+    for name, spec in budgets.items():
+        policy.create_namespaced_pod_disruption_budget(ns, {"metadata": {"name": name},
+                                                            "spec": {"selector": {"matchLabels": labels}, **spec}})
+
+    def statuses() -> dict[str, tuple[int, int, int, int, str]] | None:
+        got = {p.metadata.name: p.status for p in policy.list_namespaced_pod_disruption_budget(ns).items}
+        if any(s.current_healthy != 3 for s in got.values()):
+            return None
+        return {n: (s.expected_pods, s.desired_healthy, s.current_healthy, s.disruptions_allowed,
+                    s.conditions[0].reason) for n, s in got.items()}
+
+    settled = wait_for(statuses, timeout=20)
+    assert settled == {"one-down": (3, 2, 3, 1, "SufficientPods"), "all-up": (3, 3, 3, 0, "InsufficientPods"),
+                       "two-up": (3, 2, 3, 1, "SufficientPods")}
+    pdb = policy.read_namespaced_pod_disruption_budget("one-down", ns)
+    assert pdb.status.observed_generation == pdb.metadata.generation
