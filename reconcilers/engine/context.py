@@ -154,8 +154,12 @@ class EngineContext:
         namespace, name = meta.get("namespace") or "", meta["name"]
         ref = self.owner_reference()
         meta["ownerReferences"] = [ref]
+        # an object never reconciled (no observedGeneration) most likely has no children yet: create first and
+        # look only when that meets 409 AlreadyExists (one round trip instead of two for a new object)
+        create_first = (self.obj.get("status") or {}).get("observedGeneration") is None
         for _attempt in range(_CONFLICT_ATTEMPTS):
-            existing = kube.get_object(self.api_client, kind, namespace or None, name)
+            existing = None if create_first else kube.get_object(self.api_client, kind, namespace or None, name)
+            create_first = False
             if existing is None:
                 try:
                     created = kube.create_object(self.api_client, kind, desired, namespace or None)

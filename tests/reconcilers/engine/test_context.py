@@ -45,6 +45,26 @@ def test_apply_child_patches_only_what_differs(ctx):
     assert ctx.children_written == 2
 
 
+def _requests(method: str) -> float:
+    from prometheus_client import REGISTRY
+
+    return sum(s.value for m in REGISTRY.collect() if m.name == "rest_client_requests"
+               for s in m.samples if s.name.endswith("_total") and s.labels.get("method") == method)
+
+
+def test_apply_child_of_a_never_reconciled_object_creates_without_looking_first(ctx, kapi, namespace):
+    ctx.resolve("v1", "ConfigMap")  # discovery, cached from here on
+    gets, posts = _requests("GET"), _requests("POST")
+    ctx.apply_child(configmap("", "c1", a="1"))
+    assert (_requests("GET") - gets, _requests("POST") - posts) == (0, 1)
+
+    reconciled = kube.create_object(kapi, GADGET, gadget(namespace, "g9"))
+    reconciled["status"] = {"observedGeneration": 1}
+    gets = _requests("GET")
+    EngineContext(GadgetReconciler(), reconciled, kapi).apply_child(configmap("", "c9", a="1"))
+    assert _requests("GET") - gets == 1  # reconciled before: its children are looked up first
+
+
 def test_apply_child_adopts_an_unowned_child_and_refuses_one_that_another_controller_owns(ctx, kapi, namespace):
     cm = kube.kind_for(kapi, "v1", "ConfigMap")
     kube.create_object(kapi, cm, configmap(namespace, "loose", a="1"))
