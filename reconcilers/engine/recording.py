@@ -142,6 +142,18 @@ def reconcile_record(
     raise AssertionError("unreachable")
 
 
+def run_record_unobserved(run: RunRecord) -> int:
+    """Record a run that never saw its object (the GET failed): the ReconcileRun row alone, linked to the
+    object's mirror when there is one. Returns the run's id."""
+    resource = Resource.objects.filter(key=run.key, deleted=False).order_by("-created_at").first()
+    row = ReconcileRun.objects.create(
+        key=run.key, kind=run.kind, resource=resource, started_at=run.started_at,
+        duration_seconds=run.duration_seconds, result=run.result, error_class=run.error_class[:255],
+        error_message=run.error_message, attempt=run.attempt, worker=run.worker[:255], trace_id=run.trace_id,
+    )
+    return row.id
+
+
 def _transitions_observe(kind: str, moves: list[tuple[str, str, float | None]]) -> None:
     """opsconsole_transitions_total and opsconsole_time_in_phase_seconds for committed transitions."""
     try:

@@ -186,6 +186,7 @@ class Run:
             _retried(self.reconciler)
             self.error_class = "ApiError" if isinstance(exc, kube.ApiException) else type(exc).__name__
             log.warning("GET %s failed (%s); retrying in %.3fs", self.key, exc, delay)
+            self._record_unobserved(f"GET failed: {exc}"[:2000])
             return "error"
         if obj is None:
             self._gone()
@@ -250,6 +251,17 @@ class Run:
                 decision.rate_limited = True
         self._queue_after(decision)
         return decision.result
+
+    def _record_unobserved(self, message: str) -> None:
+        """The run that could not read its object is on record too (best effort: the database may be
+        what failed)."""
+        try:
+            recording.run_record_unobserved(recording.RunRecord(
+                key=self.key, kind=self.reconciler.resource.kind, started_at=self.started_at,
+                duration_seconds=time.monotonic() - self.t0, result="error", error_class=self.error_class,
+                error_message=message, attempt=self.claim.failures + 1, worker=_worker(), trace_id=self.trace_id))
+        except Exception:
+            log.warning("could not record the failed run of %s", self.key, exc_info=True)
 
     # -- deciding ------------------------------------------------------------------------------------------
 

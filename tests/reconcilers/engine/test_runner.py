@@ -161,6 +161,23 @@ def test_a_409_on_the_status_write_is_re_read_and_retried(make, kapi, monkeypatc
     assert [r.result for r in runs(key)] == ["success"]
 
 
+def test_a_failed_get_of_the_object_is_a_recorded_error_run_and_backs_off(make, kapi, workqueue, monkeypatch):
+    key, obj = make(mode="ok")
+    runner.run(key)
+
+    def refuse(*args, **kwargs):
+        raise kube.ApiException(status=503, reason="Service Unavailable")
+
+    monkeypatch.setattr(kube, "get_object", refuse)
+    assert runner.run(key) == "error"
+    first, failed = runs(key)
+    assert (failed.result, failed.error_class, failed.attempt) == ("error", "ApiError", 1)
+    assert "GET failed" in failed.error_message and "503" in failed.error_message
+    assert failed.resource_id == first.resource_id is not None  # linked to the object's mirror
+    assert workqueue.failures(key) == 1 and [i.key for i in workqueue.snapshot().backing_off] == [key]
+    assert len(phases(obj["metadata"]["uid"])) == 2  # no transition from a run that saw nothing
+
+
 def test_a_spec_change_sets_the_new_observed_generation(make, kapi):
     key, obj = make(mode="ok")
     runner.run(key)
