@@ -12,4 +12,4 @@ RUN SECRET_KEY=build DATABASE_URL=sqlite:////tmp/build.sqlite3 \
     DJANGO_SETTINGS_MODULE=opsconsole.settings_production python manage.py collectstatic --noinput
 RUN useradd --system --uid 10001 opsconsole && mkdir -p /data && chown opsconsole /data
 USER opsconsole
-EXPOSE 8000 9100
+EXPOSE 8000 9101 9102
