@@ -158,7 +158,7 @@ async def serve_watch(sim: Simulator, request: web.Request, rt: ResourceType, ve
             if bookmarks and now >= next_bookmark and watcher.queue.empty():
                 await resp.write(renderer.bookmark(store.rv))
                 next_bookmark = now + sim.options.bookmark_interval
-            wait = min(deadline - now, 5.0)
+            wait = min(deadline - now, 1.0)  # wake at least every second: a fault switched on reaches open watches
             if cut_interval > 0:
                 wait = min(wait, opened + cut_interval - now)
             if bookmarks:

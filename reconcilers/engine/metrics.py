@@ -95,6 +95,16 @@ LEADER_ELECTION_MASTER = Gauge(
     ["name"], multiprocess_mode="livemax",
 )
 
+INFORMER_RESTARTS = Counter(
+    "opsconsole_informer_restarts_total",
+    "Times an informer had to watch or list again, by why its last request ended: ended (the server closed the "
+    "watch), broken (the connection dropped mid-stream), expired (410 Gone: re-list), error (a failed request, "
+    "backed off)",
+    ["resource", "reason"],
+)
+#: the `reason` label values of opsconsole_informer_restarts_total
+INFORMER_RESTART_REASONS = ("ended", "broken", "expired", "error")
+
 RECONCILE_FAILURES = Counter(
     "operator_reconcile_failures_total", "Reconciles that failed, by controller and reason", ["controller", "reason"],
 )

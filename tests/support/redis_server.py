@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import time
 from collections.abc import Iterator
@@ -15,13 +14,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from scripts.redis_local import redis_answers, redis_command
-
-
-def free_port() -> int:
-    """A TCP port nothing listens on now."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+from tests.support.metrics_read import free_port
 
 
 class RedisServer:

@@ -1,10 +1,13 @@
 """An informer: list one kind, then watch it from the list's resourceVersion, keeping a cache.
 
-As client-go's reflector: a dropped or timed-out watch resumes from the last resourceVersion it saw
-(bookmarks included); a 410 Gone (an HTTP 410, or an ERROR event carrying a Status with code 410) re-lists,
-and the re-list is diffed against the cache, so objects added, changed or deleted while the watch was
-down are reported as ADDED / MODIFIED / DELETED and nothing is missed. Every change goes to `handler`
-(called on the informer's thread: it must be quick; the controller's hands it off to its loop).
+As client-go's reflector: a dropped or timed-out watch resumes from the last resourceVersion it saw (bookmarks
+included) at once, without backing off, when it had delivered events or lasted a while (a watch whose
+connection breaks mid-stream, as behind a proxy, is such an end, not an error); a 410 Gone (an HTTP 410, or an
+ERROR event carrying a Status with code 410) re-lists, and the re-list is diffed against the cache, so objects
+added, changed or deleted while the watch was down are reported as ADDED / MODIFIED / DELETED and nothing is
+missed. Every change goes to `handler` (called on the informer's thread: it must be quick; the controller's
+hands it off to its loop). Each new watch or list after the first counts in
+`opsconsole_informer_restarts_total{resource,reason}`.
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ from typing import Any
 from urllib3.exceptions import HTTPError
 
 from reconcilers.core.reconciler import ResourceKind
-from reconcilers.engine import kube
+from reconcilers.engine import kube, metrics
 from reconcilers.engine.controller.events import ADDED, DELETED, MODIFIED, InformerEvent, object_key
 
 log = logging.getLogger(__name__)
@@ -65,6 +68,9 @@ class Informer:
         self._stream: kube.WatchStream | None = None
         self._thread: threading.Thread | None = None
         self._backoff = 0.0
+        self.resource = f"{kind.plural}.{kind.group}" if kind.group else kind.plural  # the metric label
+        for reason in metrics.INFORMER_RESTART_REASONS:
+            metrics.INFORMER_RESTARTS.labels(self.resource, reason)
 
     def __repr__(self) -> str:
         return f"<Informer {self.kind.plural}.{self.kind.group or 'core'}/{self.kind.version}>"
@@ -155,8 +161,15 @@ class Informer:
         try:
             for event in stream:
                 changes += self._on_watch_event(event)
+            if not self._stop.is_set():
+                self._restarted("ended")
         except kube.ResourceExpired:
             self._expired()
+        except (HTTPError, OSError) as exc:  # the connection dropped mid-stream: resume where it broke
+            if not self._stop.is_set():
+                log.info("%r: watch broke after %d changes (%s); resuming from resourceVersion %s", self, changes,
+                         _describe(exc), self.resource_version)
+                self._restarted("broken")
         finally:
             stream.close()
             with self._lock:
@@ -166,6 +179,14 @@ class Informer:
     def _expired(self) -> None:
         log.info("%r: resourceVersion %s expired (410 Gone): re-listing", self, self.resource_version)
         self._need_list = True
+        self._restarted("expired")
+
+    def _restarted(self, reason: str) -> None:
+        """opsconsole_informer_restarts_total (best effort)."""
+        try:
+            metrics.INFORMER_RESTARTS.labels(self.resource, reason).inc()
+        except Exception:
+            log.debug("informer metric not updated", exc_info=True)
 
     def _on_watch_event(self, event: kube.WatchEvent) -> int:
         changes = 0
@@ -220,6 +241,7 @@ class Informer:
                 if self._stop.is_set():
                     break
                 self._backoff = min(self.max_backoff, max(self.min_backoff, self._backoff * 2))
+                self._restarted("error")
                 log.warning("%r: %s; retrying in %.1fs", self, _describe(exc), self._backoff)
                 self._stop.wait(self._backoff)
                 continue
@@ -227,6 +249,7 @@ class Informer:
                 if self._stop.is_set():
                     break
                 self._backoff = self.max_backoff
+                self._restarted("error")
                 log.exception("%r: unexpected error; retrying in %.1fs", self, self._backoff)
                 self._stop.wait(self._backoff)
                 continue
