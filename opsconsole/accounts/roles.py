@@ -1,5 +1,6 @@
-"""Roles as Django groups — viewer (read), operator (read + reconcile), admin (everything: tokens of anyone,
-queue controls) — and namespace limits. Superusers are admins without a namespace limit."""
+"""Roles as Django groups — viewer (read), operator (read + reconcile), admin (everything: other users' tokens,
+queue controls) — and namespace limits. Superusers are admins without a namespace limit. What an admin does
+for or to another user (their tokens) stays within the admin's own namespaces (`user_covers`)."""
 
 from __future__ import annotations
 
@@ -50,3 +51,14 @@ def namespace_allowed(user: Any, namespace: str) -> bool:
     """Whether the user may see and act on objects in `namespace`."""
     limit = user_namespaces(user)
     return limit is None or namespace in limit
+
+
+def user_covers(user: Any, other: Any) -> bool:
+    """Whether `user`'s namespace limit covers all that `other` may see: an unlimited user covers everyone, a
+    limited one only users limited to namespaces within its own (so that a token made for, or taken from,
+    another user never reaches past one's own grant)."""
+    mine = user_namespaces(user)
+    if mine is None:
+        return True
+    theirs = user_namespaces(other)
+    return theirs is not None and theirs <= mine

@@ -16,7 +16,8 @@ from typing import Any
 from django.db.models import Q, QuerySet
 from django.utils import timezone
 
-from opsconsole.accounts.models import ActionRecord, ApiToken, Outcome
+from opsconsole.accounts.models import ActionRecord, ApiToken, NamespaceGrant, Outcome
+from opsconsole.accounts.roles import user_namespaces
 
 TOKEN_PREFIX = "oc_"
 #: last_used_at is written at most this often per token (one UPDATE per request would be wasteful)
@@ -76,10 +77,18 @@ def token_revoke(token: ApiToken) -> bool:
     return bool(changed)
 
 
-def token_list(user: Any | None = None) -> QuerySet[ApiToken]:
-    """Tokens, newest first: one user's, or everyone's when `user` is None (admins)."""
+def token_list(user: Any | None = None, *, covered_by: Any | None = None) -> QuerySet[ApiToken]:
+    """Tokens, newest first: one user's, or everyone's when `user` is None (admins); with `covered_by`, only
+    those of users that user covers (`roles.user_covers`: limited to namespaces within its own)."""
     qs = ApiToken.objects.select_related("user").order_by("-id")
-    return qs if user is None else qs.filter(user=user)
+    if user is not None:
+        qs = qs.filter(user=user)
+    limit = user_namespaces(covered_by) if covered_by is not None else None
+    if limit is not None:
+        granted = NamespaceGrant.objects.values("user")
+        outside = NamespaceGrant.objects.exclude(namespace__in=limit).values("user")
+        qs = qs.filter(user__is_superuser=False, user__in=granted).exclude(user__in=outside)
+    return qs
 
 
 def outcome_for_status(status_code: int) -> str:

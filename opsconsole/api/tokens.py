@@ -1,5 +1,5 @@
-"""Accounts endpoints: who am I, API tokens (the user's own; admins: anyone's), and the action record
-(admins). Creating and revoking a token are audited actions."""
+"""Accounts endpoints: who am I, API tokens (the user's own; admins: other users' within their namespaces), and
+the action record (admins). Creating and revoking a token are audited actions."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from opsconsole.accounts.models import ActionRecord, ApiToken
-from opsconsole.accounts.roles import ADMIN, user_has_role, user_namespaces, user_role
+from opsconsole.accounts.roles import ADMIN, user_covers, user_has_role, user_namespaces, user_role
 from opsconsole.accounts.services import token_create, token_list, token_revoke
 from opsconsole.api import serializers as s
 from opsconsole.api.actions import ACTION_ERRORS
@@ -65,9 +65,9 @@ class TokenListCreateView(AuditedActionView):
         q = _query(s.TokenQuerySerializer, request)
         if (q["all"] or q.get("username")) and not user_has_role(request.user, ADMIN):
             raise PermissionDenied("Listing other users' tokens needs the admin role.")
-        qs = token_list(None if q["all"] else request.user)
+        qs = token_list(None if q["all"] else request.user, covered_by=request.user)
         if q.get("username") and not q["all"]:
-            qs = token_list(None).filter(user__username=q["username"])
+            qs = token_list(None, covered_by=request.user).filter(user__username=q["username"])
         return Response(s.TokenSerializer(qs[:500], many=True).data)
 
     @extend_schema(summary="Create an API token (shown once)", request=s.TokenCreateInputSerializer,
@@ -86,6 +86,8 @@ class TokenListCreateView(AuditedActionView):
                 user = get_user_model().objects.get(username=data["username"])
             except get_user_model().DoesNotExist as exc:
                 raise ValidationError({"username": ["no such user"]}) from exc
+            if not user_covers(request.user, user):
+                raise PermissionDenied("That user sees namespaces outside yours: you cannot create tokens for them.")
         self._target = f"user:{user.get_username()}"
         days = data.get("expires_in_days")
         issued = token_create(user, name=data["name"],
@@ -107,8 +109,9 @@ class TokenRevokeView(AuditedActionView):
             token = ApiToken.objects.select_related("user").get(pk=int(pk))
         except (ValueError, OverflowError, ApiToken.DoesNotExist) as exc:
             raise NotFound("No such token.") from exc
-        if token.user_id != request.user.pk and not user_has_role(request.user, ADMIN):
-            raise NotFound("No such token.")  # another user's token does not exist for a non-admin
+        if token.user_id != request.user.pk and not (user_has_role(request.user, ADMIN)
+                                                     and user_covers(request.user, token.user)):
+            raise NotFound("No such token.")  # another user's token does not exist for whoever may not revoke it
         token_revoke(token)
         self.audit_detail = {"prefix": token.prefix, "owner": token.user.get_username()}
         return Response(status=status.HTTP_204_NO_CONTENT)

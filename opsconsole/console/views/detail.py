@@ -16,7 +16,7 @@ from opsconsole.accounts.roles import OPERATOR, user_namespaces
 from opsconsole.console.access import Refused, audited_action
 from opsconsole.console.diagrams import state_machine_svg
 from opsconsole.console.live import page
-from opsconsole.console.security import console_page
+from opsconsole.console.security import console_action, console_page
 from reconcilers.models import ReconcileRequest, Resource
 from reconcilers.services.audit_status import audit_chain_status
 from reconcilers.services.reconcile_actions import ObjectNotFound, ReconcileRequestError, resource_reconcile
@@ -81,7 +81,7 @@ def resource_detail(request: HttpRequest, pk: int) -> HttpResponse:
     return page(request, "console/detail.html", context, FRAGMENTS)
 
 
-@console_page
+@console_action
 @require_POST
 def resource_reconcile_now(request: HttpRequest, pk: int) -> HttpResponse:
     """"Reconcile now" (operators) through the shared service, recorded; then the detail page follows the

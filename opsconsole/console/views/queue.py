@@ -14,7 +14,7 @@ from django.views.decorators.http import require_POST
 from opsconsole.accounts.roles import ADMIN, user_namespaces
 from opsconsole.console.access import Refused, audited_action
 from opsconsole.console.live import page
-from opsconsole.console.security import console_page
+from opsconsole.console.security import console_action, console_page
 from reconcilers.services import queue_controls
 from reconcilers.services.selectors import queue
 from reconcilers.services.selectors.filters import InvalidFilter
@@ -62,14 +62,14 @@ def _control(request: HttpRequest, action: str, control: Any) -> HttpResponse:
     return redirect("console:queue")
 
 
-@console_page
+@console_action
 @require_POST
 def queue_retry_now(request: HttpRequest) -> HttpResponse:
     """Admin: release a backing-off key now."""
     return _control(request, "queue.retry_now", queue_controls.queue_retry_now)
 
 
-@console_page
+@console_action
 @require_POST
 def queue_reset_backoff(request: HttpRequest) -> HttpResponse:
     """Admin: reset a key's failure count."""

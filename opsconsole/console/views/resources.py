@@ -17,7 +17,7 @@ from opsconsole.console.access import Refused, audited_action
 from opsconsole.console.jsonpath import evaluate
 from opsconsole.console.live import page
 from opsconsole.console.paging import keyset_page
-from opsconsole.console.security import console_page
+from opsconsole.console.security import console_action, console_page
 from reconcilers.services.reconcile_actions import resource_reconcile_selection
 from reconcilers.services.selectors import kinds, resources
 from reconcilers.services.selectors.filters import InvalidFilter
@@ -105,7 +105,7 @@ def _cell(value: Any) -> str:
     return "" if value is None else str(value)
 
 
-@console_page
+@console_action
 @require_POST
 def resource_reconcile_selected(request: HttpRequest) -> HttpResponse:
     """Bulk Reconcile of the checked rows (operators), through the shared service, recorded."""
