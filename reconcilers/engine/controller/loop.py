@@ -7,7 +7,7 @@ enqueue the keys the informer threads handed off (dispatch.enqueue_many: one Red
 batch); write the Resource mirror updates (recording.resource_mirror_write: one transaction for the
 batch); pump the delayed and expired keys (dispatch.pump) every `pump_interval`; enqueue every cached key
 every `resync_seconds`; set the workqueue gauges (depth, unfinished work, longest running) from a queue
-snapshot every `metrics_interval`. While the workqueue (Redis) cannot be reached, enqueues and pumps back off
+depth count every `metrics_interval`. While the workqueue (Redis) cannot be reached, enqueues and pumps back off
 exponentially (`QUEUE_BACKOFF_MIN` doubling to `QUEUE_BACKOFF_MAX`) and the keys are kept: the loop neither
 spins nor logs a traceback per step. When it answers again, a resync follows at once: a Redis that restarted
 without persistence lost every queued key, and nothing else would bring them back before the next resync.
@@ -76,10 +76,10 @@ def _default_mirror_write(updates: list[MirrorUpdate]) -> None:
                                     [u.uid for u in updates if u.deleted])
 
 
-def _default_queue_snapshot() -> Any:
+def _default_queue_depths() -> dict[str, Any]:
     from reconcilers.engine import dispatch
 
-    return dispatch.get_queue().snapshot(limit=10000)
+    return dispatch.get_queue().depths()
 
 
 def _controller_of(key: str, names: dict[KindId, str]) -> str | None:
@@ -90,28 +90,23 @@ def _controller_of(key: str, names: dict[KindId, str]) -> str | None:
     return names.get((group, plural))
 
 
-def queue_metrics_update(snapshot: Any, names: dict[KindId, str]) -> None:
+def queue_metrics_update(depths: dict[str, Any], names: dict[KindId, str]) -> None:
     """workqueue_depth, workqueue_unfinished_work_seconds and workqueue_longest_running_processor_seconds per
-    controller, from one workqueue snapshot (the queue is shared by every worker: the controller reports it)."""
+    controller, from the workqueue's per-kind depths (the queue is shared by every worker: the controller
+    reports it). A controller with nothing queued or running reports 0."""
     from reconcilers.engine import metrics
 
-    depth = dict.fromkeys(names.values(), 0)
-    unfinished = dict.fromkeys(names.values(), 0.0)
-    longest = dict.fromkeys(names.values(), 0.0)
-    for item in snapshot.pending:
-        name = _controller_of(item.key, names)
-        if name is not None:
-            depth[name] += 1
-    for item in snapshot.processing:
-        name = _controller_of(item.key, names)
-        if name is not None:
-            running = max(0.0, snapshot.now - item.since)
-            unfinished[name] += running
-            longest[name] = max(longest[name], running)
-    for name in depth:
-        metrics.WORKQUEUE_DEPTH.labels(name, name).set(depth[name])
-        metrics.WORKQUEUE_UNFINISHED_WORK.labels(name, name).set(unfinished[name])
-        metrics.WORKQUEUE_LONGEST_RUNNING.labels(name, name).set(longest[name])
+    for (group, plural), name in names.items():
+        depth = unfinished = longest = 0.0
+        for prefix, kind_depth in depths.items():
+            prefix_group, _, rest = prefix.partition("/")
+            if prefix_group == group and rest.partition("/")[2] == plural:
+                depth += kind_depth.pending
+                unfinished += kind_depth.unfinished_seconds
+                longest = max(longest, kind_depth.longest_running_seconds)
+        metrics.WORKQUEUE_DEPTH.labels(name, name).set(depth)
+        metrics.WORKQUEUE_UNFINISHED_WORK.labels(name, name).set(unfinished)
+        metrics.WORKQUEUE_LONGEST_RUNNING.labels(name, name).set(longest)
 
 
 def _close_old_db_connections() -> None:
@@ -143,7 +138,7 @@ class Controller:
         batch_size: int = 500,
         informer_options: dict[str, Any] | None = None,
         clock: Callable[[], float] = time.monotonic,
-        queue_snapshot: Callable[[], Any] | None = None,
+        queue_depths: Callable[[], dict[str, Any]] | None = None,
         metrics_interval: float = 1.0,
     ) -> None:
         self.api = api
@@ -161,7 +156,7 @@ class Controller:
         self.batch_size = batch_size
         self.informer_options = dict(informer_options or {})
         self.clock = clock
-        self.queue_snapshot = queue_snapshot or _default_queue_snapshot
+        self.queue_depths = queue_depths or _default_queue_depths
         self.metrics_interval = metrics_interval
         self._next_metrics = -float("inf")
 
@@ -295,9 +290,9 @@ class Controller:
         return did
 
     def _queue_metrics(self) -> None:
-        """The workqueue gauges from a snapshot (not counted as work: metrics never keep the loop busy)."""
+        """The workqueue gauges from the per-kind depths (not counted as work: metrics never keep the loop busy)."""
         try:
-            queue_metrics_update(self.queue_snapshot(), self.controller_names)
+            queue_metrics_update(self.queue_depths(), self.controller_names)
         except Exception:
             log.debug("controller: workqueue metrics not updated", exc_info=True)
 

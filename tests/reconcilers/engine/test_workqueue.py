@@ -71,6 +71,22 @@ def test_add_many_queues_each_key_once_and_names_only_the_newly_queued(wq: WorkQ
     assert wq.done(busy, "w1") is True  # the add while processing re-queues it once
 
 
+def test_depths_count_waiting_and_running_keys_per_kind(wq: WorkQueue, clock: FakeClock) -> None:
+    tenant = "tenancy.example.com/v1alpha1/tenants//acme"
+    for name in ("a", "b", "c"):
+        wq.add(f"cache.example.com/v1alpha1/memcacheds/default/{name}")
+    wq.add(tenant)
+    wq.claim("cache.example.com/v1alpha1/memcacheds/default/a", "w1")
+    clock.advance(2)
+    wq.claim(tenant, "w2")
+    clock.advance(1)
+    depths = wq.depths()
+    assert set(depths) == {"cache.example.com/v1alpha1/memcacheds", "tenancy.example.com/v1alpha1/tenants"}
+    memcached, tenants = depths["cache.example.com/v1alpha1/memcacheds"], depths["tenancy.example.com/v1alpha1/tenants"]
+    assert (memcached.pending, memcached.unfinished_seconds, memcached.longest_running_seconds) == (2, 3.0, 3.0)
+    assert (tenants.pending, tenants.unfinished_seconds, tenants.longest_running_seconds) == (0, 1.0, 1.0)
+
+
 def test_a_key_added_while_processing_is_requeued_exactly_once_by_done(wq: WorkQueue) -> None:
     assert wq.add(KEY)
     assert wq.claim(KEY, "w1") is not None
