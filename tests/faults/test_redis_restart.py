@@ -4,7 +4,8 @@ puts every key back, nothing is left stuck, every CR converges with each transit
 audit chains verify.
 
 The engine of this test has a Redis of its own (a `redis-server` subprocess on a free port), so the suite's
-shared Redis is never restarted; this test process's settings and Celery app point at it meanwhile."""
+shared Redis is never restarted, and a kubesim of its own (tests/faults/isolated.py); this test process's
+settings and Celery app point at them meanwhile."""
 
 from __future__ import annotations
 
@@ -14,16 +15,11 @@ from collections.abc import Iterator
 import pytest
 
 from kubesim.testing import wait_for
-from reconcilers.engine import dispatch, registry
+from reconcilers.engine import dispatch
 from reconcilers.models import ReconcileRun, Resource
-from tests.faults.conftest import BACKOFF_BASE, BACKOFF_CAP, all_recorded, create_gadgets, phases
-from tests.reconcilers.conftest import (
-    INTEGRATION_RECONCILERS,
-    Engine,
-    audit_intact,
-    engine_running,
-    wait_idle,
-)
+from tests.faults.conftest import all_recorded, create_gadgets, phases
+from tests.faults.isolated import Isolated, isolated_engine
+from tests.reconcilers.conftest import audit_intact, wait_idle
 from tests.support.redis_server import RedisServer, celery_broker
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
@@ -34,48 +30,33 @@ DOWN_SECONDS = 1.0  # how long Redis stays away
 
 
 class RedisEngine:
-    def __init__(self, engine: Engine, redis: RedisServer) -> None:
-        self.engine, self.redis = engine, redis
+    def __init__(self, isolated: Isolated, redis: RedisServer) -> None:
+        self.isolated, self.engine, self.redis = isolated, isolated.engine, redis
 
     def resyncs(self) -> int:
         """How many resyncs the controller has logged so far."""
         return self.engine.controller.log_path.read_text(errors="replace").count("controller: resync of")
 
-    def alive(self) -> dict[str, int | None]:
-        """Process name → exit code (None: still running) of the controller and every worker main process."""
-        procs = {"controller": self.engine.controller.proc, **{w.name: w.proc for w in self.engine.workers}}
-        return {name: proc.poll() if proc is not None else -1 for name, proc in procs.items()}
-
 
 @pytest.fixture
-def redis_faults(kubesim, transactional_db, kapi, settings, django_db_blocker, tmp_path) -> Iterator[RedisEngine]:
-    """Two workers and a controller on a private Redis (resync every RESYNC_SECONDS); stopped, then the audit
-    verified, afterwards."""
+def redis_faults(transactional_db, settings, django_db_blocker, tmp_path) -> Iterator[RedisEngine]:
+    """An isolated engine (tests/faults/isolated.py) on a private Redis, resync every RESYNC_SECONDS;
+    afterwards stopped, then the audit verified."""
     redis = RedisServer(tmp_path / "redis").start()
     settings.REDIS_URL = redis.url()
-    settings.OPSCONSOLE_RECONCILERS = INTEGRATION_RECONCILERS
-    registry.reset()
-    extra = {
-        "REDIS_URL": redis.url(),
-        "OPSCONSOLE_RESYNC_SECONDS": str(RESYNC_SECONDS),
-        "OPSCONSOLE_WORKQUEUE_BACKOFF_BASE": str(BACKOFF_BASE),
-        "OPSCONSOLE_WORKQUEUE_BACKOFF_CAP": str(BACKOFF_CAP),
-    }
+    extra = {"REDIS_URL": redis.url(), "OPSCONSOLE_RESYNC_SECONDS": str(RESYNC_SECONDS)}
     try:
-        with celery_broker(redis.url()), engine_running(kubesim, django_db_blocker, prefix="test-faults-redis",
-                                                        extra_env=extra) as engine:
-            settings.OPSCONSOLE_WORKQUEUE_NAME = engine.queue_name
-            yield RedisEngine(engine, redis)
-            engine.stop()  # before the audit check and the database flush: nothing writes any more
+        with celery_broker(redis.url()), isolated_engine(django_db_blocker, settings, prefix="test-faults-redis",
+                                                         extra_env=extra) as isolated:
+            yield RedisEngine(isolated, redis)
     finally:
         redis.stop()
-        registry.reset()
     audit_intact()
 
 
 def test_redis_restarted_empty_mid_run_everything_reconnects_and_the_resync_recovers_every_key(
-        redis_faults, kapi, namespace) -> None:
-    engine = redis_faults.engine
+        redis_faults) -> None:
+    engine, kapi, namespace = redis_faults.engine, redis_faults.isolated.api, redis_faults.isolated.namespace
     queue = dispatch.get_queue()
     uids = create_gadgets(kapi, namespace, CRS, "redis", mode="slow", sleepSeconds=0.3)
     wait_for(lambda: Resource.objects.filter(uid__in=uids.values(), phase="Running").count() >= 3, timeout=30,
@@ -98,7 +79,7 @@ def test_redis_restarted_empty_mid_run_everything_reconnects_and_the_resync_reco
     assert runs.filter(result="success").values("key").distinct().count() == CRS
 
     wait_idle(queue, timeout=30)  # nothing stuck: no key left processing under a lease nobody renews
-    exits = redis_faults.alive()
+    exits = redis_faults.isolated.exit_codes()
     assert all(code is None for code in exits.values()), exits  # all reconnected, none exited
     assert all(w.children() for w in engine.workers)
     errors = sorted(set(runs.filter(result="error").values_list("error_class", flat=True)))
