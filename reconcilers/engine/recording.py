@@ -264,15 +264,19 @@ def _resources_update(rows: list[Resource], names: list[str]) -> None:
 
 def _resources_locked(objects: dict[str, tuple[ResourceKind, dict]]) -> dict[str, Resource]:
     """The Resource rows of these uids, locked for this transaction; the missing ones created first."""
-    uids = sorted(objects)
-    missing = set(uids) - set(Resource.objects.filter(uid__in=uids).values_list("uid", flat=True))
+    def lock(uids: list[str]) -> dict[str, Resource]:
+        return {r.uid: r for r in Resource.objects.select_for_update().filter(uid__in=uids).order_by("uid")}
+
+    rows = lock(sorted(objects))
+    missing = sorted(set(objects) - set(rows))
     if missing:  # created, or found created concurrently (that transaction has committed: its row is there)
         Resource.objects.bulk_create(
             [_new_resource(kind, uid, (obj["metadata"].get("namespace") or ""), obj["metadata"]["name"])
              for uid, (kind, obj) in objects.items() if uid in missing],
             ignore_conflicts=True,
         )
-    return {r.uid: r for r in Resource.objects.select_for_update().filter(uid__in=uids).order_by("uid")}
+        rows.update(lock(missing))
+    return rows
 
 
 def _mirror_from_api(resource: Resource, kind: ResourceKind, obj: dict) -> bool:
