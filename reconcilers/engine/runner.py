@@ -18,7 +18,8 @@
 5. Record in one transaction (`recording.reconcile_record`): the run, any transition, the mirror, requests.
 6. Post a Kubernetes Event per recorded transition.
 7. Queue bookkeeping: forget on success, add_after for RequeueAfter/TemporaryError, add_rate_limited on
-   error/Requeue; finally `done()` (which dispatches the key when it changed meanwhile).
+   error/Requeue; finally `done()` (which dispatches the key when it changed meanwhile). A run that breaks
+   outside the reconcile (the database away: nothing of it recorded) is an error retried with backoff too.
 
 Results are labelled as controller-runtime labels them: success / error / requeue / requeue_after.
 
@@ -169,7 +170,10 @@ class Run:
             with _span(f"reconcile {reconciler.resource.kind}", self.key) as span:
                 self.span = span
                 self.trace_id = _trace_id(span)
-                result = self._execute(span)
+                try:
+                    result = self._execute(span)
+                except Exception as exc:
+                    result = self._failed(exc)
                 _span_result(span, result, self.error_class, self.phases)
         finally:
             _active(reconciler, -1)
@@ -251,6 +255,21 @@ class Run:
                 decision.rate_limited = True
         self._queue_after(decision)
         return decision.result
+
+    def _failed(self, exc: Exception) -> str:
+        """The run broke outside the reconcile itself (the database or Redis away): nothing of it was recorded
+        (the recording is one transaction), so the key is retried with backoff, as an error would be. Without
+        this the key was dropped until the next resync."""
+        self.error_class = type(exc).__name__
+        try:
+            delay = self.queue.add_rate_limited(self.key)
+        except Exception:  # Redis too: the lease expires and reap_expired() re-queues the key
+            log.warning("%s: the run failed (%s: %s) and no retry could be queued", self.key, self.error_class, exc,
+                        exc_info=True)
+            return "error"
+        _retried(self.reconciler)
+        log.warning("%s: the run failed (%s: %s); retrying in %.3fs", self.key, self.error_class, exc, delay)
+        return "error"
 
     def _record_unobserved(self, message: str) -> None:
         """The run that could not read its object is on record too (best effort: the database may be
