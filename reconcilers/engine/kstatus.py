@@ -1,7 +1,9 @@
 """kstatus conditions: Ready / Reconciling / Stalled for a phase, in the metav1.Condition shape.
 
 Pure functions over dicts (no Django, no Celery), shared by the runner and by anything else that must write
-status exactly as the runner does (the kopf comparison in bench/converge).
+status exactly as the runner does (the kopf comparison in bench/converge). A condition's message is cut to
+metav1.Condition's 32768 characters and a reason longer than its 1024 falls back to the phase: the API server
+refuses a status with either (422), which would keep the phase from ever being written.
 """
 
 from __future__ import annotations
@@ -13,11 +15,19 @@ from reconcilers.core.reconciler import Reconciler
 from reconcilers.core.types import Condition
 
 _REASON = re.compile(r"^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$")
+#: metav1.Condition's limits (the CRDs' condition schema carries them too)
+REASON_MAX = 1024
+MESSAGE_MAX = 32768
 
 
 def condition_reason(reason: str, fallback: str) -> str:
-    """`reason` when it is a valid metav1.Condition reason (CamelCase-ish), else `fallback`."""
-    return reason if reason and _REASON.match(reason) else fallback
+    """`reason` when it is a valid metav1.Condition reason (CamelCase-ish, at most 1024), else `fallback`."""
+    return reason if reason and len(reason) <= REASON_MAX and _REASON.match(reason) else fallback
+
+
+def condition_message(message: str) -> str:
+    """`message` cut to metav1.Condition's 32768 characters (ending in '…' when cut)."""
+    return message if len(message) <= MESSAGE_MAX else message[: MESSAGE_MAX - 1] + "…"
 
 
 def kstatus_conditions(
@@ -55,7 +65,7 @@ def kstatus_conditions(
             "type": cond.type,
             "status": cond.status,
             "reason": cond.reason,
-            "message": cond.message or "",
+            "message": condition_message(cond.message or ""),
             "observedGeneration": generation,
             "lastTransitionTime": since or now,
         })
