@@ -443,6 +443,7 @@ class ReadinessCheckSerializer(serializers.Serializer):
     """One readiness check."""
 
     ok = serializers.BooleanField()
+    required = serializers.BooleanField(help_text="whether a failure makes the process unready (503)")
     detail = serializers.CharField(allow_blank=True)
     ms = serializers.FloatField()
 
@@ -451,4 +452,5 @@ class ReadinessSerializer(serializers.Serializer):
     """The readiness probe's answer."""
 
     ready = serializers.BooleanField()
+    degraded = serializers.BooleanField(help_text="a check that is not required failed (e.g. no controller leads)")
     checks = serializers.DictField(child=ReadinessCheckSerializer())

@@ -1,6 +1,6 @@
 """Health probes. /healthz answers while the process is up; it touches nothing else. /readyz answers 200
-only when the database, Redis and the Kubernetes API answer and a controller leads (503 otherwise, with
-each check's outcome)."""
+only when the database, Redis and the Kubernetes API answer (503 otherwise), with each check's outcome; no
+leading controller makes it `"degraded": true`, not unready (reconcilers.services.readiness says why)."""
 
 from django.http import HttpRequest, JsonResponse
 from django.views.decorators.http import require_GET
@@ -16,6 +16,6 @@ def healthz(request: HttpRequest) -> JsonResponse:
 
 @require_GET
 def readyz(request: HttpRequest) -> JsonResponse:
-    """Readiness: database, Redis, Kubernetes API reachable and a controller leading."""
+    """Readiness: database, Redis, Kubernetes API reachable; degraded without a leading controller."""
     result = readiness_check()
     return JsonResponse(result, status=200 if result["ready"] else 503)

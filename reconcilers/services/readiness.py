@@ -1,5 +1,11 @@
-"""Readiness: can this web process serve? The database answers, Redis answers, the Kubernetes API answers,
-and a controller leads (the `opsconsole-controller` Lease has a holder whose lease has not expired)."""
+"""Readiness: can this web process serve? The database answers, Redis answers, the Kubernetes API answers
+(required: `ready` is false, /readyz 503, without any of them), and a controller leads (the
+`opsconsole-controller` Lease has a holder whose lease has not expired).
+
+The controller is reported, not required: without a leader the web still serves the console and the API
+(the history, the queue, manual reconciles run by the workers), and a readiness probe that failed with it
+would take every web pod out of its Service exactly when an operator needs the console to see why. Its
+absence makes the answer `degraded` (200), and the OpsconsoleNoLeader alert covers it."""
 
 from __future__ import annotations
 
@@ -69,10 +75,13 @@ CHECKS: dict[str, Callable[[], str]] = {
     "kubernetes": _check_kubernetes,
     "controller": _check_leader,
 }
+#: the checks whose failure makes the process unready; a failure of any other only makes it degraded
+REQUIRED = frozenset({"database", "redis", "kubernetes"})
 
 
 def readiness_check() -> dict[str, Any]:
-    """Every check's outcome: {"ready": bool, "checks": {name: {"ok", "detail", "ms"}}}."""
+    """Every check's outcome: {"ready": every required check ok, "degraded": another check failed,
+    "checks": {name: {"ok", "required", "detail", "ms"}}}."""
     checks: dict[str, dict[str, Any]] = {}
     for name, check in CHECKS.items():
         started = time.monotonic()
@@ -80,5 +89,7 @@ def readiness_check() -> dict[str, Any]:
             detail, ok = check(), True
         except Exception as exc:  # a probe reports, it never raises
             detail, ok = f"{type(exc).__name__}: {exc}"[:500], False
-        checks[name] = {"ok": ok, "detail": detail, "ms": round((time.monotonic() - started) * 1000, 1)}
-    return {"ready": all(c["ok"] for c in checks.values()), "checks": checks}
+        checks[name] = {"ok": ok, "required": name in REQUIRED, "detail": detail,
+                        "ms": round((time.monotonic() - started) * 1000, 1)}
+    return {"ready": all(c["ok"] for c in checks.values() if c["required"]),
+            "degraded": not all(c["ok"] for c in checks.values() if not c["required"]), "checks": checks}
