@@ -66,6 +66,22 @@ class ObservedObject:
     conditions: list[dict]
     deleted: bool = False
 
+    @classmethod
+    def from_api(cls, kind: ResourceKind, obj: dict[str, Any]) -> ObservedObject:
+        """What the mirror keeps of an object as the API returned it."""
+        meta = obj.get("metadata") or {}
+        if not meta.get("uid"):
+            raise ValueError("the object has no metadata.uid")
+        status = obj.get("status") or {}
+        og = status.get("observedGeneration")
+        return cls(
+            kind=kind, uid=meta["uid"], namespace=meta.get("namespace") or "", name=meta["name"],
+            generation=int(meta.get("generation") or 0), observed_generation=int(og) if og is not None else None,
+            resource_version=str(meta.get("resourceVersion") or ""), labels=dict(meta.get("labels") or {}),
+            owner=controller_owner(meta), spec=obj.get("spec") or {}, status=status,
+            conditions=list(status.get("conditions") or []),
+        )
+
 
 @dataclass
 class PhaseChange:
@@ -224,16 +240,14 @@ def resource_mirror_write(objects: list[tuple[ResourceKind, dict]], deleted: lis
     """`resource_mirror_upsert` for many objects and `resource_mirror_mark_deleted` for the `deleted` uids, in
     one transaction: the existing rows locked in one query (in uid order, so two writers never deadlock),
     the missing ones created, the changed ones updated. Each uid is written at most once (its last object)."""
-    latest: dict[str, tuple[ResourceKind, dict]] = {}
-    for kind, obj in objects:
-        uid = (obj.get("metadata") or {}).get("uid")
-        if not uid:
-            raise ValueError("the object has no metadata.uid")
-        latest[uid] = (kind, obj)
+    latest = {o.uid: o for o in (ObservedObject.from_api(kind, obj) for kind, obj in objects)}
     with transaction.atomic():
         if latest:
             rows = _resources_locked(latest)
-            changed = [rows[uid] for uid, (kind, obj) in latest.items() if _mirror_from_api(rows[uid], kind, obj)]
+            now = timezone.now()
+            changed = [rows[uid] for uid, o in latest.items() if _mirror_observed(rows[uid], o, now, strictly=True)]
+            for row in changed:
+                row.updated_at = now
             _resources_update(changed, _MIRROR_FIELDS)
         for uid in deleted:
             resource_mirror_mark_deleted(uid)
@@ -262,7 +276,7 @@ def _resources_update(rows: list[Resource], names: list[str]) -> None:
         cursor.executemany(sql, params)
 
 
-def _resources_locked(objects: dict[str, tuple[ResourceKind, dict]]) -> dict[str, Resource]:
+def _resources_locked(objects: dict[str, ObservedObject]) -> dict[str, Resource]:
     """The Resource rows of these uids, locked for this transaction; the missing ones created first."""
     def lock(uids: list[str]) -> dict[str, Resource]:
         return {r.uid: r for r in Resource.objects.select_for_update().filter(uid__in=uids).order_by("uid")}
@@ -271,35 +285,11 @@ def _resources_locked(objects: dict[str, tuple[ResourceKind, dict]]) -> dict[str
     missing = sorted(set(objects) - set(rows))
     if missing:  # created, or found created concurrently (that transaction has committed: its row is there)
         Resource.objects.bulk_create(
-            [_new_resource(kind, uid, (obj["metadata"].get("namespace") or ""), obj["metadata"]["name"])
-             for uid, (kind, obj) in objects.items() if uid in missing],
+            [_new_resource(o.kind, uid, o.namespace, o.name) for uid, o in objects.items() if uid in missing],
             ignore_conflicts=True,
         )
         rows.update(lock(missing))
     return rows
-
-
-def _mirror_from_api(resource: Resource, kind: ResourceKind, obj: dict) -> bool:
-    """Copy a live object onto its (locked) mirror row; False when the object is not newer (nothing to write)."""
-    meta = obj["metadata"]
-    if resource.resource_version and not _is_newer(str(meta.get("resourceVersion") or ""),
-                                                   resource.resource_version, strictly=True):
-        return False
-    status = obj.get("status") or {}
-    resource.namespace = (meta.get("namespace") or "") if kind.namespaced else ""
-    resource.name = meta["name"]
-    resource.key = kind.request(resource.namespace, resource.name).key()
-    resource.generation = int(meta.get("generation") or 0)
-    resource.resource_version = str(meta.get("resourceVersion") or "")
-    resource.labels = dict(meta.get("labels") or {})
-    resource.owner = controller_owner(meta)
-    resource.spec = obj.get("spec") or {}
-    resource.status = status
-    resource.conditions = list(status.get("conditions") or [])
-    if status.get("observedGeneration") is not None:
-        resource.observed_generation = int(status["observedGeneration"])
-    resource.updated_at = timezone.now()
-    return True
 
 
 def resource_mirror_mark_deleted(uid: str) -> None:
@@ -440,10 +430,12 @@ def _record(
                          transitions)
 
 
-def _mirror_observed(resource: Resource, obj: ObservedObject, now: datetime) -> None:
-    """Copy what the runner observed onto the (locked) mirror row; saved by the caller."""
-    if not _is_newer(obj.resource_version, resource.resource_version):
-        return
+def _mirror_observed(resource: Resource, obj: ObservedObject, now: datetime, *, strictly: bool = False) -> bool:
+    """Copy what was observed onto the (locked) mirror row, saved by the caller; False (nothing copied) when
+    the object is older than the mirror, or, `strictly`, not newer."""
+    if resource.resource_version and not _is_newer(obj.resource_version, resource.resource_version,
+                                                   strictly=strictly):
+        return False
     resource.namespace = obj.namespace if obj.kind.namespaced else ""
     resource.name = obj.name
     resource.key = obj.kind.request(resource.namespace, obj.name).key()
@@ -457,6 +449,7 @@ def _mirror_observed(resource: Resource, obj: ObservedObject, now: datetime) -> 
     resource.conditions = list(obj.conditions)
     if obj.deleted and not resource.deleted:
         resource.deleted, resource.deleted_at = True, now
+    return True
 
 
 def _anomaly_record(resource: Resource, change: PhaseChange, machine: StateMachine, run_row: ReconcileRun) -> int:

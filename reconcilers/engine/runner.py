@@ -45,7 +45,7 @@ from reconcilers.core.reconciler import Reconciler
 from reconcilers.core.statemachine import StateMachine
 from reconcilers.core.types import Condition, PermanentError, Request, Result, TemporaryError
 from reconcilers.engine import dispatch, kube, recording, registry
-from reconcilers.engine.context import EngineContext, controller_of, now_rfc3339
+from reconcilers.engine.context import EngineContext, now_rfc3339
 from reconcilers.engine.kstatus import condition_reason, kstatus_conditions
 from reconcilers.engine.workqueue import Claim, WorkQueue
 
@@ -459,23 +459,7 @@ def build_status(
 
 def observed(reconciler: Reconciler, obj: dict[str, Any]) -> recording.ObservedObject:
     """What the recording keeps of the live object."""
-    meta = obj.get("metadata") or {}
-    status = obj.get("status") or {}
-    og = status.get("observedGeneration")
-    return recording.ObservedObject(
-        kind=reconciler.resource,
-        uid=meta["uid"],
-        namespace=meta.get("namespace") or "",
-        name=meta["name"],
-        generation=int(meta.get("generation") or 0),
-        observed_generation=int(og) if og is not None else None,
-        resource_version=str(meta.get("resourceVersion") or ""),
-        labels=dict(meta.get("labels") or {}),
-        owner=controller_of(obj),
-        spec=obj.get("spec") or {},
-        status=status,
-        conditions=list(status.get("conditions") or []),
-    )
+    return recording.ObservedObject.from_api(reconciler.resource, obj)
 
 
 def _unhandled_token(obj: dict[str, Any]) -> str | None:
