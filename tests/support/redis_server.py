@@ -81,15 +81,13 @@ def celery_broker(url: str) -> Iterator[None]:
     from opsconsole.celery import app
 
     before = (app.conf.broker_url, app.conf.result_backend)
-    pool = app._pool
-    if pool is not None:
-        pool.force_close_all()
+    # the app's pools stay in kombu's registry (keyed by broker): left open, they serve again afterwards
     app.conf.broker_url, app.conf.result_backend = url, url
     _celery_caches_drop(app)
     try:
         yield
     finally:
-        if app._pool is not None:
+        if app._pool is not None:  # the private broker's pool: nobody else uses it
             app._pool.force_close_all()
         app.conf.broker_url, app.conf.result_backend = before
         _celery_caches_drop(app)
