@@ -1,17 +1,33 @@
-"""Console page routes: every filter is a query parameter, so every view is a deep link."""
+"""Console page routes: every filter is a query parameter, so every view is a deep link. Ids in paths are at
+most 18 digits (a bigger number is no row, and SQLite cannot even compare one: it would be a 500)."""
 
-from django.urls import path
+from django.urls import path, register_converter
 
 from opsconsole.console.views import audit, detail, overview, queue, resources, trace
 
 app_name = "console"
 
+
+class IdConverter:
+    """A row id: 1 to 18 digits, so always within a 64-bit integer column."""
+
+    regex = "[0-9]{1,18}"
+
+    def to_python(self, value: str) -> int:
+        return int(value)
+
+    def to_url(self, value: int) -> str:
+        return str(value)
+
+
+register_converter(IdConverter, "rowid")
+
 urlpatterns = [
     path("", overview.overview, name="overview"),
     path("resources/", resources.resource_list, name="resources"),
     path("resources/reconcile", resources.resource_reconcile_selected, name="resources-reconcile"),
-    path("resources/<int:pk>/", detail.resource_detail, name="resource"),
-    path("resources/<int:pk>/reconcile", detail.resource_reconcile_now, name="resource-reconcile"),
+    path("resources/<rowid:pk>/", detail.resource_detail, name="resource"),
+    path("resources/<rowid:pk>/reconcile", detail.resource_reconcile_now, name="resource-reconcile"),
     path("traces/<str:trace_id>/", trace.trace_detail, name="trace"),
     path("audit/", audit.audit_log, name="audit"),
     path("audit/verify", audit.audit_verify, name="audit-verify"),

@@ -85,9 +85,17 @@ def test_a_reason_with_nul_is_refused_as_invalid_and_recorded(as_role, queue, re
     assert ActionRecord.objects.order_by("-id").first().outcome == "rejected"
 
 
+def test_an_id_too_big_for_any_row_is_a_404_not_a_crash(as_role, queue):
+    client = as_role("operator")
+    client.raise_request_exception = False
+    for pk in (2**63, 2**70, 10**30):
+        assert client.get(f"/resources/{pk}/").status_code == 404
+        assert csrf_post(client, f"/resources/{pk}/reconcile", {"reason": "r"}).status_code == 404
+
+
 def test_junk_in_the_bulk_form_is_rejected_not_a_crash(as_role, queue):
     client = as_role("operator")
-    for ids in (["x"], ["1e9"], [str(2**70)], ["-1"], [""]):
+    for ids in (["x"], ["1e9"], [str(2**70)], [str(2**63)], ["-1"], ["0"], [""]):
         response = csrf_post(client, "/resources/reconcile", {"ids": ids, "reason": "r", "next": "//evil.example"})
         assert response.status_code == 302, ids
         assert response["Location"] == "/resources/"  # never an off-site redirect

@@ -114,6 +114,7 @@ def resource_reconcile_selected(request: HttpRequest) -> HttpResponse:
         ids = [int(i) for i in request.POST.getlist("ids")][:1000]
     except ValueError:
         ids = []
+    ids = [i for i in ids if 0 < i < 2**63]  # no row has another id (and SQLite cannot compare a bigger one)
     back = request.POST.get("next", "")
     if not back.startswith("/") or back.startswith("//"):
         back = reverse("console:resources")
