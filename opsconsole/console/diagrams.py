@@ -191,6 +191,9 @@ def line_chart_svg(
         if coords:
             parts.append(f'<polyline points="{" ".join(coords)}" class="line line-{i}"><title>{escape(name)}'
                          f'</title></polyline>')
+            # a dot per bucket with data: a lone bucket (all runs in the last minutes) has no line to draw
+            parts.extend(f'<circle cx="{c.split(",")[0]}" cy="{c.split(",")[1]}" r="2.5" class="point line-{i}"/>'
+                         for c in coords)
         if len(series) > 1:
             parts.append(f'<text x="{width - pad_r - 70 * (len(series) - i) + 70}" y="14" text-anchor="end" '
                          f'class="legend line-{i}">{escape(name)}</text>')
