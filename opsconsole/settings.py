@@ -8,8 +8,10 @@ embedded setup: a SQLite file in the data folder, the Redis on 127.0.0.1, the ku
 import os
 import secrets
 from pathlib import Path
+from typing import Any
 
 import dj_database_url
+from django.core.exceptions import ImproperlyConfigured
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 DATA_DIR = Path(os.environ.get("OPSCONSOLE_DATA_DIR", BASE_DIR / "data"))
@@ -21,6 +23,17 @@ def env_bool(name: str, default: bool) -> bool:
     if value is None or value.strip() == "":
         return default
     return value.strip().lower() in {"1", "true", "yes", "on"}
+
+
+def env_number(name: str, default: float, kind: type[int] | type[float] = float) -> Any:
+    """Read an int or float from the environment; a malformed value stops start-up with its name."""
+    value = os.environ.get(name)
+    if value is None or value.strip() == "":
+        return kind(default)
+    try:
+        return kind(value.strip())
+    except ValueError:
+        raise ImproperlyConfigured(f"{name}={value!r} is not a{'n integer' if kind is int else ' number'}") from None
 
 
 def env_list(name: str, default: list[str]) -> list[str]:
@@ -160,7 +173,7 @@ SPECTACULAR_SETTINGS = {
 REDIS_URL = os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0")
 
 # Celery: at-least-once delivery (DESIGN.md §3). The visibility timeout must exceed the longest task.
-CELERY_TASK_TIME_LIMIT = int(os.environ.get("CELERY_TASK_TIME_LIMIT", "600"))
+CELERY_TASK_TIME_LIMIT = env_number("CELERY_TASK_TIME_LIMIT", 600, int)
 CELERY_TASK_SOFT_TIME_LIMIT = CELERY_TASK_TIME_LIMIT - 30
 CELERY_BROKER_URL = REDIS_URL
 CELERY_RESULT_BACKEND = REDIS_URL
@@ -190,11 +203,11 @@ PROMETHEUS_URL = os.environ.get("PROMETHEUS_URL") or None
 OTEL_EXPORTER_OTLP_ENDPOINT = os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT") or None
 # Spans go to the database span store (the console's trace view) unless OPSCONSOLE_TRACING=off.
 OPSCONSOLE_TRACING = os.environ.get("OPSCONSOLE_TRACING", "on")
-OPSCONSOLE_SPAN_RETENTION_HOURS = float(os.environ.get("OPSCONSOLE_SPAN_RETENTION_HOURS", "168"))
+OPSCONSOLE_SPAN_RETENTION_HOURS = env_number("OPSCONSOLE_SPAN_RETENTION_HOURS", 168)
 # /metrics of a worker host (aggregate of its prefork children) and of the controller; 0 turns one off.
 OPSCONSOLE_METRICS_ADDR = os.environ.get("OPSCONSOLE_METRICS_ADDR", "127.0.0.1")
-OPSCONSOLE_WORKER_METRICS_PORT = int(os.environ.get("OPSCONSOLE_WORKER_METRICS_PORT", "9101"))
-OPSCONSOLE_CONTROLLER_METRICS_PORT = int(os.environ.get("OPSCONSOLE_CONTROLLER_METRICS_PORT", "9102"))
+OPSCONSOLE_WORKER_METRICS_PORT = env_number("OPSCONSOLE_WORKER_METRICS_PORT", 9101, int)
+OPSCONSOLE_CONTROLLER_METRICS_PORT = env_number("OPSCONSOLE_CONTROLLER_METRICS_PORT", 9102, int)
 
 # The reconcilers this installation runs, by dotted path (DESIGN.md §2).
 OPSCONSOLE_RECONCILERS = env_list(
@@ -208,25 +221,25 @@ OPSCONSOLE_RECONCILERS = env_list(
 # The workqueue in Redis (DESIGN.md §3); defaults are controller-runtime's.
 # Empty: the Celery queue's name, read at run time (a private Celery queue gets a private workqueue).
 OPSCONSOLE_WORKQUEUE_NAME = os.environ.get("OPSCONSOLE_WORKQUEUE_NAME", "")
-OPSCONSOLE_WORKQUEUE_LEASE_SECONDS = float(os.environ.get("OPSCONSOLE_WORKQUEUE_LEASE_SECONDS", "30"))
-OPSCONSOLE_WORKQUEUE_BACKOFF_BASE = float(os.environ.get("OPSCONSOLE_WORKQUEUE_BACKOFF_BASE", "0.005"))
-OPSCONSOLE_WORKQUEUE_BACKOFF_CAP = float(os.environ.get("OPSCONSOLE_WORKQUEUE_BACKOFF_CAP", "1000"))
-OPSCONSOLE_WORKQUEUE_QPS = float(os.environ.get("OPSCONSOLE_WORKQUEUE_QPS", "10"))
-OPSCONSOLE_WORKQUEUE_BURST = int(os.environ.get("OPSCONSOLE_WORKQUEUE_BURST", "100"))
-OPSCONSOLE_WORKQUEUE_REDISPATCH_AFTER = float(os.environ.get("OPSCONSOLE_WORKQUEUE_REDISPATCH_AFTER", "300"))
+OPSCONSOLE_WORKQUEUE_LEASE_SECONDS = env_number("OPSCONSOLE_WORKQUEUE_LEASE_SECONDS", 30)
+OPSCONSOLE_WORKQUEUE_BACKOFF_BASE = env_number("OPSCONSOLE_WORKQUEUE_BACKOFF_BASE", 0.005)
+OPSCONSOLE_WORKQUEUE_BACKOFF_CAP = env_number("OPSCONSOLE_WORKQUEUE_BACKOFF_CAP", 1000)
+OPSCONSOLE_WORKQUEUE_QPS = env_number("OPSCONSOLE_WORKQUEUE_QPS", 10)
+OPSCONSOLE_WORKQUEUE_BURST = env_number("OPSCONSOLE_WORKQUEUE_BURST", 100, int)
+OPSCONSOLE_WORKQUEUE_REDISPATCH_AFTER = env_number("OPSCONSOLE_WORKQUEUE_REDISPATCH_AFTER", 300)
 
 # The controller: periodic resync of every key and leader election through a coordination.k8s.io Lease
 # (client-go's defaults: 15 s lease, 10 s renew deadline, 2 s retry).
-OPSCONSOLE_RESYNC_SECONDS = float(os.environ.get("OPSCONSOLE_RESYNC_SECONDS", "300"))
+OPSCONSOLE_RESYNC_SECONDS = env_number("OPSCONSOLE_RESYNC_SECONDS", 300)
 OPSCONSOLE_LEADER_NAMESPACE = os.environ.get("OPSCONSOLE_LEADER_NAMESPACE", "default")
-OPSCONSOLE_LEADER_LEASE_SECONDS = float(os.environ.get("OPSCONSOLE_LEADER_LEASE_SECONDS", "15"))
-OPSCONSOLE_LEADER_RENEW_DEADLINE_SECONDS = float(os.environ.get("OPSCONSOLE_LEADER_RENEW_DEADLINE_SECONDS", "10"))
-OPSCONSOLE_LEADER_RETRY_SECONDS = float(os.environ.get("OPSCONSOLE_LEADER_RETRY_SECONDS", "2"))
+OPSCONSOLE_LEADER_LEASE_SECONDS = env_number("OPSCONSOLE_LEADER_LEASE_SECONDS", 15)
+OPSCONSOLE_LEADER_RENEW_DEADLINE_SECONDS = env_number("OPSCONSOLE_LEADER_RENEW_DEADLINE_SECONDS", 10)
+OPSCONSOLE_LEADER_RETRY_SECONDS = env_number("OPSCONSOLE_LEADER_RETRY_SECONDS", 2)
 
 # API: the limits of one export and of one bulk reconcile, and the readiness probe's timeouts.
-OPSCONSOLE_API_EXPORT_MAX_ROWS = int(os.environ.get("OPSCONSOLE_API_EXPORT_MAX_ROWS", "100000"))
-OPSCONSOLE_API_BULK_MAX = int(os.environ.get("OPSCONSOLE_API_BULK_MAX", "500"))
-OPSCONSOLE_READYZ_TIMEOUT_SECONDS = float(os.environ.get("OPSCONSOLE_READYZ_TIMEOUT_SECONDS", "2"))
+OPSCONSOLE_API_EXPORT_MAX_ROWS = env_number("OPSCONSOLE_API_EXPORT_MAX_ROWS", 100000, int)
+OPSCONSOLE_API_BULK_MAX = env_number("OPSCONSOLE_API_BULK_MAX", 500, int)
+OPSCONSOLE_READYZ_TIMEOUT_SECONDS = env_number("OPSCONSOLE_READYZ_TIMEOUT_SECONDS", 2)
 
 # Logs: LOG_FORMAT=plain (default here) or json (one object per line with trace_id/span_id; production's
 # default); every record passes the redacting filter (tokens, credentials, Secret data) first.

@@ -92,3 +92,20 @@ def test_the_local_secret_key_is_generated_once_per_installation(tmp_path: Path)
     load({"OPSCONSOLE_DATA_DIR": str(tmp_path)})
     assert (tmp_path / "secret_key").read_text() == first
     assert len(first) >= 50
+
+
+def test_a_malformed_number_in_the_environment_stops_start_up_naming_the_variable(tmp_path: Path) -> None:
+    with pytest.raises(RuntimeError) as info:
+        load({"OPSCONSOLE_DATA_DIR": str(tmp_path), "OPSCONSOLE_WORKQUEUE_QPS": "ten"})
+    assert "ImproperlyConfigured: OPSCONSOLE_WORKQUEUE_QPS='ten' is not a number" in str(info.value)
+    with pytest.raises(RuntimeError, match="OPSCONSOLE_API_BULK_MAX='1.5' is not an integer"):
+        load({"OPSCONSOLE_DATA_DIR": str(tmp_path), "OPSCONSOLE_API_BULK_MAX": "1.5"})
+
+
+def test_numbers_from_the_environment_keep_their_type(tmp_path: Path) -> None:
+    probe = ("import django; from django.conf import settings; django.setup(); "
+             "print(repr(settings.OPSCONSOLE_WORKQUEUE_QPS), repr(settings.OPSCONSOLE_API_BULK_MAX))")
+    env = {**os.environ, "OPSCONSOLE_DATA_DIR": str(tmp_path), "DJANGO_SETTINGS_MODULE": "opsconsole.settings",
+           "OPSCONSOLE_WORKQUEUE_QPS": " 25 ", "OPSCONSOLE_API_BULK_MAX": ""}
+    out = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, env=env, capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["25.0", "500"]
