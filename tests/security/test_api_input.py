@@ -276,3 +276,18 @@ def test_a_wrong_method_is_a_json_405(admin):
     for method, path in (("get", f"/api/v1/resources/{res.pk}/reconcile"), ("put", "/api/v1/resources"),
                          ("delete", "/api/v1/queue/retry-now"), ("patch", "/api/v1/tokens")):
         assert_json_error(getattr(admin, method)(path), 405)
+
+
+def test_django_error_handlers_answer_json_under_the_api_and_pages_elsewhere(rf):
+    from django.urls import get_resolver
+
+    from opsconsole.api.exceptions import api_not_found, api_server_error
+
+    resolver = get_resolver()
+    assert resolver.resolve_error_handler(404) is api_not_found
+    assert resolver.resolve_error_handler(500) is api_server_error
+    crash = api_server_error(rf.get("/api/v1/resources"))
+    assert crash.status_code == 500 and crash["Content-Type"] == "application/json"
+    assert json.loads(crash.content) == {"status": 500, "code": "error", "message": "Internal server error."}
+    page = api_server_error(rf.get("/resources/"))
+    assert page.status_code == 500 and page["Content-Type"].startswith("text/html")
