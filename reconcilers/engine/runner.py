@@ -92,13 +92,14 @@ class Decision:
 # -- the task's entry point --------------------------------------------------------------------------------
 
 
-def run(key: str) -> str:
-    """Reconcile `key` once. Returns the run's result label, or 'skipped' when another worker holds the key."""
+def run(key: str, *, only_if_queued: bool = False) -> str:
+    """Reconcile `key` once. Returns the run's result label, or 'skipped' when another worker holds the key
+    or, `only_if_queued`, when the workqueue no longer has it queued (a duplicate task: its work was done)."""
     queue = dispatch.get_queue()
     owner = f"{_worker()}:{uuid.uuid4().hex[:8]}"
-    claim = queue.claim(key, owner)
+    claim = queue.claim(key, owner, only_if_dirty=only_if_queued)
     if claim is None:
-        log.debug("%s is being reconciled elsewhere; it stays dirty", key)
+        log.debug("%s is being reconciled elsewhere or no longer queued; skipped", key)
         return SKIPPED
     renewer = LeaseRenewer(queue, key, owner)
     renewer.start()

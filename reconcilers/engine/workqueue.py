@@ -15,6 +15,8 @@ It has client-go's workqueue semantics (DESIGN.md §3), with Celery as the trans
   MaxOf(per-key exponential backoff base·2^n capped, overall token bucket qps/burst).
 - `dispatched` (sorted set key → time the key was handed to the broker): a dirty key that was dispatched
   but never claimed within `redispatch_after` (its task was lost) is dispatched again by `reap_expired()`.
+  The task may only be waiting behind a long backlog, so the copies are claimed `only_if_dirty`: the first
+  task to claim consumes the dirty mark, and every later copy finds nothing queued and does nothing.
 
 Every state change is one Lua script (atomic). All keys live under `wq:{<name>}:` (one hash slot), so several
 queues share a Redis. Times come from the injected `clock`, or from Redis `TIME` when none is given, so
@@ -87,6 +89,7 @@ return {f(due - now), n + 1}
 """,
     "claim": """
 local key, owner, lease = ARGV[2], ARGV[3], tonumber(ARGV[4])
+if ARGV[5] == '1' and not redis.call('ZSCORE', KEYS[1], key) then return 0 end  -- a duplicate task: nothing queued
 local cur = owner_of(key)
 local since = now
 if cur then
@@ -358,10 +361,11 @@ class WorkQueue:
         """Consecutive failures recorded for key."""
         return int(self.redis.hget(self.keys[4], key) or 0)
 
-    def claim(self, key: str, owner: str) -> Claim | None:
+    def claim(self, key: str, owner: str, *, only_if_dirty: bool = False) -> Claim | None:
         """Take key's lease for owner. None when another owner holds an unexpired lease (the key then stays
-        dirty, so that owner's done() re-queues it). An expired lease is taken over."""
-        got = self._run("claim", key, owner, repr(self.lease_seconds))
+        dirty, so that owner's done() re-queues it), or, `only_if_dirty`, when the key is not queued (another
+        task already claimed what this one was sent for). An expired lease is taken over."""
+        got = self._run("claim", key, owner, repr(self.lease_seconds), "1" if only_if_dirty else "0")
         if not got:
             return None
         queued, since, expires, failures = got

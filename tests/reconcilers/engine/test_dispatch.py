@@ -67,7 +67,7 @@ def test_a_hundred_enqueues_of_one_key_send_one_task_by_name(wq, redis_client, b
     assert results.count(True) == 1
     (message,) = sent(redis_client, broker_queue)
     assert message["headers"]["task"] == "reconcilers.reconcile"
-    assert message["args"] == [KEY] and message["kwargs"] == {}
+    assert message["args"] == [KEY] and message["kwargs"] == {"only_if_queued": True}
     assert message["headers"]["eta"] is None and "countdown" not in message["headers"]
 
 
