@@ -12,6 +12,16 @@ from django.conf import settings
 from tests.support.workers import WorkerProcess
 
 
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Long variants (marked `slow`) run only when a marker expression is given (`-m slow`)."""
+    if config.getoption("markexpr"):
+        return
+    slow = [item for item in items if item.get_closest_marker("slow")]
+    if slow:
+        config.hook.pytest_deselected(items=slow)
+        items[:] = [item for item in items if not item.get_closest_marker("slow")]
+
+
 @pytest.fixture(scope="session")
 def redis_client() -> Iterator[redis_lib.Redis]:
     """The suite's Redis (REDIS_URL), which must answer: tests talk to a real server."""
