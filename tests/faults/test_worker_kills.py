@@ -37,7 +37,7 @@ def _busy_worker(engine):
 
 
 @pytest.mark.parametrize(("crs", "kill_count"), [
-    pytest.param(CRS, KILLS, id="short"),
+    pytest.param(CRS, KILLS, id="short", marks=pytest.mark.timeout(max(300, 120 + 6 * CRS))),
     pytest.param(*LONG, id="long", marks=[pytest.mark.slow, pytest.mark.timeout(1800)]),
 ])
 def test_workers_killed_repeatedly_mid_reconcile_every_cr_converges_with_each_transition_once(
