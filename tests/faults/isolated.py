@@ -15,18 +15,15 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
-from kubesim.testing import KubesimHandle, running_kubesim
+from kubesim.testing import KubesimHandle
 from reconcilers.engine import kube, registry
-from reconcilers.engine.controller.bootstrap import CRD, load_manifests, wait_for_crds, yaml_files
 from tests.faults.conftest import BACKOFF_BASE, BACKOFF_CAP
-from tests.reconcilers import testkinds
 from tests.reconcilers.conftest import (
-    CRDS_DIR,
     INTEGRATION_RECONCILERS,
     NAMESPACE,
-    POD_DELAYS,
     Engine,
     engine_running,
+    kubesim_with_crds,
 )
 
 
@@ -45,19 +42,6 @@ class Isolated:
         """Process → exit code (None: still running) of the controller and every worker main process."""
         procs = {"controller": self.engine.controller.proc, **{w.name: w.proc for w in self.engine.workers}}
         return {name: proc.poll() if proc is not None else -1 for name, proc in procs.items()}
-
-
-@contextmanager
-def kubesim_with_crds() -> Iterator[KubesimHandle]:
-    """A kubesim subprocess serving the CRDs of deploy/crds and the Gadget test kind."""
-    with running_kubesim(mode="process", **POD_DELAYS) as handle:
-        api = kube.build_api_client(handle.kubeconfig)
-        crds = [*load_manifests(yaml_files(CRDS_DIR)), testkinds.CRD]
-        for crd in crds:
-            kube.ensure_object(api, CRD, crd)
-        wait_for_crds(api, crds, timeout=30)
-        api.close()
-        yield handle
 
 
 @contextmanager

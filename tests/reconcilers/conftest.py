@@ -18,7 +18,7 @@ import pytest
 import redis as redis_lib
 from django.conf import settings as django_settings
 
-from kubesim.testing import running_kubesim
+from kubesim.testing import KubesimHandle, running_kubesim
 from reconcilers.core.reconciler import ResourceKind
 from reconcilers.engine import dispatch, kube, registry
 from reconcilers.engine.controller.bootstrap import CRD, load_manifests, wait_for_crds, yaml_files
@@ -33,8 +33,8 @@ NAMESPACE = ResourceKind("", "v1", "namespaces", "Namespace", namespaced=False)
 POD_DELAYS = {"schedule_delay": 0.02, "start_delay": 0.04, "ready_delay": 0.04}
 
 
-@pytest.fixture(scope="session")
-def kubesim() -> Iterator:
+@contextmanager
+def kubesim_with_crds() -> Iterator[KubesimHandle]:
     """kubesim as a subprocess (so the test process's GIL is not shared with it), the CRDs of deploy/crds and
     the test-only Gadget CRD applied and served."""
     with running_kubesim(mode="process", **POD_DELAYS) as handle:
@@ -44,6 +44,13 @@ def kubesim() -> Iterator:
             kube.ensure_object(api, CRD, crd)
         wait_for_crds(api, crds, timeout=30)
         api.close()
+        yield handle
+
+
+@pytest.fixture(scope="session")
+def kubesim() -> Iterator[KubesimHandle]:
+    """The session's kubesim (see kubesim_with_crds)."""
+    with kubesim_with_crds() as handle:
         yield handle
 
 

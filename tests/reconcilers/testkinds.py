@@ -24,36 +24,48 @@ from reconcilers.core.types import PermanentError, Result, TemporaryError
 
 GADGET = ResourceKind("test.opsconsole.io", "v1", "gadgets", "Gadget", namespaced=True)
 FINALIZER = "test.opsconsole.io/cleanup"
-MACHINE = StateMachine.build(
-    "Gadget",
-    states=("Pending", "Running", "Failed", "Terminating", "Deleted"),
-    initial="Pending",
-    transitions={
-        "Pending": ("Running", "Failed", "Terminating"),
-        "Running": ("Pending", "Failed", "Terminating"),
-        "Failed": ("Pending", "Running", "Terminating"),
-        "Terminating": ("Deleted",),
-    },
-    terminal=("Deleted",),
-)
 
-CRD: dict[str, Any] = {
-    "apiVersion": "apiextensions.k8s.io/v1",
-    "kind": "CustomResourceDefinition",
-    "metadata": {"name": "gadgets.test.opsconsole.io"},
-    "spec": {
-        "group": "test.opsconsole.io",
-        "scope": "Namespaced",
-        "names": {"plural": "gadgets", "singular": "gadget", "kind": "Gadget", "listKind": "GadgetList"},
-        "versions": [{
-            "name": "v1", "served": True, "storage": True, "subresources": {"status": {}},
-            "schema": {"openAPIV3Schema": {"type": "object", "properties": {
-                "spec": {"type": "object", "x-kubernetes-preserve-unknown-fields": True},
-                "status": {"type": "object", "x-kubernetes-preserve-unknown-fields": True},
-            }}},
-        }],
-    },
-}
+
+def kind_machine(name: str) -> StateMachine:
+    """The state machine the test kinds share: Pending → Running ⇄ Failed, → Terminating → Deleted."""
+    return StateMachine.build(
+        name,
+        states=("Pending", "Running", "Failed", "Terminating", "Deleted"),
+        initial="Pending",
+        transitions={
+            "Pending": ("Running", "Failed", "Terminating"),
+            "Running": ("Pending", "Failed", "Terminating"),
+            "Failed": ("Pending", "Running", "Terminating"),
+            "Terminating": ("Deleted",),
+        },
+        terminal=("Deleted",),
+    )
+
+
+def kind_crd(kind: ResourceKind) -> dict[str, Any]:
+    """A CRD for a namespaced test kind: any spec and status, the status subresource."""
+    singular = kind.kind.lower()
+    return {
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": f"{kind.plural}.{kind.group}"},
+        "spec": {
+            "group": kind.group,
+            "scope": "Namespaced",
+            "names": {"plural": kind.plural, "singular": singular, "kind": kind.kind, "listKind": f"{kind.kind}List"},
+            "versions": [{
+                "name": kind.version, "served": True, "storage": True, "subresources": {"status": {}},
+                "schema": {"openAPIV3Schema": {"type": "object", "properties": {
+                    "spec": {"type": "object", "x-kubernetes-preserve-unknown-fields": True},
+                    "status": {"type": "object", "x-kubernetes-preserve-unknown-fields": True},
+                }}},
+            }],
+        },
+    }
+
+
+MACHINE = kind_machine("Gadget")
+CRD: dict[str, Any] = kind_crd(GADGET)
 
 
 def _redis() -> redis.Redis:

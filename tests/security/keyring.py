@@ -15,38 +15,12 @@ from typing import Any, ClassVar
 from reconcilers.core.reconciler import Context, Reconciler, ResourceKind
 from reconcilers.core.statemachine import StateMachine
 from reconcilers.core.types import Result, TemporaryError
+from tests.reconcilers.testkinds import kind_crd, kind_machine
 
 KEYRING = ResourceKind("test.opsconsole.io", "v1", "keyrings", "Keyring", namespaced=True)
 SECRET = ResourceKind("", "v1", "secrets", "Secret", namespaced=True)
-MACHINE = StateMachine.build(
-    "Keyring",
-    states=("Pending", "Running", "Failed", "Terminating", "Deleted"),
-    initial="Pending",
-    transitions={
-        "Pending": ("Running", "Failed", "Terminating"),
-        "Running": ("Pending", "Failed", "Terminating"),
-        "Failed": ("Pending", "Running", "Terminating"),
-        "Terminating": ("Deleted",),
-    },
-    terminal=("Deleted",),
-)
-CRD: dict[str, Any] = {
-    "apiVersion": "apiextensions.k8s.io/v1",
-    "kind": "CustomResourceDefinition",
-    "metadata": {"name": "keyrings.test.opsconsole.io"},
-    "spec": {
-        "group": "test.opsconsole.io",
-        "scope": "Namespaced",
-        "names": {"plural": "keyrings", "singular": "keyring", "kind": "Keyring", "listKind": "KeyringList"},
-        "versions": [{
-            "name": "v1", "served": True, "storage": True, "subresources": {"status": {}},
-            "schema": {"openAPIV3Schema": {"type": "object", "properties": {
-                "spec": {"type": "object", "x-kubernetes-preserve-unknown-fields": True},
-                "status": {"type": "object", "x-kubernetes-preserve-unknown-fields": True},
-            }}},
-        }],
-    },
-}
+MACHINE = kind_machine("Keyring")
+CRD: dict[str, Any] = kind_crd(KEYRING)
 
 
 def credentials_name(obj: dict[str, Any]) -> str:

@@ -13,7 +13,6 @@ from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 
 import pytest
-from prometheus_client.parser import text_string_to_metric_families
 from rest_framework.test import APIClient
 
 from kubesim.testing import wait_for
@@ -25,22 +24,13 @@ from tests.opsconsole.api import factories
 from tests.opsconsole.telemetry.conftest import Prometheus, scrape
 from tests.reconcilers.conftest import wait_idle
 from tests.reconcilers.testkinds import GADGET, gadget
+from tests.support.metrics_read import sample_sum
 
 pytestmark = pytest.mark.integration
 
 
 def key_of(namespace: str, name: str) -> str:
     return GADGET.request(namespace, name).key()
-
-
-def sample_sum(text: str, name: str, **labels: str) -> float:
-    """The sum of one metric's samples matching labels, in a /metrics text."""
-    total = 0.0
-    for family in text_string_to_metric_families(text):
-        for sample in family.samples:
-            if sample.name == name and all(sample.labels.get(k) == v for k, v in labels.items()):
-                total += sample.value
-    return total
 
 
 def promtool_check(text: str) -> subprocess.CompletedProcess[str]:
