@@ -43,7 +43,8 @@ def kind_machine(name: str) -> StateMachine:
 
 
 def kind_crd(kind: ResourceKind) -> dict[str, Any]:
-    """A CRD for a namespaced test kind: any spec and status, the status subresource."""
+    """A CRD for a test kind: any spec and status, the status subresource (so status writes leave the generation
+    alone)."""
     singular = kind.kind.lower()
     return {
         "apiVersion": "apiextensions.k8s.io/v1",
@@ -51,7 +52,7 @@ def kind_crd(kind: ResourceKind) -> dict[str, Any]:
         "metadata": {"name": f"{kind.plural}.{kind.group}"},
         "spec": {
             "group": kind.group,
-            "scope": "Namespaced",
+            "scope": "Namespaced" if kind.namespaced else "Cluster",
             "names": {"plural": kind.plural, "singular": singular, "kind": kind.kind, "listKind": f"{kind.kind}List"},
             "versions": [{
                 "name": kind.version, "served": True, "storage": True, "subresources": {"status": {}},

@@ -8,6 +8,7 @@ from typing import Any
 from reconcilers.core.reconciler import Context, Reconciler, ResourceKind
 from reconcilers.core.statemachine import StateMachine
 from reconcilers.core.types import Result
+from tests.reconcilers.testkinds import kind_crd
 
 WIDGET = ResourceKind("widgets.test.opsconsole.io", "v1", "widgets", "Widget")
 GADGET = ResourceKind("gadgets.test.opsconsole.io", "v1", "gadgets", "Gadget")
@@ -36,30 +37,7 @@ class GadgetReconciler(Reconciler):
         return Result()
 
 
-def crd(kind: ResourceKind) -> dict[str, Any]:
-    """A CustomResourceDefinition with a status subresource (so status writes leave the generation alone)."""
-    return {
-        "apiVersion": "apiextensions.k8s.io/v1",
-        "kind": "CustomResourceDefinition",
-        "metadata": {"name": f"{kind.plural}.{kind.group}"},
-        "spec": {
-            "group": kind.group,
-            "scope": "Namespaced" if kind.namespaced else "Cluster",
-            "names": {"plural": kind.plural, "singular": kind.kind.lower(), "kind": kind.kind,
-                      "listKind": f"{kind.kind}List"},
-            "versions": [{
-                "name": kind.version, "served": True, "storage": True,
-                "subresources": {"status": {}},
-                "schema": {"openAPIV3Schema": {
-                    "type": "object",
-                    "properties": {
-                        "spec": {"type": "object", "x-kubernetes-preserve-unknown-fields": True},
-                        "status": {"type": "object", "x-kubernetes-preserve-unknown-fields": True},
-                    },
-                }},
-            }],
-        },
-    }
+crd = kind_crd  # the controller tests' name for it
 
 
 def widget(name: str, namespace: str, **spec: Any) -> dict[str, Any]:
