@@ -39,6 +39,10 @@ class Controller:
         """Keys to sync once at start (objects loaded from disk)."""
         return ()
 
+    def object_keys(self, key: tuple[str, str]) -> list[tuple[str, str]]:
+        """(namespace, name) of every stored object of one resource: the usual initial keys."""
+        return [(o["metadata"]["namespace"], o["metadata"]["name"]) for o in self.store.items(key)]
+
     def sync(self, key: Any) -> float | None:
         """Bring one key to its desired state; return a delay to be called again, or None."""
         raise NotImplementedError

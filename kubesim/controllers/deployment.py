@@ -24,7 +24,7 @@ class DeploymentController(Controller):
     name = "deployment"
 
     def initial_keys(self) -> Iterable[Hashable]:
-        return [(o["metadata"]["namespace"], o["metadata"]["name"]) for o in self.store.items(DEPLOY_KEY)]
+        return self.object_keys(DEPLOY_KEY)
 
     def keys_for(self, ev: Event) -> Iterable[Hashable]:
         if ev.key == DEPLOY_KEY:

@@ -34,7 +34,7 @@ class DisruptionController(Controller):
     name = "disruption"
 
     def initial_keys(self) -> Iterable[Hashable]:
-        return [(o["metadata"]["namespace"], o["metadata"]["name"]) for o in self.store.items(PDB_KEY)]
+        return self.object_keys(PDB_KEY)
 
     def keys_for(self, ev: Event) -> Iterable[Hashable]:
         if ev.key == PDB_KEY:

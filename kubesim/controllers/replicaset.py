@@ -29,7 +29,7 @@ class ReplicaSetController(Controller):
     name = "replicaset"
 
     def initial_keys(self) -> Iterable[Hashable]:
-        return [(o["metadata"]["namespace"], o["metadata"]["name"]) for o in self.store.items(RS_KEY)]
+        return self.object_keys(RS_KEY)
 
     def keys_for(self, ev: Event) -> Iterable[Hashable]:
         if ev.key == RS_KEY:

@@ -20,7 +20,7 @@ class StatefulSetController(Controller):
     name = "statefulset"
 
     def initial_keys(self) -> Iterable[Hashable]:
-        return [(o["metadata"]["namespace"], o["metadata"]["name"]) for o in self.store.items(STS_KEY)]
+        return self.object_keys(STS_KEY)
 
     def keys_for(self, ev: Event) -> Iterable[Hashable]:
         if ev.key == STS_KEY:
