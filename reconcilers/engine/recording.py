@@ -18,6 +18,7 @@ The controller keeps the rest of the mirror current with `resource_mirror_upsert
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -236,7 +237,7 @@ def resource_mirror_upsert(kind: ResourceKind, obj: dict) -> None:
     resource_mirror_write([(kind, obj)])
 
 
-def resource_mirror_write(objects: list[tuple[ResourceKind, dict]], deleted: list[str] = ()) -> None:
+def resource_mirror_write(objects: list[tuple[ResourceKind, dict]], deleted: Sequence[str] = ()) -> None:
     """`resource_mirror_upsert` for many objects and `resource_mirror_mark_deleted` for the `deleted` uids, in
     one transaction: the existing rows locked in one query (in uid order, so two writers never deadlock),
     the missing ones created, the changed ones updated. Each uid is written at most once (its last object)."""
