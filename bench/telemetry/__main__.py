@@ -74,7 +74,7 @@ def main() -> None:
     from django.conf import settings
 
     from kubesim.testing import running_kubesim
-    from reconcilers.engine import dispatch, kube, registry
+    from reconcilers.engine import apiclient, dispatch, kube, registry
     from reconcilers.engine.controller.bootstrap import CRD, wait_for_crds
     from reconcilers.models import Span
     from tests.reconcilers import testkinds
@@ -84,8 +84,8 @@ def main() -> None:
     registry.reset()
     with running_kubesim(mode="process") as sim:
         settings.KUBECONFIG = sim.kubeconfig
-        kube._shared.clear()
-        api = kube.get_api_client()
+        apiclient.reset()
+        api = apiclient.get_api_client()
         kube.ensure_object(api, CRD, testkinds.CRD)
         wait_for_crds(api, [testkinds.CRD], timeout=30)
         one_round(api, 20, traced=False)  # warm-up

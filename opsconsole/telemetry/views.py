@@ -13,7 +13,7 @@ from prometheus_client.exposition import CONTENT_TYPE_LATEST
 from prometheus_client.metrics_core import Metric
 
 from opsconsole.telemetry.metrics import reconciler_metrics_init
-from reconcilers.engine.metrics import ResourcesCollector
+from reconcilers.engine.resources_gauge import ResourcesCollector
 
 _initialised = False
 

@@ -1,10 +1,11 @@
 """The Kubernetes client the engine uses, and small generic helpers over any `ResourceKind`.
 
-`build_api_client()` reads the settings: `KUBECONFIG` when set, the in-cluster service account when
-`KUBERNETES_SERVICE_HOST` is set (inside a Pod), else the kubeconfig that kubesim writes
-(`KUBESIM_KUBECONFIG`). The helpers speak plain REST through `ApiClient.call_api` and hand back the JSON
-as dicts, so core, apps and custom resources go through the same code and the engine never knows whether
-it talks to kubesim or to a real cluster. Errors are the client's `ApiException` (see `status_of`).
+`build_api_client(kubeconfig)` builds a client from a kubeconfig file (None: the in-cluster service account);
+the process's shared client, configured from the settings, is `reconcilers.engine.apiclient.get_api_client()`.
+This module imports no Django: the reconcile step and the benchmarks use it as it is. The helpers speak plain
+REST through `ApiClient.call_api` and hand back the JSON as dicts, so core, apps and custom resources go
+through the same code and the engine never knows whether it talks to kubesim or to a real cluster. Errors
+are the client's `ApiException`.
 
 Every request goes through `_raw`, the one place that counts `rest_client_requests_total{code,method,host}`
 and, inside a recording span (a reconcile, a web request), opens a child span per API call; outside one
@@ -21,7 +22,6 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote, urlsplit
 
-from django.conf import settings
 from kubernetes import client as k8s
 from kubernetes import config as k8s_config
 from kubernetes.client.exceptions import ApiException
@@ -43,17 +43,14 @@ __all__ = [
     "create_object",
     "delete_object",
     "ensure_object",
-    "get_api_client",
     "get_object",
     "kind_for",
     "list_objects",
     "object_path",
     "patch_object",
-    "patch_status",
     "replace_object",
     "request_json",
     "server_version",
-    "status_of",
     "watch_objects",
 ]
 
@@ -66,37 +63,17 @@ Timeout = float | tuple[float, float] | None
 # -- the client ------------------------------------------------------------------------------------------
 
 
-def build_api_client(kubeconfig: str | os.PathLike[str] | None = None) -> k8s.ApiClient:
-    """A new ApiClient: `kubeconfig` if given, else settings.KUBECONFIG, else in-cluster config when
-    KUBERNETES_SERVICE_HOST is set, else settings.KUBESIM_KUBECONFIG."""
+def build_api_client(kubeconfig: str | os.PathLike[str] | None) -> k8s.ApiClient:
+    """A new ApiClient from the kubeconfig file `kubeconfig`, or, None, from the in-cluster service account."""
     configuration = k8s.Configuration()
-    path = kubeconfig or getattr(settings, "KUBECONFIG", None)
-    if path:
-        k8s_config.load_kube_config(config_file=str(path), client_configuration=configuration, persist_config=False)
-    elif os.environ.get("KUBERNETES_SERVICE_HOST"):
-        k8s_config.load_incluster_config(client_configuration=configuration)
+    if kubeconfig:
+        k8s_config.load_kube_config(config_file=str(kubeconfig), client_configuration=configuration,
+                                    persist_config=False)
     else:
-        k8s_config.load_kube_config(
-            config_file=str(settings.KUBESIM_KUBECONFIG), client_configuration=configuration, persist_config=False
-        )
+        k8s_config.load_incluster_config(client_configuration=configuration)
     # One connection per informer watch plus the ordinary calls: keep them all pooled.
     configuration.connection_pool_maxsize = max(configuration.connection_pool_maxsize or 0, 32)
     return k8s.ApiClient(configuration)
-
-
-_shared: dict[int, k8s.ApiClient] = {}
-_shared_lock = threading.Lock()
-
-
-def get_api_client() -> k8s.ApiClient:
-    """This process's shared ApiClient (a forked worker builds its own: connections do not survive fork)."""
-    pid = os.getpid()
-    with _shared_lock:
-        api = _shared.get(pid)
-        if api is None:
-            _shared.clear()
-            api = _shared[pid] = build_api_client()
-        return api
 
 
 # -- paths and raw requests -----------------------------------------------------------------------------
@@ -210,13 +187,6 @@ def request_json(
     return json.loads(data) if data else None
 
 
-def status_of(exc: BaseException) -> int | None:
-    """The HTTP status of an ApiException (None for anything else, or a connection error's 0)."""
-    if isinstance(exc, ApiException):
-        return exc.status or None
-    return None
-
-
 def server_version(api: k8s.ApiClient, timeout: float = 5.0) -> dict[str, Any]:
     """GET /version (the cheapest way to know the API answers)."""
     return request_json(api, "GET", "/version", timeout=timeout)
@@ -306,15 +276,6 @@ def patch_object(
 ) -> dict[str, Any]:
     """A JSON merge patch (RFC 7386) of the object. Put metadata.resourceVersion in it for a conditional one."""
     return request_json(api, "PATCH", object_path(kind, namespace, name), body=patch, content_type=MERGE_PATCH)
-
-
-def patch_status(
-    api: k8s.ApiClient, kind: ResourceKind, namespace: str | None, name: str, patch: dict[str, Any]
-) -> dict[str, Any]:
-    """A JSON merge patch through the /status subresource."""
-    return request_json(
-        api, "PATCH", object_path(kind, namespace, name, "status"), body=patch, content_type=MERGE_PATCH
-    )
 
 
 def delete_object(

@@ -2,9 +2,9 @@
 
 Names, labels and buckets follow controller-runtime (and client-go's workqueue and leader election), so the
 Grafana dashboards users already run for Go operators work unchanged; ours are prefixed `operator_` and
-`opsconsole_` (`opsconsole_resources` is not a stored gauge: `ResourcesCollector` counts the Resource table when
-scraped). Labels never carry a resource name: only the controller (the kind, lower-cased), results,
-phases, reasons, HTTP codes and methods, all bounded sets. `label_pairs_init()` makes every known label pair
+`opsconsole_` (`opsconsole_resources` is not a stored gauge: `reconcilers.engine.resources_gauge` counts the
+Resource table when scraped). Labels never carry a resource name: only the controller (the kind, lower-cased),
+results, phases, reasons, HTTP codes and methods, all bounded sets. `label_pairs_init()` makes every known label pair
 exist at 0 before the first event, as controller-runtime does.
 
 In Celery's prefork pool every child writes its samples to PROMETHEUS_MULTIPROC_DIR; gauges declare how
@@ -13,11 +13,9 @@ the worker's main process aggregates them (`multiprocess_mode`).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Sequence
 
 from prometheus_client import Counter, Gauge, Histogram
-from prometheus_client.core import GaugeMetricFamily
-from prometheus_client.registry import Collector
 
 # controller-runtime's reconcile time buckets (pkg/internal/controller/metrics).
 RECONCILE_TIME_BUCKETS = (
@@ -186,50 +184,15 @@ def reconciler_label_pairs_init(reconciler: object) -> None:
     )
 
 
-class ResourcesCollector(Collector):
-    """`opsconsole_resources{kind,phase}`: the Resource table counted at scrape time (deleted ones excluded),
-    with every declared state of every registered kind present, at 0 when no resource is in it; and
-    `opsconsole_resources_oldest_in_phase_seconds{kind,phase}` (the "stuck in Pending" alert's signal)."""
-
-    def describe(self) -> list[GaugeMetricFamily]:
-        """Declared without samples (so registering it costs no query)."""
-        return [
-            GaugeMetricFamily("opsconsole_resources", "Resources known to opsconsole, by kind and phase",
-                              labels=["kind", "phase"]),
-            GaugeMetricFamily("opsconsole_resources_oldest_in_phase_seconds",
-                              "How long the resource longest in each phase has been in it (0 when none)",
-                              labels=["kind", "phase"]),
-        ]
-
-    def collect(self) -> Iterator[GaugeMetricFamily]:
-        """One sample per (kind, phase): the registered kinds' states at 0, then the counted rows."""
-        from django.db.models import Count, Min
-        from django.utils import timezone
-
-        from reconcilers.engine import registry
-        from reconcilers.models import Resource
-
-        counts: dict[tuple[str, str], int] = {}
-        oldest: dict[tuple[str, str], float] = {}
-        for rec in registry.registered():
-            for state in rec.state_machine.states:
-                counts[(rec.resource.kind, state)] = 0
-                oldest[(rec.resource.kind, state)] = 0.0
-        now = timezone.now()
-        rows = (Resource.objects.filter(deleted=False).values("kind", "phase")
-                .annotate(n=Count("id"), since=Min("phase_since")).order_by())
-        for row in rows:
-            pair = (row["kind"], row["phase"] or NO_PHASE)
-            counts[pair] = row["n"]
-            oldest[pair] = max(0.0, (now - row["since"]).total_seconds()) if row["since"] else 0.0
-        family = GaugeMetricFamily("opsconsole_resources", "Resources known to opsconsole, by kind and phase",
-                                   labels=["kind", "phase"])
-        for (kind, phase), n in sorted(counts.items()):
-            family.add_metric([kind, phase], n)
-        yield family
-        age = GaugeMetricFamily("opsconsole_resources_oldest_in_phase_seconds",
-                                "How long the resource longest in each phase has been in it (0 when none)",
-                                labels=["kind", "phase"])
-        for (kind, phase), seconds in sorted(oldest.items()):
-            age.add_metric([kind, phase], seconds)
-        yield age
+def reconcile_observed(controller: str, result: str, seconds: float, queued_seconds: float,
+                       error_class: str = "") -> None:
+    """controller-runtime's reconcile and workqueue metrics for one finished run, and ours for failures."""
+    RECONCILE_TOTAL.labels(controller, result).inc()
+    RECONCILE_TIME.labels(controller).observe(seconds)
+    if result == "error":
+        RECONCILE_ERRORS.labels(controller).inc()
+        RECONCILE_FAILURES.labels(controller, failure_reason(error_class)).inc()
+        if error_class == "PermanentError":
+            TERMINAL_RECONCILE_ERRORS.labels(controller).inc()
+    WORKQUEUE_QUEUE_DURATION.labels(controller, controller).observe(max(0.0, queued_seconds))
+    WORKQUEUE_WORK_DURATION.labels(controller, controller).observe(seconds)

@@ -44,7 +44,7 @@ from django.utils import timezone
 from reconcilers.core.reconciler import Reconciler
 from reconcilers.core.statemachine import StateMachine
 from reconcilers.core.types import Condition, PermanentError, Request, Result, TemporaryError
-from reconcilers.engine import dispatch, kube, recording, registry
+from reconcilers.engine import apiclient, dispatch, kube, recording, registry
 from reconcilers.engine.context import EngineContext, now_rfc3339
 from reconcilers.engine.kstatus import condition_reason, kstatus_conditions
 from reconcilers.engine.workqueue import Claim, WorkQueue
@@ -183,7 +183,7 @@ class Run:
 
     def _execute(self, span: Any) -> str:
         kind = self.reconciler.resource
-        api = kube.get_api_client()
+        api = apiclient.get_api_client()
         try:
             obj = kube.get_object(api, kind, self.request.namespace or None, self.request.name)
         except Exception as exc:

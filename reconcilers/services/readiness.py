@@ -18,7 +18,7 @@ import redis
 from django.conf import settings
 from django.db import connection
 
-from reconcilers.engine import kube
+from reconcilers.engine import apiclient, kube
 from reconcilers.engine.controller.leader import LEASE, LEASE_NAME
 
 
@@ -43,7 +43,7 @@ def _check_redis() -> str:
 
 
 def _check_kubernetes() -> str:
-    version = kube.server_version(kube.get_api_client(), timeout=_timeout())
+    version = kube.server_version(apiclient.get_api_client(), timeout=_timeout())
     return str(version.get("gitVersion") or "answered")
 
 
@@ -53,7 +53,7 @@ def _parse_time(value: str) -> datetime:
 
 def _check_leader() -> str:
     namespace = getattr(settings, "OPSCONSOLE_LEADER_NAMESPACE", "default")
-    lease = kube.get_object(kube.get_api_client(), LEASE, namespace, LEASE_NAME, timeout=(_timeout(), _timeout()))
+    lease = kube.get_object(apiclient.get_api_client(), LEASE, namespace, LEASE_NAME, timeout=(_timeout(), _timeout()))
     if lease is None:
         raise RuntimeError(f"no Lease {namespace}/{LEASE_NAME}: no controller has led yet")
     spec = lease.get("spec") or {}

@@ -16,7 +16,7 @@ from django.utils import timezone
 from opentelemetry import trace
 
 from reconcilers.core.types import Request
-from reconcilers.engine import dispatch, kube, registry
+from reconcilers.engine import apiclient, dispatch, kube, registry
 from reconcilers.engine.runner import ANNOTATION
 from reconcilers.models import ReconcileRequest, RequestState, Resource
 
@@ -72,7 +72,7 @@ def reconcile_request_create(
             return _same_object(existing, key)
 
     req = Request.from_key(key)
-    api = kube.get_api_client()
+    api = apiclient.get_api_client()
     obj = kube.get_object(api, reconciler.resource, req.namespace or None, req.name)
     if obj is None:
         raise ObjectNotFound(f"{reconciler.resource.kind} {req.namespaced_name} not found")

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kubesim.testing import KubesimHandle
-from reconcilers.engine import kube, registry
+from reconcilers.engine import apiclient, kube, registry
 from tests.faults.conftest import BACKOFF_BASE, BACKOFF_CAP
 from tests.reconcilers.conftest import (
     INTEGRATION_RECONCILERS,
@@ -58,8 +58,8 @@ def isolated_engine(django_db_blocker: Any, settings: Any, *, prefix: str,
     try:
         with kubesim_with_crds() as sim:
             settings.KUBECONFIG = sim.kubeconfig
-            kube._shared.clear()
-            api = kube.get_api_client()
+            apiclient.reset()
+            api = apiclient.get_api_client()
             namespace = f"t-{uuid.uuid4().hex[:8]}"
             kube.create_object(api, NAMESPACE, {"metadata": {"name": namespace}})
             with engine_running(sim, django_db_blocker, prefix=prefix, extra_env=env) as engine:
@@ -73,5 +73,5 @@ def isolated_engine(django_db_blocker: Any, settings: Any, *, prefix: str,
                 yield isolated
                 engine.stop()
     finally:
-        kube._shared.clear()
+        apiclient.reset()
         registry.reset()

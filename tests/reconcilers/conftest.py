@@ -20,7 +20,7 @@ from django.conf import settings as django_settings
 
 from kubesim.testing import KubesimHandle, running_kubesim
 from reconcilers.core.reconciler import ResourceKind
-from reconcilers.engine import dispatch, kube, registry
+from reconcilers.engine import apiclient, dispatch, kube, registry
 from reconcilers.engine.controller.bootstrap import CRD, load_manifests, wait_for_crds, yaml_files
 from tests.reconcilers import testkinds
 from tests.support.workers import GroupProcess, WorkerProcess, test_database_url
@@ -58,9 +58,9 @@ def kubesim() -> Iterator[KubesimHandle]:
 def kapi(kubesim, settings) -> Iterator:
     """The engine's shared ApiClient (kube.get_api_client), configured from kubesim's kubeconfig."""
     settings.KUBECONFIG = kubesim.kubeconfig
-    kube._shared.clear()
-    yield kube.get_api_client()
-    kube._shared.clear()
+    apiclient.reset()
+    yield apiclient.get_api_client()
+    apiclient.reset()
 
 
 @pytest.fixture

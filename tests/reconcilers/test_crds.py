@@ -20,6 +20,7 @@ from reconcilers.engine.controller.bootstrap import (
 from reconcilers.kinds.memcached import MEMCACHED
 from reconcilers.kinds.tenant import TENANT
 from tests.reconcilers.conftest import CRDS_DIR, SAMPLES_DIR
+from tests.support.status_patch import patch_status
 
 pytestmark = pytest.mark.integration
 
@@ -61,15 +62,15 @@ def test_the_status_is_written_only_through_the_subresource(kapi, namespace):
     obj = kube.create_object(kapi, MEMCACHED, memcached(namespace, "m", size=1))
     obj["status"] = {"phase": "Running"}
     assert "status" not in (kube.replace_object(kapi, MEMCACHED, obj).get("status") or {})
-    written = kube.patch_status(kapi, MEMCACHED, namespace, "m", {"status": {"phase": "Running", "readyReplicas": 1}})
+    written = patch_status(kapi, MEMCACHED, namespace, "m", {"status": {"phase": "Running", "readyReplicas": 1}})
     assert written["status"]["phase"] == "Running"
-    assert "status.phase" in rejected(lambda: kube.patch_status(kapi, MEMCACHED, namespace, "m",
+    assert "status.phase" in rejected(lambda: patch_status(kapi, MEMCACHED, namespace, "m",
                                                                 {"status": {"phase": "Sleeping"}}))
 
 
 def test_kubectl_get_shows_phase_ready_and_age(kapi, namespace):
     kube.create_object(kapi, MEMCACHED, memcached(namespace, "m", size=3))
-    kube.patch_status(kapi, MEMCACHED, namespace, "m", {"status": {"phase": "Pending", "readyReplicas": 1}})
+    patch_status(kapi, MEMCACHED, namespace, "m", {"status": {"phase": "Pending", "readyReplicas": 1}})
     table = _table(kapi, kube.collection_path(MEMCACHED, namespace))
     columns = [c["name"] for c in table["columnDefinitions"]]
     assert columns[:3] == ["Name", "Phase", "Ready"] and "Age" in columns

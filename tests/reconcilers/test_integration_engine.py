@@ -19,6 +19,7 @@ from reconcilers.kinds.memcached import MEMCACHED
 from reconcilers.models import ReconcileRequest, ReconcileRun, RequestState, Resource, Transition
 from tests.reconcilers.conftest import INTEGRATION_RECONCILERS, ROOT
 from tests.reconcilers.testkinds import GADGET, gadget, overlaps, trace
+from tests.support.status_patch import patch_status
 from tests.support.workers import test_database_url as database_url
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
@@ -82,7 +83,7 @@ def test_a_status_only_change_enqueues_nothing(integration, kapi, namespace):
     before = ReconcileRun.objects.filter(key=key).count()
     adds = dispatch.get_queue().snapshot()
     for i in range(5):
-        kube.patch_status(kapi, GADGET, namespace, "calm", {"status": {"note": f"status only {i}"}})
+        patch_status(kapi, GADGET, namespace, "calm", {"status": {"note": f"status only {i}"}})
     time.sleep(1.5)  # the controller would have enqueued well within this
     assert ReconcileRun.objects.filter(key=key).count() == before
     assert dispatch.get_queue().snapshot().depth == adds.depth == 0

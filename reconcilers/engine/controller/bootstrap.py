@@ -18,7 +18,7 @@ from typing import Any
 import yaml
 
 from reconcilers.core.reconciler import ResourceKind
-from reconcilers.engine import kube
+from reconcilers.engine import apiclient, kube
 
 log = logging.getLogger(__name__)
 
@@ -56,7 +56,7 @@ def connect(timeout: float = 60.0, interval: float = 0.5) -> Any:
     deadline = time.monotonic() + timeout
     while True:
         try:
-            api = kube.get_api_client()
+            api = apiclient.get_api_client()
         except Exception as exc:  # e.g. the kubeconfig is not written yet
             if time.monotonic() >= deadline:
                 raise BootstrapError(f"no Kubernetes client configuration within {timeout:.0f}s: {exc}") from exc

@@ -14,7 +14,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from reconcilers.engine import kube, registry
+from reconcilers.engine import apiclient, kube, registry
 from reconcilers.models import ReconcileRequest, RequestState
 from reconcilers.services.reconcile_requests import ReconcileRequestError, reconcile_request_create
 
@@ -56,7 +56,7 @@ class Command(BaseCommand):
         if not options["wait"]:
             return
         finished = self._follow(request, options["timeout"], options["interval"])
-        live = kube.get_object(kube.get_api_client(), kind, namespace or None, name)
+        live = kube.get_object(apiclient.get_api_client(), kind, namespace or None, name)
         handled = ((live or {}).get("status") or {}).get("lastHandledReconcileAt")
         if handled:
             self.stdout.write(f"status      lastHandledReconcileAt {handled}  phase "

@@ -22,7 +22,7 @@ from typing import Any
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from reconcilers.engine import kube, registry
+from reconcilers.engine import apiclient, registry
 from reconcilers.engine.controller import Controller, LeaderElector
 from reconcilers.engine.controller.bootstrap import BootstrapError, bootstrap, connect
 from reconcilers.engine.metrics import LEADER_ELECTION_MASTER
@@ -64,7 +64,7 @@ class Command(BaseCommand):
                     f"{len(report.served)} CRDs served"
                 )
             else:
-                api = kube.get_api_client()
+                api = apiclient.get_api_client()
             reconcilers = registry.registered()
             _telemetry_start(self)
             elector = LeaderElector(

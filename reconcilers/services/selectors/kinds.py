@@ -8,7 +8,7 @@ import time
 from typing import Any
 
 from reconcilers.core.reconciler import ResourceKind
-from reconcilers.engine import kube, registry
+from reconcilers.engine import apiclient, kube, registry
 
 log = logging.getLogger(__name__)
 CRD_KIND = ResourceKind("apiextensions.k8s.io", "v1", "customresourcedefinitions", "CustomResourceDefinition", False)
@@ -51,7 +51,7 @@ def kind_printer_columns(group: str, plural: str, version: str, *, ttl: float = 
             return hit[1]
     columns = [dict(c) for c in DEFAULT_COLUMNS]
     try:
-        crd = kube.get_object(kube.get_api_client(), CRD_KIND, None, f"{plural}.{group}", timeout=(1.0, 2.0))
+        crd = kube.get_object(apiclient.get_api_client(), CRD_KIND, None, f"{plural}.{group}", timeout=(1.0, 2.0))
         for v in ((crd or {}).get("spec") or {}).get("versions") or []:
             if v.get("name") == version and v.get("additionalPrinterColumns"):
                 columns = [{"name": c.get("name", ""), "type": c.get("type", "string"),

@@ -13,7 +13,7 @@ from django.db.models import F, Q, QuerySet
 from django.utils import timezone
 
 from reconcilers.core.reconciler import ResourceKind
-from reconcilers.engine import kube, registry
+from reconcilers.engine import apiclient, kube, registry
 from reconcilers.models import ReconcileRun, Resource, Transition
 from reconcilers.services.selectors.filters import InvalidFilter, label_selector_q, namespace_q, nul_free
 
@@ -130,7 +130,7 @@ def resource_live_children(resource: Resource) -> tuple[list[dict[str, Any]], st
         return [], ""
     children: list[dict[str, Any]] = []
     try:
-        api = kube.get_api_client()
+        api = apiclient.get_api_client()
         for kind in rec.owns:
             ns = resource.namespace or None
             for item in kube.list_objects(api, kind, ns if kind.namespaced else None, timeout=(2.0, 5.0)).items:
@@ -158,7 +158,7 @@ def resource_runs(resource: Resource) -> QuerySet[ReconcileRun]:
 def resource_events(resource: Resource, *, limit: int = 200) -> list[dict[str, Any]]:
     """The Kubernetes Events about the resource, read live (newest first). Raises the client's errors (the
     caller answers 503); events expire, the transition log is the record."""
-    api = kube.get_api_client()
+    api = apiclient.get_api_client()
     result = kube.list_objects(
         api, EVENT, resource.namespace or "default", field_selector=f"involvedObject.uid={resource.uid}",
         limit=limit, timeout=(2.0, 10.0),

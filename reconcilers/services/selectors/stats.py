@@ -27,7 +27,7 @@ from django.db.models import (
 )
 from django.utils import timezone
 
-from reconcilers.engine import kube
+from reconcilers.engine import apiclient, kube
 from reconcilers.engine.controller.leader import LEASE, LEASE_NAME
 from reconcilers.models import ReconcileRequest, Resource, Span, Transition
 from reconcilers.services.selectors.filters import namespace_q
@@ -220,7 +220,7 @@ def controller_leader(*, ttl: float = 5.0) -> dict[str, Any]:
     def read() -> dict[str, Any]:
         namespace = getattr(settings, "OPSCONSOLE_LEADER_NAMESPACE", "default")
         try:
-            lease = kube.get_object(kube.get_api_client(), LEASE, namespace, LEASE_NAME, timeout=(1.0, 2.0))
+            lease = kube.get_object(apiclient.get_api_client(), LEASE, namespace, LEASE_NAME, timeout=(1.0, 2.0))
         except Exception as exc:  # a read for display: report, never fail the page
             return {"holder": "", "renewed": None, "expires": None, "alive": False,
                     "error": f"the Kubernetes API did not answer: {type(exc).__name__}"}

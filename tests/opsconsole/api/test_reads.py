@@ -125,10 +125,10 @@ def test_a_resource_lists_its_owner_and_mirrored_children(viewer, monkeypatch):
 def test_resource_detail_has_spec_status_and_reports_an_unreachable_cluster(viewer, settings, tmp_path):
     settings.KUBECONFIG = str(tmp_path / "missing-kubeconfig")
     res = f.resource("one", spec={"size": 3}, status={"phase": "Running", "readyReplicas": 3})
-    from reconcilers.engine import kube
-    kube._shared.clear()
+    from reconcilers.engine import apiclient
+    apiclient.reset()
     body = viewer.get(f"/api/v1/resources/{res.pk}").json()
-    kube._shared.clear()
+    apiclient.reset()
     assert body["spec"] == {"size": 3} and body["status"]["readyReplicas"] == 3
     assert body["live_children"] == [] and body["live_children_error"]
     assert viewer.get("/api/v1/resources/999999").status_code == 404

@@ -16,7 +16,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from prometheus_client import REGISTRY, CollectorRegistry, generate_latest
 
 from opsconsole.telemetry.spanstore import DatabaseSpanProcessor
-from reconcilers.engine import metrics
+from reconcilers.engine import metrics, resources_gauge
 from tests.reconcilers.testkinds import MACHINE
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -71,7 +71,7 @@ def test_the_resources_collector_counts_rows_and_reports_every_declared_state(se
         Resource.objects.create(uid="gone", key="kg", group="test.opsconsole.io", version="v1", plural="gadgets",
                                 kind="Gadget", namespace="n", name="gone", phase="Running", deleted=True)
         registry_ = CollectorRegistry()
-        registry_.register(metrics.ResourcesCollector())
+        registry_.register(resources_gauge.ResourcesCollector())
         get = registry_.get_sample_value
         assert get("opsconsole_resources", {"kind": "Gadget", "phase": "Running"}) == 2
         assert get("opsconsole_resources", {"kind": "Gadget", "phase": "Pending"}) == 1

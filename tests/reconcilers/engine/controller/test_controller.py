@@ -11,6 +11,7 @@ from reconcilers.engine import kube
 from reconcilers.engine.controller import Controller
 from reconcilers.engine.controller.events import RECONCILE_REQUESTED_AT
 from tests.reconcilers.engine.controller.kinds import DEPLOYMENT, WIDGET, WidgetReconciler, widget
+from tests.support.status_patch import patch_status
 
 
 class Keys:
@@ -83,7 +84,7 @@ def test_a_status_only_change_enqueues_nothing_while_spec_finalizers_deletion_an
     kube.create_object(api, WIDGET, widget("w", ns))
     assert key(ns, "w") in settle(api, controller, ns)
 
-    kube.patch_status(api, WIDGET, ns, "w", {"status": {"phase": "Running", "observedGeneration": 1}})
+    patch_status(api, WIDGET, ns, "w", {"status": {"phase": "Running", "observedGeneration": 1}})
     kube.patch_object(api, WIDGET, ns, "w", {"metadata": {"labels": {"only": "labels"}}})
     assert settle(api, controller, ns) == []  # status-only and metadata-only updates: nothing
 
