@@ -43,6 +43,39 @@ def _same_content(a: dict[str, Any], b: dict[str, Any]) -> bool:
     return ma == mb
 
 
+def _go_owner_references(refs: list[Any]) -> str:
+    """The references as Go's `%#v` prints a []metav1.OwnerReference (pointers shown by value)."""
+    def item(ref: Any) -> str:
+        ref = ref if isinstance(ref, dict) else {}
+        fields = [f'{go}:{json.dumps(str(ref.get(key) or ""))}' for go, key in
+                  (("APIVersion", "apiVersion"), ("Kind", "kind"), ("Name", "name"), ("UID", "uid"))]
+        for go, key in (("Controller", "controller"), ("BlockOwnerDeletion", "blockOwnerDeletion")):
+            value = ref.get(key)
+            fields.append(f"{go}:" + ("(*bool)(nil)" if value is None else f"&{str(bool(value)).lower()}"))
+        return "v1.OwnerReference{" + ", ".join(fields) + "}"
+    return "[]v1.OwnerReference{" + ", ".join(item(r) for r in refs) + "}"
+
+
+def _owner_reference_causes(refs: Any) -> list[dict[str, str]]:
+    """apimachinery's ValidateOwnerReferences rule that at most one reference has controller=true: one cause
+    per further controller, naming the first one and it."""
+    if not isinstance(refs, list):
+        return []
+    causes = []
+    first = ""
+    for ref in refs:
+        if not isinstance(ref, dict) or ref.get("controller") is not True:
+            continue
+        current = f"{ref.get('kind', '')}/{ref.get('name', '')}"
+        if not first:
+            first = current
+            continue
+        causes.append(cause("metadata.ownerReferences", "FieldValueInvalid",
+                            f"Invalid value: {_go_owner_references(refs)}: Only one reference can have Controller "
+                            f'set to true. Found "true" in references for {first} and {current}'))
+    return causes
+
+
 class Cluster(PatchingMixin, DeletingMixin):
     """All objects of the simulated cluster and the rules for changing them."""
 
@@ -200,7 +233,7 @@ class Cluster(PatchingMixin, DeletingMixin):
                     causes.append(cause("metadata.labels", "FieldValueInvalid", f'Invalid value: "{v}": a valid '
                                         "label must be an empty string or consist of alphanumeric characters, '-', "
                                         "'_' or '.', and must start and end with an alphanumeric character"))
-        return causes
+        return causes + _owner_reference_causes(obj["metadata"].get("ownerReferences"))
 
     def create(self, rt: ResourceType, namespace: str, body: Any, opts: WriteOptions | None = None,
                version: str | None = None) -> dict[str, Any]:

@@ -14,7 +14,7 @@ from kubesim.meta import clone, get_path, json_path, now, set_path
 from kubesim.patch import apply_json_patch, merge_patch, strategic_merge
 from kubesim.patch.apply import applied_paths, from_fields_v1, release, to_fields_v1
 from kubesim.patch.jsonpatch import PatchError
-from kubesim.patch.strategic import StrategicPatchError, merge_keys_for
+from kubesim.patch.strategic import METADATA, StrategicPatchError, merge_keys_for
 from kubesim.registry import ResourceType
 from kubesim.selectors import label_selector_string
 
@@ -61,7 +61,13 @@ class PatchingMixin:
                     raise errors.bad_request("apply patch must be an object")
                 if rt.builtin:
                     return strategic_merge(current, patch, merge_keys_for(rt.group, rt.plural))
-                return merge_patch(current, patch)
+                # a custom resource: a merge patch, but metadata is ObjectMeta, whose ownerReferences (by uid)
+                # and finalizers (a set) are merged as for any object, never replaced
+                merged = merge_patch(current, {k: v for k, v in patch.items() if k != "metadata"})
+                if isinstance(patch.get("metadata"), dict) and isinstance(merged, dict):
+                    merged["metadata"] = strategic_merge(current.get("metadata") or {}, patch["metadata"], METADATA,
+                                                         ("metadata",))
+                return merged
         except PatchError as e:
             raise errors.ApiError(422, "Invalid", str(e), {}) from e
         except StrategicPatchError as e:
