@@ -1,10 +1,14 @@
 """The `Context` a reconciler runs with: the API client, a logger, the span, and the helpers it acts through.
 
-- `apply_child(manifest)`: create-or-patch a child with an ownerReference to the reconciled object
-  (controller=true, blockOwnerDeletion=true), as controller-runtime's CreateOrUpdate + SetControllerReference:
-  a child that another controller owns is not taken over (TemporaryError: the garbage collector usually
-  removes such an orphan of an earlier object of the same name); an unowned one is adopted; an owned one is
-  patched only when the manifest is not already a subset of what is there (no needless writes).
+- `apply_child(manifest)`: server-side apply of a child, one PATCH (`application/apply-patch+yaml`) with the
+  kind's field manager (`opsconsole-<reconciler name>`) and force=true: the applied configuration is the
+  manifest plus a controller ownerReference to the reconciled object (controller=true,
+  blockOwnerDeletion=true). The API server creates a missing child, sets back fields someone else changed,
+  removes fields the engine applied before and no longer does, and writes nothing when nothing differs (the
+  resourceVersion stays). An unowned child is adopted; a child that another controller owns is not taken
+  over: the API refuses a second controller reference (422), and the context, seeing the other controller
+  on a GET, raises TemporaryError ChildOwnedElsewhere (the garbage collector usually removes such an orphan
+  of an earlier object of the same name). `children` records every child applied, as the API returned it.
 - `get` / `list` / `delete` / `list_children` for any `ResourceKind`.
 - `add_finalizer` / `remove_finalizer`: a JSON merge patch carrying the resourceVersion read (409 → re-read,
   retry), so a concurrent change is never overwritten; the context's `obj` follows every write.
@@ -21,44 +25,17 @@ import logging
 import os
 import socket
 import uuid
-from datetime import UTC, datetime
 from typing import Any
 
+from reconcilers.core.meta import controller_ref, now_rfc3339  # now_rfc3339: still imported from here too
 from reconcilers.core.reconciler import Reconciler, ResourceKind
 from reconcilers.core.types import Condition, ConditionStatus, Request, TemporaryError
 from reconcilers.engine import kube
 
 REPORTING_COMPONENT = "opsconsole-controller"
 _CONFLICT_ATTEMPTS = 5
-_IGNORED_TOP_LEVEL = {"apiVersion", "kind", "status"}
 
 log = logging.getLogger(__name__)
-
-
-def now_rfc3339() -> str:
-    """The current time as Kubernetes writes timestamps (RFC 3339, seconds, UTC)."""
-    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def is_subset(desired: Any, actual: Any) -> bool:
-    """True when every field of `desired` has the same value in `actual` (dicts: a subset of keys; lists:
-    the same length, item by item; anything else: equal). Server-defaulted extras in `actual` are ignored."""
-    if isinstance(desired, dict):
-        return isinstance(actual, dict) and all(k in actual and is_subset(v, actual[k]) for k, v in desired.items())
-    if isinstance(desired, list):
-        return (isinstance(actual, list) and len(desired) == len(actual)
-                and all(is_subset(d, a) for d, a in zip(desired, actual, strict=True)))
-    if isinstance(desired, (int, float)) and isinstance(actual, (int, float)) and not isinstance(desired, bool):
-        return desired == actual and not isinstance(actual, bool)
-    return desired == actual
-
-
-def controller_of(obj: dict[str, Any]) -> dict[str, Any] | None:
-    """The ownerReference with controller=true of an object, if any."""
-    for ref in (obj.get("metadata") or {}).get("ownerReferences") or []:
-        if ref.get("controller"):
-            return ref
-    return None
 
 
 class EngineContext:
@@ -82,8 +59,9 @@ class EngineContext:
         self.api_client = api_client
         self.log = log or logging.getLogger(f"reconcilers.{reconciler.name}")
         self.span = span
-        self.events_posted: list[dict[str, Any]] = []
-        self.children_written = 0
+        #: every child `apply_child` applied in this reconcile, in order, as the API returned it (the same
+        #: child twice when applied twice); an apply that changed nothing kept the child's resourceVersion
+        self.children: list[dict[str, Any]] = []
 
     # -- the reconciled object -------------------------------------------------------------------------
 
@@ -111,6 +89,11 @@ class EngineContext:
             self.obj = fresh
         return fresh
 
+    @property
+    def field_manager(self) -> str:
+        """The server-side apply field manager of this kind's children: `opsconsole-<reconciler name>`."""
+        return f"opsconsole-{self.reconciler.name}"
+
     # -- reading and deleting ------------------------------------------------------------------------------
 
     def get(self, kind: ResourceKind, namespace: str, name: str) -> dict[str, Any] | None:
@@ -131,7 +114,7 @@ class EngineContext:
         """The objects of `kind` whose controller ownerReference is the reconciled object (by uid)."""
         uid = self.obj["metadata"]["uid"]
         where = self.namespace if (kind.namespaced and self.kind.namespaced) else None
-        return [o for o in self.list(kind, where) if (controller_of(o) or {}).get("uid") == uid]
+        return [o for o in self.list(kind, where) if (controller_ref(o) or {}).get("uid") == uid]
 
     # -- children ------------------------------------------------------------------------------------
 
@@ -146,49 +129,30 @@ class EngineContext:
         return found
 
     def apply_child(self, manifest: dict[str, Any]) -> dict[str, Any]:
-        """Create the child, or patch it to match `manifest`, with a controller ownerReference to the
-        reconciled object. Returns the child as the API has it afterwards."""
+        """Server-side apply `manifest` with a controller ownerReference to the reconciled object (created when
+        missing, put back to the manifest when changed). Returns the child as the API has it afterwards.
+        Raises TemporaryError ChildOwnedElsewhere when another controller owns the child."""
         kind = self.resolve(manifest["apiVersion"], manifest["kind"])
         desired = _with_namespace(manifest, kind, self.namespace)
         meta = desired["metadata"]
         namespace, name = meta.get("namespace") or "", meta["name"]
         ref = self.owner_reference()
         meta["ownerReferences"] = [ref]
-        # an object never reconciled (no observedGeneration) most likely has no children yet: create first and
-        # look only when that meets 409 AlreadyExists (one round trip instead of two for a new object)
-        create_first = (self.obj.get("status") or {}).get("observedGeneration") is None
-        for _attempt in range(_CONFLICT_ATTEMPTS):
-            existing = None if create_first else kube.get_object(self.api_client, kind, namespace or None, name)
-            create_first = False
-            if existing is None:
-                try:
-                    created = kube.create_object(self.api_client, kind, desired, namespace or None)
-                except kube.ApiException as exc:
-                    if exc.status == 409:  # created meanwhile: look again
-                        continue
-                    raise
-                self.children_written += 1
-                return created
-            owner = controller_of(existing)
-            if owner is not None and owner.get("uid") != ref["uid"]:
-                raise TemporaryError(
-                    f"{kind.kind} {namespace + '/' if namespace else ''}{name} is controlled by "
-                    f"{owner.get('kind')} {owner.get('name')} (uid {owner.get('uid')})",
-                    delay=2.0, reason="ChildOwnedElsewhere")
-            patch = _child_patch(desired, existing, ref)
-            if patch is None:
-                return existing
-            patch.setdefault("metadata", {})["resourceVersion"] = existing["metadata"]["resourceVersion"]
-            try:
-                patched = kube.patch_object(self.api_client, kind, namespace or None, name, patch)
-            except kube.ApiException as exc:
-                if exc.status in (404, 409):  # deleted or changed meanwhile: look again
-                    continue
-                raise
-            self.children_written += 1
-            return patched
-        raise TemporaryError(f"{kind.kind} {name} kept changing while being applied", delay=1.0,
-                             reason="ChildConflict")
+        try:
+            applied = kube.apply_object(self.api_client, kind, namespace or None, name, desired,
+                                        field_manager=self.field_manager, force=True)
+        except kube.ApiException as exc:
+            # 422: most likely our controller reference next to another one (at most one is allowed)
+            if exc.status == 422:
+                owner = controller_ref(kube.get_object(self.api_client, kind, namespace or None, name))
+                if owner is not None and owner.get("uid") != ref["uid"]:
+                    raise TemporaryError(
+                        f"{kind.kind} {namespace + '/' if namespace else ''}{name} is controlled by "
+                        f"{owner.get('kind')} {owner.get('name')} (uid {owner.get('uid')})",
+                        delay=2.0, reason="ChildOwnedElsewhere") from exc
+            raise
+        self.children.append(applied)
+        return applied
 
     # -- finalizers -----------------------------------------------------------------------------------
 
@@ -256,16 +220,13 @@ class EngineContext:
             "reportingInstance": f"{socket.gethostname()}-{os.getpid()}",
         }
         try:
-            posted = kube.create_object(self.api_client, _EVENT, body, body["metadata"]["namespace"])
+            kube.create_object(self.api_client, _EVENT, body, body["metadata"]["namespace"])
         except Exception as exc:  # an Event is a courtesy: the database is the record
             self.log.warning("could not post event %s for %s: %s", reason, self.request, exc)
-            return
-        self.events_posted.append(posted if isinstance(posted, dict) else body)
 
-    def condition(self, type_: str, status: str, reason: str, message: str = "") -> Condition:
+    def condition(self, type_: str, status: ConditionStatus, reason: str, message: str = "") -> Condition:
         """Build a Condition (type, status True/False/Unknown, CamelCase reason, message)."""
-        value: ConditionStatus = status  # type: ignore[assignment]
-        return Condition(type_, value, reason, message)
+        return Condition(type_, status, reason, message)
 
 
 _EVENT = ResourceKind("", "v1", "events", "Event", namespaced=True)
@@ -284,24 +245,3 @@ def _with_namespace(manifest: dict[str, Any], kind: ResourceKind, owner_namespac
         meta.pop("namespace", None)
     return desired
 
-
-def _child_patch(desired: dict[str, Any], existing: dict[str, Any], ref: dict[str, Any]) -> dict[str, Any] | None:
-    """The merge patch that makes `existing` match `desired` and carry `ref`, or None when nothing differs."""
-    patch: dict[str, Any] = {}
-    for key, value in desired.items():
-        if key in _IGNORED_TOP_LEVEL or key == "metadata":
-            continue
-        if not is_subset(value, existing.get(key)):
-            patch[key] = value
-    emeta = existing.get("metadata") or {}
-    dmeta = desired.get("metadata") or {}
-    meta_patch: dict[str, Any] = {}
-    for field in ("labels", "annotations"):
-        if dmeta.get(field) and not is_subset(dmeta[field], emeta.get(field) or {}):
-            meta_patch[field] = dmeta[field]
-    refs = list(emeta.get("ownerReferences") or [])
-    if not any(r.get("uid") == ref["uid"] and r.get("controller") for r in refs):
-        meta_patch["ownerReferences"] = [r for r in refs if r.get("uid") != ref["uid"]] + [ref]
-    if meta_patch:
-        patch["metadata"] = meta_patch
-    return patch or None

@@ -38,6 +38,7 @@ __all__ = [
     "WatchError",
     "WatchEvent",
     "WatchStream",
+    "apply_object",
     "build_api_client",
     "collection_path",
     "create_object",
@@ -55,6 +56,7 @@ __all__ = [
 ]
 
 MERGE_PATCH = "application/merge-patch+json"
+APPLY_PATCH = "application/apply-patch+yaml"  # server-side apply; a JSON body is valid YAML
 AUTH_SETTINGS = ["BearerToken"]
 DEFAULT_TIMEOUT = (5.0, 30.0)  # (connect, read) seconds for ordinary requests
 Timeout = float | tuple[float, float] | None
@@ -276,6 +278,24 @@ def patch_object(
 ) -> dict[str, Any]:
     """A JSON merge patch (RFC 7386) of the object. Put metadata.resourceVersion in it for a conditional one."""
     return request_json(api, "PATCH", object_path(kind, namespace, name), body=patch, content_type=MERGE_PATCH)
+
+
+def apply_object(
+    api: k8s.ApiClient,
+    kind: ResourceKind,
+    namespace: str | None,
+    name: str,
+    manifest: dict[str, Any],
+    *,
+    field_manager: str,
+    force: bool = True,
+) -> dict[str, Any]:
+    """Server-side apply: `manifest` is `field_manager`'s whole applied configuration of the object (created
+    when missing; fields the manager applied before and no longer does are removed). `force` takes over
+    fields another manager set. The client sends the dict as JSON text, which is valid YAML."""
+    return request_json(api, "PATCH", object_path(kind, namespace, name),
+                        query={"fieldManager": field_manager, "force": force}, body=manifest,
+                        content_type=APPLY_PATCH)
 
 
 def delete_object(

@@ -1,13 +1,16 @@
-"""EngineContext against a real kubesim: children with ownerReferences, no needless writes, finalizers with
-the resourceVersion, Events about the object."""
+"""EngineContext against a real kubesim: children server-side applied with ownerReferences (one PATCH each,
+no needless writes, changes by others put back), finalizers with the resourceVersion, Events about the
+object."""
 
 from __future__ import annotations
+
+import time
 
 import pytest
 
 from reconcilers.core.types import TemporaryError
 from reconcilers.engine import kube
-from reconcilers.engine.context import EngineContext, is_subset
+from reconcilers.engine.context import EngineContext
 from reconcilers.kinds.memcached import DEPLOYMENT, SERVICE, MemcachedReconciler
 from tests.reconcilers.testkinds import GADGET, GadgetReconciler, gadget
 
@@ -27,6 +30,9 @@ def ctx(kapi, namespace):
 
 def test_apply_child_creates_the_child_with_a_controller_owner_reference(ctx, namespace):
     child = ctx.apply_child(configmap("", "c1", a="1"))  # the owner's namespace by default
+    assert ctx.field_manager == "opsconsole-gadget"
+    assert [(m["manager"], m["operation"]) for m in child["metadata"]["managedFields"]] == [
+        ("opsconsole-gadget", "Apply")]
     assert child["metadata"]["namespace"] == namespace
     (ref,) = child["metadata"]["ownerReferences"]
     assert ref == {"apiVersion": "test.opsconsole.io/v1", "kind": "Gadget", "name": "g1",
@@ -42,7 +48,10 @@ def test_apply_child_patches_only_what_differs(ctx):
     changed = ctx.apply_child(configmap("", "c1", a="2"))
     assert changed["data"] == {"a": "2"}
     assert changed["metadata"]["resourceVersion"] != first["metadata"]["resourceVersion"]
-    assert ctx.children_written == 2
+    assert len(ctx.children) == 3 and ctx.children[-1] == changed
+    assert [c["metadata"]["resourceVersion"] for c in ctx.children] == [
+        first["metadata"]["resourceVersion"], first["metadata"]["resourceVersion"],
+        changed["metadata"]["resourceVersion"]]
 
 
 def _requests(method: str) -> float:
@@ -52,17 +61,36 @@ def _requests(method: str) -> float:
                for s in m.samples if s.name.endswith("_total") and s.labels.get("method") == method)
 
 
-def test_apply_child_of_a_never_reconciled_object_creates_without_looking_first(ctx, kapi, namespace):
-    ctx.resolve("v1", "ConfigMap")  # discovery, cached from here on
-    gets, posts = _requests("GET"), _requests("POST")
-    ctx.apply_child(configmap("", "c1", a="1"))
-    assert (_requests("GET") - gets, _requests("POST") - posts) == (0, 1)
+def _counts() -> tuple[float, float, float]:
+    return _requests("GET"), _requests("POST"), _requests("PATCH")
 
+
+def _deltas(before: tuple[float, float, float]) -> tuple[float, float, float]:
+    """(GET, POST, PATCH) requests since `before`."""
+    gets, posts, patches = _counts()
+    return gets - before[0], posts - before[1], patches - before[2]
+
+
+def test_apply_child_is_one_patch_and_never_looks_first_whether_new_existing_or_reconciled(ctx, kapi, namespace):
+    """Server-side apply: one PATCH per child, no GET or POST, whether the child is new or not and whether the
+    object was reconciled before (the create-or-patch this replaced created first for a never-reconciled
+    object and looked first, a GET, for a reconciled one: that branch is gone)."""
+    ctx.resolve("v1", "ConfigMap")  # discovery, cached from here on
+    before = _counts()
+    ctx.apply_child(configmap("", "c1", a="1"))  # a new child of a never-reconciled object
+    assert _deltas(before) == (0, 0, 1)
+    before = _counts()
+    ctx.apply_child(configmap("", "c1", a="2"))  # an existing child
+    assert _deltas(before) == (0, 0, 1)
+
+    # an object reconciled before (the old create-or-patch looked its children up first): the same one PATCH
     reconciled = kube.create_object(kapi, GADGET, gadget(namespace, "g9"))
     reconciled["status"] = {"observedGeneration": 1}
-    gets = _requests("GET")
-    EngineContext(GadgetReconciler(), reconciled, kapi).apply_child(configmap("", "c9", a="1"))
-    assert _requests("GET") - gets == 1  # reconciled before: its children are looked up first
+    other = EngineContext(GadgetReconciler(), reconciled, kapi)
+    for data in ("1", "1", "2"):  # new, unchanged, changed
+        before = _counts()
+        other.apply_child(configmap("", "c9", a=data))
+        assert _deltas(before) == (0, 0, 1)
 
 
 def test_apply_child_adopts_an_unowned_child_and_refuses_one_that_another_controller_owns(ctx, kapi, namespace):
@@ -76,6 +104,9 @@ def test_apply_child_adopts_an_unowned_child_and_refuses_one_that_another_contro
     with pytest.raises(TemporaryError) as info:
         ctx.apply_child(configmap("", "theirs", a="1"))
     assert info.value.reason == "ChildOwnedElsewhere"
+    # refused by the API (at most one controller reference): the child is as its controller left it
+    theirs = kube.get_object(kapi, cm, namespace, "theirs")
+    assert [r["uid"] for r in theirs["metadata"]["ownerReferences"]] == [other["metadata"]["uid"]]
 
 
 def test_memcached_children_apply_cleanly_against_the_api(kapi, namespace):
@@ -89,13 +120,64 @@ def test_memcached_children_apply_cleanly_against_the_api(kapi, namespace):
     spec = memcached_spec(obj)
     dep = ctx.apply_child(deployment_manifest(obj, spec))
     svc = ctx.apply_child(service_manifest(obj, spec))
-    written = ctx.children_written
+    # the deployment controller writes the Deployment's status meanwhile: compare once it is done with it
+    dep = _settled(kapi, DEPLOYMENT, namespace, "mc")
     # the server defaults fields (imagePullPolicy, clusterIP, ...): applying again changes nothing
-    ctx.apply_child(deployment_manifest(obj, spec))
-    ctx.apply_child(service_manifest(obj, spec))
-    assert ctx.children_written == written == 2
-    assert kube.get_object(kapi, DEPLOYMENT, namespace, "mc")["metadata"]["uid"] == dep["metadata"]["uid"]
-    assert kube.get_object(kapi, SERVICE, namespace, "mc")["metadata"]["uid"] == svc["metadata"]["uid"]
+    dep_again = ctx.apply_child(deployment_manifest(obj, spec))
+    svc_again = ctx.apply_child(service_manifest(obj, spec))
+    assert dep_again["metadata"]["resourceVersion"] == dep["metadata"]["resourceVersion"]
+    assert svc_again["metadata"]["resourceVersion"] == svc["metadata"]["resourceVersion"]
+    assert dep_again["metadata"]["uid"] == dep["metadata"]["uid"]
+    assert svc_again["metadata"]["uid"] == svc["metadata"]["uid"]
+    assert kube.get_object(kapi, SERVICE, namespace, "mc")["metadata"]["resourceVersion"] == svc["metadata"][
+        "resourceVersion"]
+    assert len(ctx.children) == 4
+
+
+def _settled(kapi, kind, namespace: str, name: str, timeout: float = 20.0) -> dict:
+    """The object once its controller has stopped writing it: all replicas available and the same
+    resourceVersion for half a second."""
+    deadline = time.monotonic() + timeout
+    last, since = None, time.monotonic()
+    while time.monotonic() < deadline:
+        obj = kube.get_object(kapi, kind, namespace, name)
+        status = obj.get("status") or {}
+        done = (status.get("observedGeneration") == obj["metadata"]["generation"]
+                and status.get("availableReplicas") == obj["spec"]["replicas"])
+        if last is None or obj["metadata"]["resourceVersion"] != last["metadata"]["resourceVersion"]:
+            last, since = obj, time.monotonic()
+        elif done and time.monotonic() - since >= 0.5:
+            return obj
+        time.sleep(0.05)
+    raise AssertionError(f"{kind.kind} {namespace}/{name} did not settle: {last}")
+
+
+def test_a_child_changed_by_someone_else_is_put_back_and_fields_no_longer_applied_are_removed(ctx, kapi, namespace):
+    cm = kube.kind_for(kapi, "v1", "ConfigMap")
+    applied = ctx.apply_child(configmap("", "c1", a="1", b="2"))
+    # an out-of-band edit (as kubectl edit would): one applied field changed, one field of its own added
+    tampered = kube.patch_object(kapi, cm, namespace, "c1", {"data": {"a": "tampered", "mine": "x"}})
+    assert tampered["data"] == {"a": "tampered", "b": "2", "mine": "x"}
+    back = ctx.apply_child(configmap("", "c1", a="1", b="2"))
+    assert back["data"] == {"a": "1", "b": "2", "mine": "x"}  # a: the engine's again; mine: nobody applies it
+    assert back["metadata"]["resourceVersion"] not in (applied["metadata"]["resourceVersion"],
+                                                       tampered["metadata"]["resourceVersion"])
+    # the engine stops applying b: the API server removes it (the engine's manager set it, nobody else does)
+    released = ctx.apply_child(configmap("", "c1", a="1"))
+    assert released["data"] == {"a": "1", "mine": "x"}
+    assert kube.get_object(kapi, cm, namespace, "c1")["data"] == {"a": "1", "mine": "x"}
+
+    # the same for a Deployment: a changed replica count and image are put back
+    dep_manifest = {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "d1"}, "spec": {
+        "replicas": 1, "selector": {"matchLabels": {"app": "d1"}},
+        "template": {"metadata": {"labels": {"app": "d1"}},
+                     "spec": {"containers": [{"name": "c", "image": "img:1"}]}}}}
+    ctx.apply_child(dep_manifest)
+    kube.patch_object(kapi, DEPLOYMENT, namespace, "d1", {"spec": {"replicas": 5, "template": {"spec": {
+        "containers": [{"name": "c", "image": "img:tampered"}]}}}})
+    dep = ctx.apply_child(dep_manifest)
+    assert dep["spec"]["replicas"] == 1
+    assert [c["image"] for c in dep["spec"]["template"]["spec"]["containers"]] == ["img:1"]
 
 
 def test_finalizers_are_added_and_removed_with_the_resource_version_and_survive_a_conflict(ctx, kapi, namespace):
@@ -133,9 +215,3 @@ def test_an_event_is_posted_about_the_object(ctx, kapi, namespace):
     with pytest.raises(ValueError):
         ctx.event("Info", "Nope", "")
 
-
-def test_is_subset_compares_what_the_manifest_says_and_ignores_server_defaults():
-    assert is_subset({"a": [{"b": 1}]}, {"a": [{"b": 1, "c": 2}], "d": 3})
-    assert not is_subset({"a": [{"b": 1}]}, {"a": [{"b": 1}, {"b": 2}]})
-    assert not is_subset({"a": 1}, {"a": True})
-    assert not is_subset({"a": "1"}, {})
