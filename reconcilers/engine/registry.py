@@ -8,9 +8,9 @@ are a configuration error.
 from __future__ import annotations
 
 import threading
-from importlib import import_module
 
 from django.conf import settings
+from django.utils.module_loading import import_string
 
 from reconcilers.core.reconciler import Reconciler
 from reconcilers.core.types import Request
@@ -25,12 +25,10 @@ class UnknownKind(LookupError):
 
 def load(path: str) -> Reconciler:
     """Import `package.module.ClassName` and instantiate it; ImportError/TypeError say what is wrong."""
-    module_name, _, attr = path.rpartition(".")
-    if not module_name:
-        raise ImportError(f"OPSCONSOLE_RECONCILERS entry {path!r} is not a dotted path")
-    cls = getattr(import_module(module_name), attr, None)
-    if cls is None:
-        raise ImportError(f"OPSCONSOLE_RECONCILERS entry {path!r}: module {module_name} has no {attr}")
+    try:
+        cls = import_string(path)
+    except ImportError as exc:  # not a dotted path, no such module, or no such attribute in it
+        raise ImportError(f"OPSCONSOLE_RECONCILERS entry {path!r}: {exc}") from exc
     if not (isinstance(cls, type) and issubclass(cls, Reconciler)):
         raise TypeError(f"OPSCONSOLE_RECONCILERS entry {path!r} is not a Reconciler subclass")
     return cls()

@@ -1,5 +1,7 @@
 """`PrometheusMetricsSource`: the console's figures read from Prometheus (prometheus-api-client) when
-`PROMETHEUS_URL` is set, in the shapes `DatabaseMetricsSource` gives (see `metrics_source`).
+`PROMETHEUS_URL` is set, in the shapes `DatabaseMetricsSource` gives (see `metrics_source`): it implements
+`metrics_protocol.MetricsSource`. It imports nothing of `metrics_source`, which imports it lazily (an
+import-linter contract keeps the two from forming a cycle).
 
 PromQL over the range [start, end): counts are the difference of the summed counters at `end` and at
 `start` (exact when no counter reset in between: the worker's counters are the sum of its prefork
@@ -19,7 +21,7 @@ from typing import Any
 
 from prometheus_api_client import PrometheusConnect
 
-from reconcilers.services.metrics_source import QUANTILES
+from reconcilers.services.metrics_protocol import QUANTILES
 
 log = logging.getLogger(__name__)
 

@@ -1,7 +1,8 @@
 """Where `metrics/summary` (and the console's charts) get their numbers: one interface, `MetricsSource`, over
-a time range, and `DatabaseMetricsSource`, computed from the database (ReconcileRun, Transition, Resource)
-and the workqueue, so the embedded setup shows figures without Prometheus. A Prometheus-backed source
-(the observability work) implements the same protocol; `metrics_source_get()` picks one.
+a time range (defined in `metrics_protocol`, importable from here too), and `DatabaseMetricsSource`, computed
+from the database (ReconcileRun, Transition, Resource) and the workqueue, so the embedded setup shows figures
+without Prometheus. A Prometheus-backed source (`metrics_prometheus`, imported only when configured)
+implements the same protocol; `metrics_source_get()` picks one.
 
 Rates are per second over [start, end); latencies are reconcile durations in seconds; `kind` narrows to one
 Kind (None: all). Aggregates only: no resource names.
@@ -12,49 +13,15 @@ from __future__ import annotations
 import logging
 import math
 from datetime import datetime
-from typing import Protocol, runtime_checkable
 
 from django.conf import settings
 from django.db.models import Count
+from django.utils.module_loading import import_string
 
 from reconcilers.models import ReconcileRun, Resource, RunResult, Transition
+from reconcilers.services.metrics_protocol import QUANTILES, MetricsSource  # still importable from here
 
 log = logging.getLogger(__name__)
-
-QUANTILES: tuple[float, ...] = (0.5, 0.95, 0.99)
-
-
-@runtime_checkable
-class MetricsSource(Protocol):
-    """The figures of the metrics summary, over a time range."""
-
-    name: str
-
-    def reconcile_rate(self, start: datetime, end: datetime, kind: str | None = None) -> float:
-        """Reconciles per second."""
-        ...
-
-    def error_rate(self, start: datetime, end: datetime, kind: str | None = None) -> float:
-        """Reconciles that ended in error, per second."""
-        ...
-
-    def reconcile_time_quantiles(
-        self, start: datetime, end: datetime, quantiles: tuple[float, ...] = QUANTILES, kind: str | None = None
-    ) -> dict[float, float | None]:
-        """Reconcile duration quantiles in seconds (None when there was no reconcile)."""
-        ...
-
-    def queue_depth(self) -> int | None:
-        """Keys waiting for a worker now (None when the queue cannot be read)."""
-        ...
-
-    def transitions_per_kind(self, start: datetime, end: datetime) -> dict[str, int]:
-        """Recorded transitions per Kind."""
-        ...
-
-    def phase_counts(self) -> dict[str, dict[str, int]]:
-        """Resources per Kind and phase, now (deleted ones excluded)."""
-        ...
 
 
 def _seconds(start: datetime, end: datetime) -> float:
@@ -125,10 +92,7 @@ def metrics_source_get() -> MetricsSource:
     arguments) when set, else Prometheus when `settings.PROMETHEUS_URL` is set, else the database."""
     path = getattr(settings, "OPSCONSOLE_METRICS_SOURCE", "") or ""
     if path:
-        from importlib import import_module
-
-        module, _, attr = path.rpartition(".")
-        return getattr(import_module(module), attr)()
+        return import_string(path)()
     # -- observability (issue 5): Prometheus when PROMETHEUS_URL is set --------------------------------------
     url = getattr(settings, "PROMETHEUS_URL", None)
     if url:

@@ -18,6 +18,7 @@ import redis
 from django.conf import settings
 from django.db import connection
 
+from reconcilers.core.meta import parse_rfc3339
 from reconcilers.engine import apiclient, kube
 from reconcilers.engine.controller.leader import LEASE, LEASE_NAME
 
@@ -47,10 +48,6 @@ def _check_kubernetes() -> str:
     return str(version.get("gitVersion") or "answered")
 
 
-def _parse_time(value: str) -> datetime:
-    return datetime.fromisoformat(value.replace("Z", "+00:00"))
-
-
 def _check_leader() -> str:
     namespace = getattr(settings, "OPSCONSOLE_LEADER_NAMESPACE", "default")
     lease = kube.get_object(apiclient.get_api_client(), LEASE, namespace, LEASE_NAME, timeout=(_timeout(), _timeout()))
@@ -63,7 +60,10 @@ def _check_leader() -> str:
     renewed = spec.get("renewTime") or spec.get("acquireTime")
     if not renewed:
         raise RuntimeError("the Lease was never renewed")
-    expires = _parse_time(renewed) + timedelta(seconds=float(spec.get("leaseDurationSeconds") or 15))
+    renewed_at = parse_rfc3339(renewed)
+    if renewed_at is None:
+        raise RuntimeError(f"the Lease's renew time {renewed!r} is not an RFC 3339 time")
+    expires = renewed_at + timedelta(seconds=float(spec.get("leaseDurationSeconds") or 15))
     if expires < datetime.now(UTC):
         raise RuntimeError(f"the Lease of {holder} expired at {expires.isoformat()}")
     return holder

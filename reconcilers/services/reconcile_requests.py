@@ -9,15 +9,13 @@ the annotation alone triggers the same reconcile, just without a row.
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
-
 from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 from opentelemetry import trace
 
+from reconcilers.core.meta import RECONCILE_REQUESTED_AT, now_rfc3339
 from reconcilers.core.types import Request
 from reconcilers.engine import apiclient, dispatch, kube, registry
-from reconcilers.engine.runner import ANNOTATION
 from reconcilers.models import ReconcileRequest, RequestState, Resource
 
 
@@ -35,7 +33,7 @@ class IdempotencyConflict(ReconcileRequestError):
 
 def request_token() -> str:
     """A fresh token: the request time, RFC 3339 with microseconds (as Flux's `reconcile.fluxcd.io/requestedAt`)."""
-    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    return now_rfc3339(micro=True)
 
 
 def _key_of(target: str | Resource) -> str:
@@ -97,7 +95,7 @@ def reconcile_request_create(
     def annotate_and_enqueue() -> None:
         try:
             kube.patch_object(api, reconciler.resource, req.namespace or None, req.name,
-                              {"metadata": {"annotations": {ANNOTATION: request.token}}})
+                              {"metadata": {"annotations": {RECONCILE_REQUESTED_AT: request.token}}})
         except Exception as exc:
             ReconcileRequest.objects.filter(pk=request.pk, state=RequestState.REQUESTED).update(
                 state=RequestState.FAILED, finished_at=timezone.now(), error=f"could not set the annotation: {exc}")

@@ -21,8 +21,8 @@ from rest_framework.test import APIClient
 
 from kubesim.testing import wait_for
 from opsconsole.accounts.services import token_create
+from reconcilers.core.meta import RECONCILE_REQUESTED_AT as ANNOTATION
 from reconcilers.engine import kube
-from reconcilers.engine.runner import ANNOTATION
 from reconcilers.kinds.memcached import DEPLOYMENT, MEMCACHED
 from reconcilers.kinds.tenant import NAMESPACE, TENANT
 from reconcilers.models import ReconcileRun, Resource, Transition

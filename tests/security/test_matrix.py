@@ -18,9 +18,9 @@ from rest_framework.test import APIClient
 
 from opsconsole.accounts.models import ActionRecord, ApiToken, NamespaceGrant
 from opsconsole.accounts.services import token_create
+from reconcilers.core.meta import RECONCILE_REQUESTED_AT as ANNOTATION
 from reconcilers.core.reconciler import ResourceKind
 from reconcilers.engine import kube
-from reconcilers.engine.runner import ANNOTATION
 from reconcilers.models import ReconcileRequest
 from tests.opsconsole.api import factories as f
 from tests.reconcilers.testkinds import GADGET, gadget

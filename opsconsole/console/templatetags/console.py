@@ -11,6 +11,8 @@ from django import template
 from django.utils import timezone
 from django.utils.html import format_html
 
+from reconcilers.core.meta import parse_rfc3339
+
 register = template.Library()
 
 _PHASE_CLASS = {
@@ -42,7 +44,10 @@ def reltime(moment: datetime | None, suffix: str = " ago") -> str:
     if moment is None:
         return format_html('<span class="muted">{}</span>', "never")
     if isinstance(moment, str):
-        moment = datetime.fromisoformat(moment.replace("Z", "+00:00"))
+        parsed = parse_rfc3339(moment)
+        if parsed is None:  # not a timestamp: shown as it is
+            return format_html('<span class="muted">{}</span>', moment)
+        moment = parsed
     absolute = moment.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
     delta = (timezone.now() - moment).total_seconds()
     text = f"in {ago(delta)}" if delta < -1 else f"{ago(delta)}{suffix}"

@@ -13,9 +13,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from reconcilers.core.meta import RECONCILE_REQUESTED_AT, controller_ref
 from reconcilers.core.reconciler import ResourceKind
-
-RECONCILE_REQUESTED_AT = "opsconsole.io/reconcile-requested-at"
 
 ADDED, MODIFIED, DELETED = "ADDED", "MODIFIED", "DELETED"
 
@@ -80,14 +79,6 @@ def child_changed(event: InformerEvent) -> bool:
     if event.type in (ADDED, DELETED) or event.old is None:
         return True
     return _without_volatile(event.obj) != _without_volatile(event.old)
-
-
-def controller_ref(obj: dict[str, Any] | None) -> dict[str, Any] | None:
-    """The ownerReference with controller=true, if any (Kubernetes allows at most one)."""
-    for ref in _meta(obj).get("ownerReferences") or []:
-        if ref.get("controller"):
-            return ref
-    return None
 
 
 def _ref_group(ref: dict[str, Any]) -> str:

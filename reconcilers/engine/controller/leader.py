@@ -27,6 +27,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
+from reconcilers.core.meta import rfc3339
 from reconcilers.core.reconciler import ResourceKind
 from reconcilers.engine import kube
 
@@ -39,11 +40,6 @@ LEASE_NAME = "opsconsole-controller"
 def default_identity() -> str:
     """hostname_pid_random, unique per process (as client-go's examples build it)."""
     return f"{socket.gethostname()}_{os.getpid()}_{uuid.uuid4().hex[:8]}"
-
-
-def micro_time(moment: datetime) -> str:
-    """metav1.MicroTime's RFC 3339 form with microseconds."""
-    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 class LeaderElector:
@@ -156,7 +152,7 @@ class LeaderElector:
                 self._observed_at = self.clock()
 
     def _spec(self, previous: dict[str, Any], *, acquiring: bool) -> dict[str, Any]:
-        now = micro_time(self.wall_clock())
+        now = rfc3339(self.wall_clock(), micro=True)
         transitions = int(previous.get("leaseTransitions") or 0)
         if acquiring and previous.get("holderIdentity") and previous.get("holderIdentity") != self.identity:
             transitions += 1
@@ -241,7 +237,7 @@ class LeaderElector:
                 lease = kube.get_object(self.api, LEASE, self.namespace, self.name, timeout=self.request_timeout)
                 if lease is None or (lease.get("spec") or {}).get("holderIdentity") != self.identity:
                     return False
-                now = micro_time(self.wall_clock())
+                now = rfc3339(self.wall_clock(), micro=True)
                 spec = dict(lease.get("spec") or {})
                 spec.update(holderIdentity="", leaseDurationSeconds=1, acquireTime=now, renewTime=now)
                 body = {**lease, "spec": spec}

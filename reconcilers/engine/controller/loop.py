@@ -26,6 +26,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from reconcilers.core.reconciler import Reconciler, ResourceKind
+from reconcilers.core.types import Request
 from reconcilers.engine.controller.events import (
     DELETED,
     InformerEvent,
@@ -83,11 +84,13 @@ def _default_queue_depths() -> dict[str, Any]:
 
 
 def _controller_of(key: str, names: dict[KindId, str]) -> str | None:
-    """The controller label of a reconcile key (`group/version/plural/namespace/name`), None when not ours."""
-    group, _, rest = key.partition("/")
-    _, _, rest = rest.partition("/")
-    plural = rest.partition("/")[0]
-    return names.get((group, plural))
+    """The controller label of a reconcile key (`group/version/plural/namespace/name`), None when not ours
+    (or not a reconcile key)."""
+    try:
+        request = Request.from_key(key)
+    except ValueError:
+        return None
+    return names.get((request.group, request.plural))
 
 
 def queue_metrics_update(depths: dict[str, Any], names: dict[KindId, str]) -> None:

@@ -27,6 +27,7 @@ from django.db.models import (
 )
 from django.utils import timezone
 
+from reconcilers.core.meta import parse_rfc3339
 from reconcilers.engine import apiclient, kube
 from reconcilers.engine.controller.leader import LEASE, LEASE_NAME
 from reconcilers.models import ReconcileRequest, Resource, Span, Transition
@@ -229,7 +230,7 @@ def controller_leader(*, ttl: float = 5.0) -> dict[str, Any]:
                     "error": "no controller has led yet"}
         spec = lease.get("spec") or {}
         renewed_raw = spec.get("renewTime") or spec.get("acquireTime")
-        renewed = datetime.fromisoformat(renewed_raw.replace("Z", "+00:00")) if renewed_raw else None
+        renewed = parse_rfc3339(renewed_raw)
         expires = renewed + timedelta(seconds=float(spec.get("leaseDurationSeconds") or 15)) if renewed else None
         alive = bool(spec.get("holderIdentity")) and expires is not None and expires > datetime.now(UTC)
         return {"holder": spec.get("holderIdentity") or "", "renewed": renewed, "expires": expires,

@@ -8,8 +8,8 @@ import pytest
 from rest_framework.test import APIClient
 
 from kubesim.testing import wait_for
+from reconcilers.core.meta import RECONCILE_REQUESTED_AT as ANNOTATION
 from reconcilers.engine import kube
-from reconcilers.engine.runner import ANNOTATION
 from reconcilers.models import Resource
 from tests.opsconsole.api import factories as f
 from tests.reconcilers.conftest import engine, integration  # noqa: F401 - helper D's engine fixtures

@@ -8,8 +8,9 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from django.test import Client
 
+from reconcilers.core.meta import rfc3339
 from reconcilers.engine import kube
-from reconcilers.engine.controller.leader import LEASE, LEASE_NAME, micro_time
+from reconcilers.engine.controller.leader import LEASE, LEASE_NAME
 
 pytestmark = pytest.mark.django_db
 
@@ -28,7 +29,7 @@ def test_readyz_is_200_but_degraded_without_a_leading_controller_and_not_degrade
         return {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
                 "metadata": {"name": LEASE_NAME, "namespace": "default"},
                 "spec": {"holderIdentity": "test-holder", "leaseDurationSeconds": 15,
-                         "renewTime": micro_time(renewed), "acquireTime": micro_time(renewed)}}
+                         "renewTime": rfc3339(renewed, micro=True), "acquireTime": rfc3339(renewed, micro=True)}}
 
     kube.create_object(kapi, LEASE, lease(datetime.now(UTC) - timedelta(minutes=5)))
     response = Client().get("/readyz")

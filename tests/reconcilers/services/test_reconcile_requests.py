@@ -6,6 +6,8 @@ from __future__ import annotations
 import pytest
 from django.db import transaction
 
+from reconcilers.core.meta import RECONCILE_REQUESTED_AT
+from reconcilers.core.types import Request
 from reconcilers.engine import kube, runner
 from reconcilers.models import ReconcileRequest, RequestState
 from reconcilers.services.reconcile_requests import (
@@ -27,9 +29,9 @@ def key(kapi, namespace, workqueue, reconcilers):
 
 
 def annotation(kapi, key):
-    req = runner.Request.from_key(key)
+    req = Request.from_key(key)
     obj = kube.get_object(kapi, GADGET, req.namespace, req.name)
-    return (obj["metadata"].get("annotations") or {}).get(runner.ANNOTATION), obj
+    return (obj["metadata"].get("annotations") or {}).get(RECONCILE_REQUESTED_AT), obj
 
 
 def test_it_records_the_request_sets_the_annotation_and_enqueues_at_once(key, kapi, workqueue):

@@ -7,9 +7,9 @@ import time
 
 import pytest
 
+from reconcilers.core.meta import RECONCILE_REQUESTED_AT
 from reconcilers.engine import kube
 from reconcilers.engine.controller import Controller
-from reconcilers.engine.controller.events import RECONCILE_REQUESTED_AT
 from tests.reconcilers.engine.controller.kinds import DEPLOYMENT, WIDGET, WidgetReconciler, widget
 from tests.support.status_patch import patch_status
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import copy
 
+from reconcilers.core.meta import RECONCILE_REQUESTED_AT
 from reconcilers.core.reconciler import ResourceKind
 from reconcilers.engine.controller.events import (
-    RECONCILE_REQUESTED_AT,
     InformerEvent,
     child_changed,
     owner_keys,
