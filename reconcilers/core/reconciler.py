@@ -1,7 +1,8 @@
 """The `Reconciler` base class that every kind implements, and the `Context` the runner hands it.
 
 A reconciler declares the resource it owns, its state machine, the child kinds it owns (a child's change
-enqueues its owner, as controller-runtime's `Owns()`), and an optional finalizer for external state.
+enqueues its owner, as controller-runtime's `Owns()`), and an optional finalizer for external state; optional
+hooks with defaults say which phases are ready or warnings and what else the RBAC generator must grant.
 `reconcile(ctx, obj)` reads the live object (a dict, as the API returned it), acts, and returns a Result.
 """
 
@@ -13,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar, Protocol
 
 from reconcilers.core.statemachine import StateMachine
-from reconcilers.core.types import Condition, Request, Result
+from reconcilers.core.types import Condition, ConditionStatus, Request, Result
 
 
 @dataclass(frozen=True)
@@ -40,9 +41,16 @@ class Context(Protocol):
     """What a reconciler may use while it runs; the engine provides the implementation."""
 
     request: Request
+    #: the reconciled object as last read or written (it follows the context's own writes, e.g. finalizers)
+    obj: dict[str, Any]
     log: logging.Logger
     api_client: Any  # kubernetes.client.ApiClient
     span: Any  # opentelemetry.trace.Span
+
+    @property
+    def namespace(self) -> str:
+        """The reconciled object's namespace ('' when cluster-scoped)."""
+        ...
 
     def apply_child(self, manifest: dict[str, Any]) -> dict[str, Any]:
         """Create the child, or patch it to match `manifest`, with an ownerReference to the reconciled object."""
@@ -50,6 +58,18 @@ class Context(Protocol):
 
     def get(self, kind: ResourceKind, namespace: str, name: str) -> dict[str, Any] | None:
         """Read one object, or None when it does not exist."""
+        ...
+
+    def list(
+        self,
+        kind: ResourceKind,
+        namespace: str | None = None,
+        *,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
+    ) -> list[dict[str, Any]]:
+        """The objects of `kind` in `namespace` (all namespaces when None or '') matching the selectors
+        (`a=b,c=d`, as the API takes them)."""
         ...
 
     def delete(self, kind: ResourceKind, namespace: str, name: str) -> bool:
@@ -72,7 +92,7 @@ class Context(Protocol):
         """Post a Kubernetes Event about the reconciled object (type_ is Normal or Warning)."""
         ...
 
-    def condition(self, type_: str, status: str, reason: str, message: str = "") -> Condition:
+    def condition(self, type_: str, status: ConditionStatus, reason: str, message: str = "") -> Condition:
         """Build a Condition (the runner stamps times and generation)."""
         ...
 
@@ -88,6 +108,19 @@ class Reconciler(ABC):
     terminating_phase: ClassVar[str] = "Terminating"
     deleted_phase: ClassVar[str] = "Deleted"
     failed_phase: ClassVar[str] = "Failed"
+
+    # -- optional hooks: a kind overrides them when the defaults do not fit ---------------------------------
+
+    #: phases in which the object is ready: the kstatus `Ready` condition is True in them (and False otherwise)
+    ready_phases: ClassVar[tuple[str, ...]] = ("Running", "Ready")
+    #: phases besides `failed_phase` whose transitions into them are posted as Warning Events (others: Normal)
+    warning_phases: ClassVar[tuple[str, ...]] = ("Degraded",)
+    #: kinds the reconciler reads but does not own (e.g. Memcached's Pods): the RBAC generator grants
+    #: `get`/`list` on them
+    rbac_reads: ClassVar[tuple[ResourceKind, ...]] = ()
+    #: ClusterRoles the RoleBindings it creates reference: the RBAC generator grants `bind` on exactly these
+    #: (the apiserver refuses a binding unless its creator may bind the role); required when it owns bindings
+    rbac_binds: ClassVar[tuple[str, ...]] = ()
 
     @property
     def name(self) -> str:

@@ -42,7 +42,7 @@ def kstatus_conditions(
 ) -> list[dict[str, Any]]:
     """Ready / Reconciling / Stalled (kstatus) for `phase`, then the reconciler's own conditions;
     lastTransitionTime is kept for a condition whose status did not change."""
-    ready_phases = tuple(getattr(reconciler, "ready_phases", ("Running", "Ready")))
+    ready_phases = reconciler.ready_phases
     machine = reconciler.state_machine
     ready = phase in ready_phases
     stalled = phase == reconciler.failed_phase

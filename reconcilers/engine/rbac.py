@@ -26,7 +26,7 @@ from typing import Any
 
 import yaml
 
-from reconcilers.core.reconciler import Reconciler, ResourceKind
+from reconcilers.core.reconciler import Reconciler
 from reconcilers.engine import registry
 from reconcilers.engine.controller.leader import LEASE, LEASE_NAME
 
@@ -59,10 +59,9 @@ def reconciler_permissions(rec: Reconciler) -> dict[tuple[str, str, str], set[st
         child_verbs |= {"delete"}
     for child in rec.owns:
         perms[(child.group, child.plural, "")] |= child_verbs
-    reads: Iterable[ResourceKind] = getattr(rec, "rbac_reads", ())
-    for kind in reads:
+    for kind in rec.rbac_reads:
         perms[(kind.group, kind.plural, "")] |= {"get", "list"}
-    binds: tuple[str, ...] = tuple(getattr(rec, "rbac_binds", ()))
+    binds = rec.rbac_binds
     if any((c.group, c.plural) in _BINDING_KINDS for c in rec.owns) and not binds:
         raise RbacError(
             f"{type(rec).__name__} owns role bindings but declares no rbac_binds: the apiserver refuses to create "
@@ -114,7 +113,7 @@ def cluster_role(reconcilers: Iterable[Reconciler] | None = None, name: str = RO
 def _bind_comment(recs: list[Reconciler]) -> list[str]:
     lines = []
     for rec in recs:
-        for role in getattr(rec, "rbac_binds", ()):
+        for role in rec.rbac_binds:
             lines.append(
                 f"# `bind` on ClusterRole {role}: {type(rec).__name__} creates RoleBindings to it. Without `bind` the "
                 "apiserver's"

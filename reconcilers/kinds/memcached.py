@@ -20,6 +20,7 @@ import time
 from datetime import UTC, datetime
 from typing import Any, ClassVar
 
+from reconcilers.core.meta import parse_rfc3339, rfc3339
 from reconcilers.core.reconciler import Context, Reconciler, ResourceKind
 from reconcilers.core.statemachine import StateMachine
 from reconcilers.core.types import PermanentError, Result
@@ -65,16 +66,14 @@ def _now() -> float:
 
 
 def _rfc3339(ts: float) -> str:
-    return datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    """A POSIX timestamp as a Kubernetes Time (seconds, UTC)."""
+    return rfc3339(datetime.fromtimestamp(ts, UTC))
 
 
 def _parse_rfc3339(value: Any) -> float | None:
-    if not isinstance(value, str) or not value:
-        return None
-    try:
-        return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
-    except ValueError:
-        return None
+    """An RFC 3339 timestamp as a POSIX timestamp; None for anything that is not one."""
+    parsed = parse_rfc3339(value)
+    return parsed.timestamp() if parsed is not None else None
 
 
 def memcached_spec(obj: dict[str, Any]) -> dict[str, Any]:
@@ -232,5 +231,5 @@ class MemcachedReconciler(Reconciler):
     def _pods(self, ctx: Context, obj: dict[str, Any]) -> list[dict[str, Any]]:
         meta = obj["metadata"]
         selector = ",".join(f"{k}={v}" for k, v in sorted(selector_labels(meta["name"]).items()))
-        pods = ctx.list(POD, meta.get("namespace", ""), label_selector=selector)  # type: ignore[attr-defined]
+        pods = ctx.list(POD, meta.get("namespace", ""), label_selector=selector)
         return [p for p in pods if not (p.get("metadata") or {}).get("deletionTimestamp")]
