@@ -4,7 +4,7 @@ Each scenario gets a fresh kubesim subprocess (identical options, zero kubelet d
 scenarios a fresh PostgreSQL database (cloned from a migrated template) and a flushed Redis db. The
 operator under test runs as real processes: `manage.py runcontroller` + `celery worker -c K` (prefork), or
 `kopf run --standalone` with `bench.converge.kopf_operator`, which calls the same
-`MemcachedReconciler.reconcile(ctx, obj)` through `bench.converge.adapter`.
+reconcile step for `MemcachedReconciler` (`reconcilers.engine.step`) that opsconsole's runner calls.
 
 Per scenario it measures a burst (N creates as fast as the bench can send them, until all are Running:
 converge time, reconciles/s, create → first reconcile start p50/p99) and a steady phase (CRs created at a

@@ -1,4 +1,4 @@
-"""A kopf operator for Memcached running opsconsole's `MemcachedReconciler.reconcile(ctx, obj)` (the rival).
+"""A kopf operator for Memcached running opsconsole's reconcile step for `MemcachedReconciler` (the rival).
 
 Run it as `kopf run --standalone --all-namespaces -m bench.converge.kopf_operator` with `KUBECONFIG` set and
 `BENCH_KOPF_LOG` naming the file where every reconcile appends one line
@@ -14,6 +14,11 @@ It keeps controller-runtime's (and opsconsole's) semantics, so that both sides d
 - one reconcile per key at a time; an event for a key being reconciled marks it dirty and it is
   reconciled once more when the run ends (coalescing);
 - RequeueAfter and retry backoff through a delayed set (earliest due time wins; a new event cancels it).
+
+Each reconcile is `reconcilers.engine.step.reconcile_step` + `complete`, exactly what opsconsole's runner calls
+(the reconcile, the status write with its 409 re-read, kstatus conditions, an Event per phase change, the
+finalizer), with the live status as the phase on record: what kopf does not get is the database record
+(ReconcileRun, Transition, mirror), the Redis workqueue and the leases. That is the difference measured.
 
 Sync handlers run in kopf's default thread pool (`ThreadPoolExecutor()`: min(32, CPUs + 4) threads).
 kopf's own Event posting of log messages is off; Events are posted per phase change, as opsconsole does.
@@ -31,8 +36,7 @@ from typing import Any
 
 import kopf
 
-from bench.converge.adapter import reconcile_once
-from reconcilers.engine import kube
+from reconcilers.engine import kube, step
 from reconcilers.engine.controller.events import (
     ADDED,
     DELETED,
@@ -44,6 +48,9 @@ from reconcilers.engine.controller.events import (
 from reconcilers.kinds.memcached import DEPLOYMENT, MEMCACHED, SERVICE, MemcachedReconciler
 
 log = logging.getLogger("bench.converge.kopf")
+
+BACKOFF_BASE = 0.005
+BACKOFF_CAP = 1000.0
 
 RECONCILER = MemcachedReconciler()
 _api: Any = None
@@ -57,6 +64,25 @@ def api() -> Any:
         if _api is None:
             _api = kube.build_api_client(os.environ["KUBECONFIG"])
         return _api
+
+
+def backoff(failures: int) -> float:
+    """controller-runtime's per-key exponential backoff (5 ms · 2^n, capped at 1000 s), as the workqueue's."""
+    return min(BACKOFF_CAP, BACKOFF_BASE * 2 ** min(failures, 1023))
+
+
+def reconcile_once(obj: dict[str, Any], failures: int) -> tuple[step.Outcome, float | None]:
+    """One reconcile through opsconsole's step; the outcome and when to look again (None: not until an event).
+    The live status is the phase on record: kopf keeps no record of its own."""
+    recorded = (obj.get("status") or {}).get("phase") or None
+    outcome = step.complete(step.reconcile_step(RECONCILER, api(), obj, recorded))
+    if outcome.queue in (step.QueueAction.REQUEUE_AFTER, step.QueueAction.RETRY_AFTER):
+        return outcome, outcome.delay
+    if outcome.queue is step.QueueAction.BACKOFF:
+        return outcome, backoff(failures)
+    if outcome.queue is step.QueueAction.REQUEUE_NOW:
+        return outcome, 0.0
+    return outcome, None
 
 
 class RunLog:
@@ -130,16 +156,16 @@ class Gate:
                 if obj is None:
                     self.forget(key)
                     return
-            outcome = reconcile_once(RECONCILER, api(), obj, self.failures.get(key, 0))
+            outcome, again = reconcile_once(obj, self.failures.get(key, 0))
             result = outcome.result
             with self.lock:
                 if outcome.result == "error":
                     self.failures[key] = self.failures.get(key, 0) + 1
-                    log.warning("%s: %s", key, outcome.error)
+                    log.warning("%s: %s: %s", key, outcome.error_class, outcome.error_message)
                 else:
                     self.failures.pop(key, None)
-            if outcome.requeue_after is not None:
-                self._add_after(key, outcome.requeue_after)
+            if again is not None:
+                self._add_after(key, again)
         except Exception:
             result = "error"
             log.exception("reconcile of %s failed", key)
@@ -187,7 +213,7 @@ def _event_type(event: dict[str, Any]) -> str:
 @kopf.on.startup()
 def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
     """kopf's defaults, except that its log → Kubernetes Event posting is off (Events are posted per phase
-    change by the adapter, as opsconsole's runner does)."""
+    change by the reconcile step, as opsconsole's runner does)."""
     settings.posting.enabled = False
     api()
 

@@ -85,6 +85,23 @@ class StateMachine:
             return True
         return (source, target) in self.transitions
 
+    def path(self, source: str | None, target: str) -> tuple[tuple[str, ...], bool]:
+        """The phases a record passes through to move from `source` to `target`, and whether the move is
+        refused. Already there: nothing. From no phase, the initial state comes first; then `target`, unless
+        the machine refuses it (refused=True; the initial state is still entered)."""
+        current = source or ""
+        if target == current:
+            return (), False
+        steps: list[str] = []
+        if not current and target != self.initial:
+            steps.append(self.initial)
+            current = self.initial
+        if not self.allows(current, target):
+            return tuple(steps), True
+        if target != current:
+            steps.append(target)
+        return tuple(steps), False
+
     def check(self, source: str | None, target: str) -> None:
         """Raise IllegalTransition unless `allows(source, target)`."""
         if not self.allows(source, target):

@@ -11,6 +11,10 @@ Telemetry: the recording is a child span (`record reconcile`) of the reconcile's
 transition counts in `opsconsole_transitions_total{kind,from,to}` and the time spent in the phase it left in
 `opsconsole_time_in_phase_seconds{kind,phase}`.
 
+The runner reads through this module too, so that every query of a run is here: the phase on record
+(`resource_phase`), the manual requests a run picks up (`requests_picked_up`, `request_trace_ids`), an object
+found gone (`resource_mirror_gone`) and a run that never saw its object (`run_record_unobserved`).
+
 The controller keeps the rest of the mirror current with `resource_mirror_upsert` (never the phase) and
 `resource_mirror_mark_deleted`.
 """
@@ -28,10 +32,12 @@ from django.db.models import Q
 from django.utils import timezone
 from opentelemetry import trace
 
+from reconcilers.core.meta import controller_ref
 from reconcilers.core.reconciler import ResourceKind
 from reconcilers.core.statemachine import StateMachine
 from reconcilers.engine import metrics
 from reconcilers.engine.audit import row_fields, transition_hash
+from reconcilers.engine.step import PhaseChange, plan_transitions
 from reconcilers.models import (
     Anomaly,
     ReconcileRequest,
@@ -79,19 +85,9 @@ class ObservedObject:
             kind=kind, uid=meta["uid"], namespace=meta.get("namespace") or "", name=meta["name"],
             generation=int(meta.get("generation") or 0), observed_generation=int(og) if og is not None else None,
             resource_version=str(meta.get("resourceVersion") or ""), labels=dict(meta.get("labels") or {}),
-            owner=controller_owner(meta), spec=obj.get("spec") or {}, status=status,
+            owner=_owner(meta), spec=obj.get("spec") or {}, status=status,
             conditions=list(status.get("conditions") or []),
         )
-
-
-@dataclass
-class PhaseChange:
-    """The phase the reconcile concluded, with why. `actor` is 'controller' or 'user:<name>'."""
-
-    to_phase: str
-    reason: str
-    message: str
-    actor: str = "controller"
 
 
 @dataclass
@@ -169,6 +165,31 @@ def run_record_unobserved(run: RunRecord) -> int:
         error_message=run.error_message, attempt=run.attempt, worker=run.worker[:255], trace_id=run.trace_id,
     )
     return row.id
+
+
+def resource_phase(uid: str) -> str | None:
+    """The phase on record for the object `uid` (None when it has no record yet)."""
+    return Resource.objects.filter(uid=uid).values_list("phase", flat=True).first()
+
+
+def requests_picked_up(key: str, token: str) -> None:
+    """Mark the manual requests a run handles as picked up (guarded: only rows still `requested`)."""
+    ReconcileRequest.objects.filter(key=key, token=token, state=RequestState.REQUESTED).update(
+        state=RequestState.PICKED_UP, picked_up_at=timezone.now()
+    )
+
+
+def request_trace_ids(key: str, token: str, exclude: str) -> list[str]:
+    """The traces the manual requests with `token` were made in, other than `exclude` (a request coalesced
+    with a task already queued was made in another trace than the run's)."""
+    return list(ReconcileRequest.objects.filter(key=key, token=token).exclude(trace_id__in=("", exclude))
+                .values_list("trace_id", flat=True))
+
+
+def resource_mirror_gone(key: str) -> None:
+    """The object of `key` is gone from the API: mark every live mirror row of that key deleted."""
+    for uid in Resource.objects.filter(key=key, deleted=False).values_list("uid", flat=True):
+        resource_mirror_mark_deleted(uid)
 
 
 def _transitions_observe(kind: str, moves: list[tuple[str, str, float | None]]) -> None:
@@ -299,12 +320,10 @@ def resource_mirror_mark_deleted(uid: str) -> None:
     Resource.objects.filter(uid=uid, deleted=False).update(deleted=True, deleted_at=now, updated_at=now)
 
 
-def controller_owner(meta: dict[str, Any]) -> dict[str, Any] | None:
-    """The ownerReference with controller=true in an object's metadata, if any."""
-    for ref in meta.get("ownerReferences") or []:
-        if ref.get("controller"):
-            return dict(ref)
-    return None
+def _owner(meta: dict[str, Any]) -> dict[str, Any] | None:
+    """A copy of the controller ownerReference in an object's metadata, if any."""
+    ref = controller_ref(meta)
+    return dict(ref) if ref is not None else None
 
 
 def _error_text(run: RunRecord) -> str:
@@ -338,21 +357,6 @@ def _new_resource(kind: ResourceKind, uid: str, namespace: str, name: str) -> Re
     )
 
 
-def _resource_locked(uid: str, build: Any) -> Resource:
-    """The Resource row of `uid`, locked for this transaction; created (by `build()`) when missing."""
-    resource = Resource.objects.select_for_update().filter(uid=uid).first()
-    if resource is not None:
-        return resource
-    try:
-        with transaction.atomic():
-            resource = build()
-            resource.save(force_insert=True)
-            return resource
-    except IntegrityError:
-        # created concurrently: that transaction has committed, so the row is there to lock now
-        return Resource.objects.select_for_update().get(uid=uid)
-
-
 def _record(
     run: RunRecord,
     obj: ObservedObject,
@@ -361,7 +365,7 @@ def _record(
     moves: list[tuple[str, str, float | None]],
 ) -> RecordOutcome:
     now = timezone.now()
-    resource = _resource_locked(obj.uid, lambda: _new_resource(obj.kind, obj.uid, obj.namespace, obj.name))
+    resource = _resources_locked({obj.uid: obj})[obj.uid]
     from_phase = resource.phase
     _mirror_observed(resource, obj, now)
 
@@ -390,36 +394,20 @@ def _record(
 
     transitions: list[Transition] = []
     anomaly_id: int | None = None
-    if change is not None and change.to_phase != from_phase:
-
-        def append(to_phase: str, reason: str, message: str) -> None:
+    if change is not None:
+        planned, refused = plan_transitions(machine, from_phase, change)
+        for step in planned:
             since = resource.phase_since
-            moves.append((resource.phase, to_phase, (now - since).total_seconds() if since else None))
-            transitions.append(
-                transition_append(
-                    resource,
-                    to_phase=to_phase,
-                    reason=reason,
-                    message=message,
-                    actor=change.actor,
-                    run=run_row,
-                    trace_id=run.trace_id,
-                    at=now,
-                    generation=obj.generation,
-                    resource_version=obj.resource_version,
-                )
-            )
-
-        if not from_phase and change.to_phase != machine.initial:
-            append(machine.initial, "Initialized", f"first recorded phase, on the way to {change.to_phase}")
-        if machine.allows(resource.phase, change.to_phase):
-            if change.to_phase != resource.phase:
-                append(change.to_phase, change.reason, change.message)
-            resource.reason, resource.message = change.reason[:255], change.message
-        else:
+            moves.append((resource.phase, step.to_phase, (now - since).total_seconds() if since else None))
+            transitions.append(transition_append(
+                resource, to_phase=step.to_phase, reason=step.reason, message=step.message, actor=change.actor,
+                run=run_row, trace_id=run.trace_id, at=now, generation=obj.generation,
+                resource_version=obj.resource_version,
+            ))
+        if refused:
             anomaly_id = _anomaly_record(resource, change, machine, run_row)
-    elif change is not None:
-        resource.reason, resource.message = change.reason[:255], change.message
+        else:
+            resource.reason, resource.message = change.reason[:255], change.message
 
     resource.last_reconcile_at = now
     resource.last_result = run.result

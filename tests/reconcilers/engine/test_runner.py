@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import pytest
 
-from reconcilers.engine import kube, runner
+from reconcilers.core.meta import RECONCILE_REQUESTED_AT
+from reconcilers.core.types import Request
+from reconcilers.engine import kube, runner, step
 from reconcilers.models import ReconcileRequest, ReconcileRun, RequestState, Resource, Transition
 from tests.reconcilers.testkinds import GADGET, gadget, trace
 
@@ -29,7 +31,7 @@ def make(kapi, namespace, workqueue, reconcilers):
 
 
 def live(kapi, key):
-    req = runner.Request.from_key(key)
+    req = Request.from_key(key)
     return kube.get_object(kapi, GADGET, req.namespace, req.name)
 
 
@@ -136,7 +138,7 @@ def test_an_unexpected_exception_backs_off_exponentially_and_is_recorded(make, w
 def test_success_after_failures_resets_the_backoff(make, kapi, workqueue):
     key, _ = make(mode="crash")
     runner.run(key)
-    kube.patch_object(kapi, GADGET, runner.Request.from_key(key).namespace, "g", {"spec": {"mode": "ok"}})
+    kube.patch_object(kapi, GADGET, Request.from_key(key).namespace, "g", {"spec": {"mode": "ok"}})
     assert runner.run(key) == "success"
     assert workqueue.failures(key) == 0
 
@@ -144,15 +146,14 @@ def test_success_after_failures_resets_the_backoff(make, kapi, workqueue):
 def test_a_409_on_the_status_write_is_re_read_and_retried(make, kapi, monkeypatch):
     key, obj = make(mode="conflict")
     conflicts = []
-    real = runner.Run._write_status
+    real = step.reconcile_step
 
-    def spy(self, *args, **kwargs):
-        try:
-            return real(self, *args, **kwargs)
-        finally:
-            conflicts.append(self.status_conflicts)
+    def spy(*args, **kwargs):
+        outcome = real(*args, **kwargs)
+        conflicts.append(outcome.status_conflicts)
+        return outcome
 
-    monkeypatch.setattr(runner.Run, "_write_status", spy)
+    monkeypatch.setattr(step, "reconcile_step", spy)
     assert runner.run(key) == "success"
     assert conflicts == [1]
     after = live(kapi, key)
@@ -193,7 +194,7 @@ def test_the_manual_request_token_is_echoed_and_its_request_finished(make, kapi)
     ns = obj["metadata"]["namespace"]
     request = ReconcileRequest.objects.create(key=key, token="2030-01-01T00:00:00.000001Z", actor="user:alice",
                                               reason="test")
-    kube.patch_object(kapi, GADGET, ns, "g", {"metadata": {"annotations": {runner.ANNOTATION: request.token}}})
+    kube.patch_object(kapi, GADGET, ns, "g", {"metadata": {"annotations": {RECONCILE_REQUESTED_AT: request.token}}})
     assert runner.run(key) == "success"
     assert live(kapi, key)["status"]["lastHandledReconcileAt"] == request.token
     request.refresh_from_db()

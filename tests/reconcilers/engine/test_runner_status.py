@@ -1,10 +1,10 @@
-"""The status the runner writes: kstatus conditions, kept transition times, the manual-request token."""
+"""The status the reconcile step writes: kstatus conditions, kept transition times, the manual-request token."""
 
 from __future__ import annotations
 
 from reconcilers.core.types import Condition
 from reconcilers.engine.kstatus import condition_reason, kstatus_conditions
-from reconcilers.engine.runner import Decision, build_status, catch_up_needed
+from reconcilers.engine.step import PhaseChange, build_status, catch_up_needed
 from reconcilers.kinds.memcached import MACHINE, MemcachedReconciler
 
 T1, T2 = "2030-01-01T00:00:00Z", "2030-01-01T00:05:00Z"
@@ -56,9 +56,8 @@ def test_the_reconcilers_conditions_follow_and_an_invalid_reason_falls_back_to_t
 
 def test_build_status_sets_phase_generation_extras_and_the_token_and_drops_none_extras():
     old = {"phase": "Pending", "progressStartedAt": T1, "custom": "kept"}
-    decision = Decision("success", phase="Running", reason="AllReplicasReady", message="2/2",
-                        extra={"readyReplicas": 2, "progressStartedAt": None})
-    new = build_status(REC, old, decision, 4, "tok-1", now=T2)
+    change = PhaseChange("Running", "AllReplicasReady", "2/2")
+    new = build_status(REC, old, change, [], {"readyReplicas": 2, "progressStartedAt": None}, 4, "tok-1", now=T2)
     assert new["phase"] == "Running" and new["observedGeneration"] == 4
     assert new["readyReplicas"] == 2 and "progressStartedAt" not in new and new["custom"] == "kept"
     assert new["lastHandledReconcileAt"] == "tok-1"
@@ -66,12 +65,11 @@ def test_build_status_sets_phase_generation_extras_and_the_token_and_drops_none_
 
 
 def test_build_status_answers_none_when_nothing_would_change():
-    decision = Decision("success", phase="Running", reason="AllReplicasReady", message="2/2",
-                        extra={"readyReplicas": 2})
-    first = build_status(REC, {}, decision, 1, None, now=T1)
-    assert build_status(REC, first, decision, 1, None, now=T2) is None
-    assert build_status(REC, first, Decision("error"), 1, None) is None
-    token_only = build_status(REC, first, Decision("error"), 1, "tok")
+    change, extra = PhaseChange("Running", "AllReplicasReady", "2/2"), {"readyReplicas": 2}
+    first = build_status(REC, {}, change, [], extra, 1, None, now=T1)
+    assert build_status(REC, first, change, [], extra, 1, None, now=T2) is None
+    assert build_status(REC, first, None, [], {}, 1, None) is None
+    token_only = build_status(REC, first, None, [], {}, 1, "tok")
     assert token_only == {**first, "lastHandledReconcileAt": "tok"}
 
 

@@ -7,7 +7,7 @@ import logging
 from typing import Any
 
 from reconcilers.core.reconciler import ResourceKind
-from reconcilers.core.types import Condition
+from reconcilers.core.types import Condition, ConditionStatus
 
 
 class FakeContext:
@@ -81,8 +81,8 @@ class FakeContext:
     def event(self, type_: str, reason: str, message: str) -> None:
         self.events.append((type_, reason, message))
 
-    def condition(self, type_: str, status: str, reason: str, message: str = "") -> Condition:
-        return Condition(type_, status, reason, message)  # type: ignore[arg-type]
+    def condition(self, type_: str, status: ConditionStatus, reason: str, message: str = "") -> Condition:
+        return Condition(type_, status, reason, message)
 
     # test helpers
     def put(self, obj: dict[str, Any]) -> None:
