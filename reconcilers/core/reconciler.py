@@ -1,4 +1,4 @@
-"""The `Reconciler` base class that every kind implements, and the `Context` the runner hands it.
+"""The `Reconciler` base class that every kind implements, and the `Context` the engine hands it.
 
 A reconciler declares the resource it owns, its state machine, the child kinds it owns (a child's change
 enqueues its owner, as controller-runtime's `Owns()`), and an optional finalizer for external state; optional
@@ -53,7 +53,8 @@ class Context(Protocol):
         ...
 
     def apply_child(self, manifest: dict[str, Any]) -> dict[str, Any]:
-        """Create the child, or patch it to match `manifest`, with an ownerReference to the reconciled object."""
+        """Server-side apply `manifest` (the engine owns the fields it names) with a controller ownerReference to
+        the reconciled object: created when missing, put back when edited, untouched when it already matches."""
         ...
 
     def get(self, kind: ResourceKind, namespace: str, name: str) -> dict[str, Any] | None:
@@ -93,7 +94,7 @@ class Context(Protocol):
         ...
 
     def condition(self, type_: str, status: ConditionStatus, reason: str, message: str = "") -> Condition:
-        """Build a Condition (the runner stamps times and generation)."""
+        """Build a Condition (the reconcile step stamps times and generation)."""
         ...
 
 

@@ -1,6 +1,6 @@
 """State machines that each kind declares: its states, initial state, allowed transitions and terminal states.
 
-The runner asks the machine before it records a phase change; a change the machine does not allow is
+The record asks the machine (`path`) before it records a phase change; a change the machine does not allow is
 refused and recorded as an anomaly instead.
 """
 

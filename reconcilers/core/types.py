@@ -46,7 +46,7 @@ class Request:
 @dataclass(frozen=True)
 class Condition:
     """A status condition following metav1.Condition (lastTransitionTime and observedGeneration are set by
-    the runner, which knows when the status last changed and which generation it looked at)."""
+    the reconcile step, which knows when the status last changed and which generation it looked at)."""
 
     type: str
     status: ConditionStatus

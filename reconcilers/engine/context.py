@@ -14,7 +14,7 @@
   retry), so a concurrent change is never overwritten; the context's `obj` follows every write.
 - `event(type, reason, message)`: a core/v1 Event about the reconciled object (best effort: an Event that
   cannot be posted is logged, never fails the reconcile).
-- `condition(...)`: builds a `Condition` (the runner stamps lastTransitionTime and observedGeneration).
+- `condition(...)`: builds a `Condition` (the reconcile step stamps lastTransitionTime and observedGeneration).
 
 All API calls go through `reconcilers.engine.kube`.
 """
@@ -27,7 +27,7 @@ import socket
 import uuid
 from typing import Any
 
-from reconcilers.core.meta import controller_ref, now_rfc3339  # now_rfc3339: still imported from here too
+from reconcilers.core.meta import controller_ref, now_rfc3339
 from reconcilers.core.reconciler import Reconciler, ResourceKind
 from reconcilers.core.types import Condition, ConditionStatus, Request, TemporaryError
 from reconcilers.engine import kube

@@ -1,9 +1,9 @@
 """kstatus conditions: Ready / Reconciling / Stalled for a phase, in the metav1.Condition shape.
 
-Pure functions over dicts (no Django, no Celery), shared by the runner and by anything else that must write
-status exactly as the runner does (the kopf comparison in bench/converge). A condition's message is cut to
-metav1.Condition's 32768 characters and a reason longer than its 1024 falls back to the phase: the API server
-refuses a status with either (422), which would keep the phase from ever being written.
+Pure functions over dicts (no Django, no Celery), used by the reconcile step (`reconcilers.engine.step`) when it
+builds the status it writes. A condition's message is cut to metav1.Condition's 32768 characters and a reason
+longer than its 1024 falls back to the phase: the API server refuses a status with either (422), which would
+keep the phase from ever being written.
 """
 
 from __future__ import annotations

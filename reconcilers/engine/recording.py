@@ -57,7 +57,7 @@ log = logging.getLogger(__name__)
 
 @dataclass
 class ObservedObject:
-    """What the runner saw of the live object after its status write."""
+    """What a run saw of the live object after its status write."""
 
     kind: ResourceKind
     uid: str

@@ -78,3 +78,16 @@ def test_inconsistent_declarations_are_rejected(kwargs: dict, message: str) -> N
     args.update(kwargs)
     with pytest.raises(ValueError, match=message):
         StateMachine.build("bad", **args)
+
+
+def test_path_names_the_phases_a_record_passes_through_and_whether_the_move_is_refused():
+    machine = StateMachine.build("M", states=("Pending", "Running", "Failed", "Deleted"), initial="Pending",
+                                 transitions={"Pending": ("Running", "Failed"), "Running": ("Failed", "Deleted"),
+                                              "Failed": ("Running",)}, terminal=("Deleted",))
+    assert machine.path("Running", "Running") == ((), False)
+    assert machine.path(None, "Pending") == (("Pending",), False)
+    assert machine.path("", "Running") == (("Pending", "Running"), False)  # the initial state first
+    assert machine.path("Running", "Failed") == (("Failed",), False)
+    assert machine.path("Failed", "Deleted") == ((), True)
+    assert machine.path(None, "Deleted") == (("Pending",), True)  # entered, then refused
+    assert machine.path("Running", "Nowhere") == ((), True)
