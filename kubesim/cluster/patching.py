@@ -10,7 +10,7 @@ import yaml
 from kubesim import errors
 from kubesim.cluster.options import WriteOptions
 from kubesim.errors import cause
-from kubesim.meta import clone, get_path, json_path, now, set_path
+from kubesim.meta import clone, get_path, json_path, load_yaml, now, set_path
 from kubesim.patch import apply_json_patch, merge_patch, strategic_merge
 from kubesim.patch.apply import applied_paths, from_fields_v1, release, to_fields_v1
 from kubesim.patch.jsonpatch import PatchError
@@ -31,7 +31,7 @@ PATCH_TYPES = (JSON_PATCH, MERGE, STRATEGIC, APPLY)
 def _decode(content_type: str, raw: bytes) -> Any:
     try:
         if content_type == APPLY:
-            return yaml.safe_load(raw.decode() or "{}")
+            return load_yaml(raw.decode() or "{}")
         return json.loads(raw.decode() or "null")
     except (ValueError, yaml.YAMLError) as e:
         raise errors.bad_request(f"error decoding patch: {e}") from e

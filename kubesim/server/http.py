@@ -11,7 +11,7 @@ from aiohttp import web
 
 from kubesim import errors, protobuf
 from kubesim.errors import ApiError
-from kubesim.meta import dumps
+from kubesim.meta import dumps, load_yaml
 
 
 def json_response(body: Any, status: int = 200, headers: dict[str, str] | None = None) -> web.Response:
@@ -84,7 +84,7 @@ async def read_body(request: web.Request) -> Any:
         raise errors.unsupported_media_type(ctype, ["application/json", "application/yaml"])
     try:
         if "yaml" in ctype:
-            return yaml.safe_load(raw.decode())
+            return load_yaml(raw.decode())
         return json.loads(raw.decode())
     except (ValueError, yaml.YAMLError) as e:
         raise errors.bad_request(f"error decoding request body: {e}") from e
