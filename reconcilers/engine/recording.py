@@ -396,11 +396,12 @@ def _record(
     anomaly_id: int | None = None
     if change is not None:
         planned, refused = plan_transitions(machine, from_phase, change)
-        for step in planned:
+        for planned_move in planned:
             since = resource.phase_since
-            moves.append((resource.phase, step.to_phase, (now - since).total_seconds() if since else None))
+            moves.append((resource.phase, planned_move.to_phase, (now - since).total_seconds() if since else None))
             transitions.append(transition_append(
-                resource, to_phase=step.to_phase, reason=step.reason, message=step.message, actor=change.actor,
+                resource, to_phase=planned_move.to_phase, reason=planned_move.reason, message=planned_move.message,
+                actor=change.actor,
                 run=run_row, trace_id=run.trace_id, at=now, generation=obj.generation,
                 resource_version=obj.resource_version,
             ))

@@ -30,6 +30,7 @@ from typing import Any
 from reconcilers.core.meta import rfc3339
 from reconcilers.core.reconciler import ResourceKind
 from reconcilers.engine import kube
+from reconcilers.engine.metrics import LEADER_ELECTION_MASTER
 
 log = logging.getLogger(__name__)
 
@@ -108,12 +109,7 @@ class LeaderElector:
         if leading == self._leading:
             return
         self._leading = leading
-        try:
-            from reconcilers.engine.metrics import LEADER_ELECTION_MASTER
-
-            LEADER_ELECTION_MASTER.labels(self.name).set(1 if leading else 0)
-        except Exception:  # metrics are never a reason to fail
-            log.debug("leader metric not updated", exc_info=True)
+        LEADER_ELECTION_MASTER.labels(self.name).set(1 if leading else 0)
         log.info("%r: %s leading (%s)", self, "started" if leading else "stopped", why)
 
     def _step_down(self, why: str) -> None:

@@ -27,6 +27,7 @@ from typing import Any
 
 from reconcilers.core.reconciler import Reconciler, ResourceKind
 from reconcilers.core.types import Request
+from reconcilers.engine import metrics
 from reconcilers.engine.controller.events import (
     DELETED,
     InformerEvent,
@@ -97,8 +98,6 @@ def queue_metrics_update(depths: dict[str, Any], names: dict[KindId, str]) -> No
     """workqueue_depth, workqueue_unfinished_work_seconds and workqueue_longest_running_processor_seconds per
     controller, from the workqueue's per-kind depths (the queue is shared by every worker: the controller
     reports it). A controller with nothing queued or running reports 0."""
-    from reconcilers.engine import metrics
-
     for (group, plural), name in names.items():
         depth = unfinished = longest = 0.0
         for prefix, kind_depth in depths.items():
@@ -336,12 +335,7 @@ class Controller:
         name = _controller_of(key, self.controller_names)
         if name is None:
             return
-        try:
-            from reconcilers.engine import metrics
-
-            metrics.WORKQUEUE_ADDS.labels(name, name).inc()
-        except Exception:
-            log.debug("controller: adds metric not updated", exc_info=True)
+        metrics.WORKQUEUE_ADDS.labels(name, name).inc()
 
     def _write_mirror(self) -> bool:
         updates = self.handoff.take_mirror(self.batch_size)
