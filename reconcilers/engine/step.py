@@ -135,18 +135,18 @@ def reconcile_step(
 ) -> Outcome:
     """Reconcile the live object `obj` once and write its status (see the module docstring). `recorded` is
     the phase on record (None: the object has no record yet)."""
-    ctx = EngineContext(reconciler, obj, api, span=span, log=logging.getLogger(f"reconcilers.{reconciler.name}"))
+    ctx = EngineContext(reconciler, obj, api, span=span)
     generation = int(obj["metadata"].get("generation") or 0)
     token = unhandled_token(obj)
     decision = _decide(ctx, recorded)
-    conflicts = [0]
+    conflicts = 0
     if lease_held is not None and not lease_held():
         decision = _Decision("error", QueueAction.KEEP, error_class="LeaseLost",
                              error_message="the lease expired during the run")
         token = None
     else:
         try:
-            _write_status(ctx, decision, generation, token, conflicts)
+            conflicts = _write_status(ctx, decision, generation, token)
         except Exception as exc:
             log.warning("status write for %s failed: %s", ctx.request, exc)
             decision = _Decision("error", QueueAction.BACKOFF, error_class=type(exc).__name__,
@@ -154,7 +154,7 @@ def reconcile_step(
     outcome = Outcome(decision.result, ctx.obj, decision.queue, decision.delay, decision.change, token=token,
                       children=list(ctx.children), error_class=decision.error_class,
                       error_message=decision.error_message, remove_finalizer=decision.remove_finalizer,
-                      status_conflicts=conflicts[0], ctx=ctx)
+                      status_conflicts=conflicts, ctx=ctx)
     if decision.change is not None:
         outcome.transitions, outcome.refused = plan_transitions(reconciler.state_machine, recorded, decision.change)
         outcome.events = events_for(reconciler, outcome.transitions)
@@ -346,27 +346,27 @@ def build_status(
     return None if new == old else new
 
 
-def _write_status(ctx: EngineContext, decision: _Decision, generation: int, token: str | None,
-                  conflicts: list[int]) -> None:
+def _write_status(ctx: EngineContext, decision: _Decision, generation: int, token: str | None) -> int:
     """Write the decision's status with the resourceVersion read (409 → re-read, rebuild, retry); `ctx.obj`
-    follows. Gone meanwhile (404) → nothing written."""
+    follows. Gone meanwhile (404) → nothing written. Returns how many 409s it met."""
     path = kube.object_path(ctx.kind, ctx.namespace or None, ctx.request.name, "status")
+    conflicts = 0
     for _attempt in range(STATUS_ATTEMPTS):
         new = build_status(ctx.reconciler, ctx.obj.get("status") or {}, decision.change, decision.conditions,
                            decision.extra, generation, token)
         if new is None:
-            return
+            return conflicts
         try:
             ctx.obj = kube.request_json(ctx.api_client, "PUT", path, body={**ctx.obj, "status": new})
-            return
+            return conflicts
         except kube.ApiException as exc:
             if exc.status == 409:
-                conflicts[0] += 1
+                conflicts += 1
                 ctx.log.info("%s: status write conflict (409), re-reading", ctx.request)
                 if ctx.refresh() is None:
-                    return
+                    return conflicts
                 continue
             if exc.status == 404:
-                return
+                return conflicts
             raise
     raise StatusConflict(f"status write of {ctx.request} met 409 Conflict {STATUS_ATTEMPTS} times")
