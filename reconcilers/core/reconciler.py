@@ -3,6 +3,9 @@
 A reconciler declares the resource it owns, its state machine, the child kinds it owns (a child's change
 enqueues its owner, as controller-runtime's `Owns()`), and an optional finalizer for external state; optional
 hooks with defaults say which phases are ready or warnings and what else the RBAC generator must grant.
+A typed kind also declares `spec_model` (a `KindModel`): the engine validates the live spec with it before
+each reconcile and hands the typed spec over as `ctx.spec`; the CRD (`manage.py crds`) is generated from the
+models, the state machine and the naming declared here (`short_names`, `categories`, `printer_columns`, ...).
 `reconcile(ctx, obj)` reads the live object (a dict, as the API returned it), acts, and returns a Result.
 """
 
@@ -13,6 +16,7 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import Any, ClassVar, Protocol
 
+from reconcilers.core.kind import PrinterColumn, ScaleSubresource
 from reconcilers.core.statemachine import StateMachine
 from reconcilers.core.types import Condition, ConditionStatus, Request, Result
 
@@ -43,6 +47,12 @@ class Context(Protocol):
     request: Request
     #: the reconciled object as last read or written (it follows the context's own writes, e.g. finalizers)
     obj: dict[str, Any]
+    #: the validated spec: an instance of the kind's `spec_model` (defaults applied), or the raw `spec` dict
+    #: of a kind without one
+    spec: Any
+    #: whether `metadata.generation` moved since the last generation the engine handled
+    #: (status.observedGeneration); False for a new object
+    spec_changed: bool
     log: logging.Logger
     api_client: Any  # kubernetes.client.ApiClient
     span: Any  # opentelemetry.trace.Span
@@ -122,6 +132,25 @@ class Reconciler(ABC):
     #: ClusterRoles the RoleBindings it creates reference: the RBAC generator grants `bind` on exactly these
     #: (the apiserver refuses a binding unless its creator may bind the role); required when it owns bindings
     rbac_binds: ClassVar[tuple[str, ...]] = ()
+    #: the phase every spec change goes through (e.g. "Pending": a rollout starts over): when the generation
+    #: moved and the reconcile concludes another phase (except the failed one), the engine records this phase
+    #: (reason SpecChanged) and runs the key again at once, so a scale-up never reads as Running → Degraded
+    spec_change_phase: ClassVar[str | None] = None
+
+    # -- typed kinds: the models and what the generated CRD says besides them -------------------------------
+
+    #: the spec as a pydantic model (a `reconcilers.core.kind.KindModel`); None: the spec is not validated and
+    #: the CRD keeps any spec (x-kubernetes-preserve-unknown-fields)
+    spec_model: ClassVar[Any] = None
+    #: the reconciler's own status fields (those it returns in `Result.status`) as a model; None: the CRD keeps
+    #: any status field
+    status_model: ClassVar[Any] = None
+    short_names: ClassVar[tuple[str, ...]] = ()
+    categories: ClassVar[tuple[str, ...]] = ("opsconsole",)
+    #: `kubectl get` columns besides Phase (first), Reason (-o wide) and Age (last), which every kind gets
+    printer_columns: ClassVar[tuple[PrinterColumn, ...]] = ()
+    #: the scale subresource, when the kind has replicas
+    scale: ClassVar[ScaleSubresource | None] = None
 
     @property
     def name(self) -> str:

@@ -62,6 +62,12 @@ class EngineContext:
         #: every child `apply_child` applied in this reconcile, in order, as the API returned it (the same
         #: child twice when applied twice); an apply that changed nothing kept the child's resourceVersion
         self.children: list[dict[str, Any]] = []
+        #: the validated spec (the reconcile step sets it from the kind's spec_model; the raw dict without one)
+        self.spec: Any = obj.get("spec") or {}
+        status = obj.get("status") or {}
+        observed = status.get("observedGeneration") if isinstance(status, dict) else None
+        #: whether metadata.generation moved since the generation last handled (status.observedGeneration)
+        self.spec_changed: bool = isinstance(observed, int) and int(meta.get("generation") or 0) > observed
 
     # -- the reconciled object -------------------------------------------------------------------------
 

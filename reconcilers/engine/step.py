@@ -7,7 +7,9 @@ database record and the workqueue; the kopf side of `bench/converge` and a kind 
 - Being deleted, with the reconciler's finalizer: → Terminating (run again at once), `finalize()` until it
   says done, → Deleted, then the finalizer goes (in `complete`, once the caller has recorded Deleted: the
   object vanishes with its last finalizer). Without the finalizer: → Terminating and nothing more.
-- Otherwise the reconciler's finalizer is added and `reconcile(ctx, obj)` runs: a Result → its phase;
+- Otherwise the spec is validated with the kind's `spec_model` (a bad one is a PermanentError InvalidSpec naming
+  each field) and handed over as `ctx.spec`, the reconciler's finalizer is added and `reconcile(ctx, obj)`
+  runs: a Result → its phase (through the kind's `spec_change_phase` first when the generation moved);
   `TemporaryError` → retry after its delay, nothing Failed; `PermanentError` → the failed phase with its
   reason, no retry (a malformed spec is one of these, never a crash); any other exception → per-key backoff.
 - Catch-up: when the live status shows a phase that is not on record (a run wrote it and died before its
@@ -31,6 +33,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
+from reconcilers.core.kind import validate_spec
 from reconcilers.core.meta import LAST_HANDLED_RECONCILE_AT, RECONCILE_REQUESTED_AT, now_rfc3339
 from reconcilers.core.reconciler import Reconciler
 from reconcilers.core.statemachine import StateMachine
@@ -40,6 +43,7 @@ from reconcilers.engine.context import EngineContext
 from reconcilers.engine.kstatus import condition_reason, kstatus_conditions
 
 STATUS_ATTEMPTS = 5
+SPEC_CHANGED = "SpecChanged"
 
 log = logging.getLogger(__name__)
 
@@ -107,6 +111,23 @@ class Outcome:
     remove_finalizer: bool = False
     status_conflicts: int = 0
     ctx: EngineContext | None = field(default=None, repr=False)
+
+    @property
+    def phase(self) -> str:
+        """The object's phase after the run: the one written, or the live one when nothing changed."""
+        if self.change is not None:
+            return self.change.to_phase
+        return str((self.obj.get("status") or {}).get("phase") or "")
+
+    @property
+    def status(self) -> dict[str, Any]:
+        """The object's status after the run."""
+        return dict(self.obj.get("status") or {})
+
+    @property
+    def conditions(self) -> dict[str, dict[str, Any]]:
+        """The object's conditions after the run, by type."""
+        return {c.get("type", ""): c for c in self.status.get("conditions") or [] if isinstance(c, dict)}
 
 
 @dataclass
@@ -190,6 +211,8 @@ def _decide(ctx: EngineContext, recorded: str | None) -> _Decision:
     try:
         if deleting:
             return _deletion(ctx, recorded if recorded is not None else live)
+        if rec.spec_model is not None:
+            ctx.spec = validate_spec(rec.spec_model, ctx.obj)
         if rec.finalizer:
             ctx.add_finalizer(rec.finalizer)
         result = rec.reconcile(ctx, ctx.obj)
@@ -229,9 +252,27 @@ def _from_result(ctx: EngineContext, result: Result, recorded: str | None, live:
         ctx.log.info("%s: recording %s first (written by an earlier run that was not recorded)", ctx.request, live)
         return _Decision("requeue", QueueAction.REQUEUE_NOW,
                          change=PhaseChange(live, status.get("reason") or "", status.get("message") or ""))
+    through = _spec_change_phase(ctx, target, live)
+    if through is not None:
+        generation = ctx.obj["metadata"].get("generation")
+        message = f"spec changed (generation {generation})" + (f": {result.message}" if result.message else "")
+        return _Decision("requeue", QueueAction.REQUEUE_NOW, change=PhaseChange(through, SPEC_CHANGED, message),
+                         conditions=list(result.conditions), extra=dict(result.status))
     label, queue, delay = _queue_for(result)
     return _Decision(label, queue, delay, change=PhaseChange(target, result.reason, result.message),
                      conditions=list(result.conditions), extra=dict(result.status))
+
+
+def _spec_change_phase(ctx: EngineContext, target: str, live: str) -> str | None:
+    """The kind's spec-change phase when this run must go through it first: the generation moved, the object is
+    not in it yet, and the reconcile concluded another phase that is not the failed one."""
+    rec = ctx.reconciler
+    through = rec.spec_change_phase
+    if through is None or not ctx.spec_changed or through not in rec.state_machine.states:
+        return None
+    if live == through or target in (through, rec.failed_phase):
+        return None
+    return through
 
 
 def _deletion(ctx: EngineContext, current: str) -> _Decision:
