@@ -209,14 +209,12 @@ OPSCONSOLE_METRICS_ADDR = os.environ.get("OPSCONSOLE_METRICS_ADDR", "127.0.0.1")
 OPSCONSOLE_WORKER_METRICS_PORT = env_number("OPSCONSOLE_WORKER_METRICS_PORT", 9101, int)
 OPSCONSOLE_CONTROLLER_METRICS_PORT = env_number("OPSCONSOLE_CONTROLLER_METRICS_PORT", 9102, int)
 
-# The reconcilers this installation runs, by dotted path (DESIGN.md §2).
-OPSCONSOLE_RECONCILERS = env_list(
-    "OPSCONSOLE_RECONCILERS",
-    [
-        "reconcilers.kinds.memcached.MemcachedReconciler",
-        "reconcilers.kinds.tenant.TenantReconciler",
-    ],
-)
+# The kinds this installation runs (reconcilers.engine.registry): the built-in ones (Memcached, Tenant) unless
+# turned off, those installed packages declare as Python entry points (group "opsconsole.kinds") unless turned
+# off, and those named here by dotted path (`package.module.ClassName`, comma-separated in the environment).
+OPSCONSOLE_RECONCILERS = env_list("OPSCONSOLE_RECONCILERS", [])
+OPSCONSOLE_BUILTIN_KINDS = env_bool("OPSCONSOLE_BUILTIN_KINDS", True)
+OPSCONSOLE_KIND_ENTRY_POINTS = env_bool("OPSCONSOLE_KIND_ENTRY_POINTS", True)
 
 # The workqueue in Redis (DESIGN.md §3); defaults are controller-runtime's.
 # Empty: the Celery queue's name, read at run time (a private Celery queue gets a private workqueue).

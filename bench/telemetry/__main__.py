@@ -83,6 +83,7 @@ def main() -> None:
     from tests.reconcilers import testkinds
 
     settings.OPSCONSOLE_RECONCILERS = ["tests.reconcilers.testkinds.GadgetReconciler"]
+    settings.OPSCONSOLE_BUILTIN_KINDS = False
     settings.OPSCONSOLE_WORKQUEUE_NAME = f"bench-telemetry-{uuid.uuid4().hex[:6]}"
     registry.reset()
     with running_kubesim(mode="process") as sim:

@@ -1,13 +1,22 @@
-"""The reconcilers this installation runs, loaded by dotted path from `settings.OPSCONSOLE_RECONCILERS`.
+"""The kinds this installation runs: built-in, from installed packages' entry points, and named in settings.
 
-Each entry names a `Reconciler` subclass (`package.module.ClassName`); one instance of each is built per
-process and looked up by reconcile key or by resource (group, plural). Two reconcilers for one resource
-are a configuration error.
+Three sources, in this order, each kind once:
+- the built-in kinds (`BUILTIN`: Memcached, Tenant) unless `settings.OPSCONSOLE_BUILTIN_KINDS` is false;
+- the Python entry points of group `opsconsole.kinds` of every installed distribution (a kind author's
+  package declares `website = "website.kind:WebsiteReconciler"` under `[project.entry-points."opsconsole.kinds"]`)
+  unless `settings.OPSCONSOLE_KIND_ENTRY_POINTS` is false;
+- `settings.OPSCONSOLE_RECONCILERS`: dotted paths (`package.module.ClassName`).
+
+Each names a `Reconciler` subclass; one instance of each is built per process and looked up by reconcile key or
+by resource (group, plural). The same class named twice counts once; two classes for one resource are a
+configuration error.
 """
 
 from __future__ import annotations
 
 import threading
+from dataclasses import dataclass
+from importlib.metadata import entry_points
 
 from django.conf import settings
 from django.utils.module_loading import import_string
@@ -15,39 +24,95 @@ from django.utils.module_loading import import_string
 from reconcilers.core.reconciler import Reconciler
 from reconcilers.core.types import Request
 
+ENTRY_POINT_GROUP = "opsconsole.kinds"
+BUILTIN = (
+    "reconcilers.kinds.memcached.MemcachedReconciler",
+    "reconcilers.kinds.tenant.TenantReconciler",
+)
+
 _lock = threading.Lock()
-_loaded: tuple[tuple[str, ...], list[Reconciler]] | None = None
+_loaded: tuple[tuple[object, ...], list[Reconciler]] | None = None
 
 
 class UnknownKind(LookupError):
     """No registered reconciler handles this resource."""
 
 
-def load(path: str) -> Reconciler:
-    """Import `package.module.ClassName` and instantiate it; ImportError/TypeError say what is wrong."""
+@dataclass(frozen=True)
+class KindSource:
+    """Where a kind was registered: `origin` is 'builtin', 'entry point <name> of <dist>' or 'settings'."""
+
+    path: str  # dotted path (package.module.ClassName) or entry point value (package.module:ClassName)
+    origin: str
+
+
+def _reconciler_class(path: str, origin: str) -> type[Reconciler]:
     try:
-        cls = import_string(path)
+        if ":" in path:  # an entry point value
+            module, _, attr = path.partition(":")
+            cls = import_string(f"{module}.{attr}")
+        else:
+            cls = import_string(path)
     except ImportError as exc:  # not a dotted path, no such module, or no such attribute in it
-        raise ImportError(f"OPSCONSOLE_RECONCILERS entry {path!r}: {exc}") from exc
+        raise ImportError(f"{origin} kind {path!r}: {exc}") from exc
     if not (isinstance(cls, type) and issubclass(cls, Reconciler)):
-        raise TypeError(f"OPSCONSOLE_RECONCILERS entry {path!r} is not a Reconciler subclass")
-    return cls()
+        raise TypeError(f"{origin} kind {path!r} is not a Reconciler subclass")
+    return cls
+
+
+def load(path: str, origin: str = "OPSCONSOLE_RECONCILERS") -> Reconciler:
+    """Import `package.module.ClassName` (or `package.module:ClassName`) and instantiate it; ImportError or
+    TypeError say what is wrong and where the name came from."""
+    return _reconciler_class(path, origin)()
+
+
+def sources() -> list[KindSource]:
+    """Every configured kind name with where it came from, in registration order (duplicates included)."""
+    found: list[KindSource] = []
+    if getattr(settings, "OPSCONSOLE_BUILTIN_KINDS", True):
+        found += [KindSource(p, "builtin") for p in BUILTIN]
+    if getattr(settings, "OPSCONSOLE_KIND_ENTRY_POINTS", True):
+        for ep in sorted(entry_points(group=ENTRY_POINT_GROUP), key=lambda e: e.name):
+            dist = ep.dist.name if ep.dist is not None else "?"
+            found.append(KindSource(ep.value, f"entry point {ep.name!r} of {dist}"))
+    found += [KindSource(p, "OPSCONSOLE_RECONCILERS") for p in getattr(settings, "OPSCONSOLE_RECONCILERS", ())]
+    return found
+
+
+def _cache_key() -> tuple[object, ...]:
+    return (
+        bool(getattr(settings, "OPSCONSOLE_BUILTIN_KINDS", True)),
+        bool(getattr(settings, "OPSCONSOLE_KIND_ENTRY_POINTS", True)),
+        tuple(getattr(settings, "OPSCONSOLE_RECONCILERS", ())),
+    )
+
+
+def _build() -> list[Reconciler]:
+    instances: list[Reconciler] = []
+    classes: dict[type[Reconciler], str] = {}
+    seen: dict[tuple[str, str], str] = {}
+    for source in sources():
+        cls = _reconciler_class(source.path, source.origin)
+        if cls in classes:
+            continue
+        res = (cls.resource.group, cls.resource.plural)
+        where = f"{source.path} ({source.origin})"
+        if res in seen:
+            raise ValueError(f"{where} and {seen[res]} both reconcile {res[1]}.{res[0]}")
+        seen[res] = where
+        classes[cls] = where
+        instances.append(cls())
+    return instances
 
 
 def registered() -> list[Reconciler]:
-    """One instance of every configured reconciler, in settings order (rebuilt when the setting changes)."""
+    """One instance of every registered kind's reconciler, in registration order (rebuilt when the settings
+    change)."""
     global _loaded
-    paths = tuple(getattr(settings, "OPSCONSOLE_RECONCILERS", ()))
+    key = _cache_key()
     with _lock:
-        if _loaded is None or _loaded[0] != paths:
-            instances = [load(p) for p in paths]
-            seen: dict[tuple[str, str], str] = {}
-            for path, rec in zip(paths, instances, strict=True):
-                res = (rec.resource.group, rec.resource.plural)
-                if res in seen:
-                    raise ValueError(f"{path} and {seen[res]} both reconcile {res[1]}.{res[0]}")
-                seen[res] = path
-            _loaded = (paths, instances)
+        if _loaded is None or _loaded[0] != key:
+            _loaded = (key, _build())
         return list(_loaded[1])
 
 
@@ -77,7 +142,7 @@ def for_name(name: str) -> Reconciler:
 
 
 def reset() -> None:
-    """Forget the loaded instances (tests that change the setting call this, or rely on the auto-reload)."""
+    """Forget the loaded instances (tests that change the settings call this, or rely on the auto-reload)."""
     global _loaded
     with _lock:
         _loaded = None

@@ -73,10 +73,11 @@ def namespace(kapi) -> str:
 
 @pytest.fixture
 def reconcilers(settings) -> Iterator:
-    """Set OPSCONSOLE_RECONCILERS for one test: `reconcilers(["dotted.Path", ...])`."""
+    """Register exactly these kinds for one test (built-in kinds off): `reconcilers(["dotted.Path", ...])`."""
 
     def use(paths: list[str]) -> None:
         settings.OPSCONSOLE_RECONCILERS = list(paths)
+        settings.OPSCONSOLE_BUILTIN_KINDS = False
         registry.reset()
 
     yield use

@@ -62,6 +62,7 @@ def test_the_overview_says_so_when_nothing_is_registered(as_role, settings):
     from reconcilers.engine import registry
 
     settings.OPSCONSOLE_RECONCILERS = []
+    settings.OPSCONSOLE_BUILTIN_KINDS = False
     registry.reset()
     try:
         html = as_role("viewer").get("/").content.decode()

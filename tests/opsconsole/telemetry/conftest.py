@@ -53,6 +53,7 @@ class Telemetry:
         self.env = {
             "KUBECONFIG": sim.kubeconfig,
             "OPSCONSOLE_RECONCILERS": ",".join(RECONCILERS),
+            "OPSCONSOLE_BUILTIN_KINDS": "0",
             "OPSCONSOLE_WORKQUEUE_NAME": self.queue,
             "OPSCONSOLE_WORKQUEUE_LEASE_SECONDS": "3",
             "OPSCONSOLE_RESYNC_SECONDS": "3600",
@@ -110,6 +111,7 @@ def engine(telemetry, transactional_db, kapi, settings) -> Iterator[Telemetry]: 
     from reconcilers.engine import dispatch
 
     settings.OPSCONSOLE_RECONCILERS = RECONCILERS
+    settings.OPSCONSOLE_BUILTIN_KINDS = False
     settings.OPSCONSOLE_WORKQUEUE_NAME = telemetry.queue
     registry.reset()
     yield telemetry

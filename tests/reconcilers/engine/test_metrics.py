@@ -62,6 +62,7 @@ def test_the_resources_collector_counts_rows_and_reports_every_declared_state(se
     from reconcilers.models import Resource
 
     settings.OPSCONSOLE_RECONCILERS = ["tests.reconcilers.testkinds.GadgetReconciler"]
+    settings.OPSCONSOLE_BUILTIN_KINDS = False
     registry.reset()
     try:
         for i, phase in enumerate(["Running", "Running", "Pending"]):

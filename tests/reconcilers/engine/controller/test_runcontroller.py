@@ -82,6 +82,7 @@ def test_runcontroller_bootstraps_leads_mirrors_and_releases_the_lease_on_sigter
         "KUBECONFIG": running_kubesim.kubeconfig,
         "DATABASE_URL": workers.test_database_url(),
         "OPSCONSOLE_RECONCILERS": "tests.reconcilers.engine.controller.kinds.GadgetReconciler",
+        "OPSCONSOLE_BUILTIN_KINDS": "0",
         "OPSCONSOLE_CELERY_QUEUE": queue,
         "PYTHONUNBUFFERED": "1",
     }
