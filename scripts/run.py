@@ -43,7 +43,7 @@ def procfile_lines(env: dict[str, str], data_dir: Path, login: str) -> list[str]
             f" --data-dir {shlex.quote(str(data_dir / 'kubesim'))}"
         )
     if (ROOT / "reconcilers" / "management" / "commands" / "runcontroller.py").exists():
-        lines.append(f"controller: {py} manage.py runcontroller --bootstrap")
+        lines.append(f"controller: {py} manage.py runcontroller --bootstrap --install-crds")
     lines.append(f"worker: {py} -m celery -A opsconsole worker -l INFO --concurrency 2 -n worker@%h")
     lines.append(
         f"web: {py} -m gunicorn opsconsole.wsgi -b {WEB_ADDR} --workers 2 --threads 4 --access-logfile -"

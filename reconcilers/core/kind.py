@@ -109,6 +109,7 @@ def _explain(error: Any) -> str:
         "missing": "is required",
     }
     text = messages[kind].format(**ctx) if kind in messages else error.get("msg", "is invalid")
+    text = text.removeprefix("Value error, ")  # a model's own validator: its message as it wrote it
     if kind == "missing":
         return f"{_where(error['loc'])}: {text}"
     return f"{_where(error['loc'])}: {text} (got {error.get('input')!r})"

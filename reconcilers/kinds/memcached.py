@@ -10,7 +10,8 @@ front of it. Its phase says where the rollout stands:
 - Failed: not available within `spec.progressDeadlineSeconds`, or a permanent error (an invalid spec);
 - Terminating / Deleted: set by the engine around deletion.
 
-Its status carries `phase`, `readyReplicas`, `nodes` (the names of its pods) and conditions.
+Its status carries `phase`, `readyReplicas`, `nodes` (the names of its pods) and conditions. The spec and
+status are the models below; its CRD (deploy/crds/memcached.yaml) is generated from them (`manage.py crds`).
 """
 
 from __future__ import annotations
@@ -18,12 +19,15 @@ from __future__ import annotations
 import re
 import time
 from datetime import UTC, datetime
-from typing import Any, ClassVar
+from typing import Annotated, Any, ClassVar
 
+from pydantic import AfterValidator, Field
+
+from reconcilers.core.kind import KindModel, PrinterColumn
 from reconcilers.core.meta import parse_rfc3339, rfc3339
 from reconcilers.core.reconciler import Context, Reconciler, ResourceKind
 from reconcilers.core.statemachine import StateMachine
-from reconcilers.core.types import PermanentError, Result
+from reconcilers.core.types import Result
 
 PENDING = "Pending"
 RUNNING = "Running"
@@ -76,26 +80,36 @@ def _parse_rfc3339(value: Any) -> float | None:
     return parsed.timestamp() if parsed is not None else None
 
 
-def memcached_spec(obj: dict[str, Any]) -> dict[str, Any]:
-    """The validated spec with defaults applied; raises PermanentError(reason="InvalidSpec") when it is
-    malformed (the CRD's schema catches most of this, but an object may predate the schema)."""
-    spec = obj.get("spec")
-    if not isinstance(spec, dict):
-        raise PermanentError("spec is missing", reason="InvalidSpec")
-    size = spec.get("size", 1)
-    if not isinstance(size, int) or isinstance(size, bool) or size < 0 or size > 100:
-        raise PermanentError(f"spec.size must be an integer from 0 to 100, not {size!r}", reason="InvalidSpec")
-    image = spec.get("image", DEFAULT_IMAGE)
-    if not isinstance(image, str) or not _IMAGE.match(image):
-        raise PermanentError(f"spec.image is not a valid image reference: {image!r}", reason="InvalidSpec")
-    port = spec.get("port", DEFAULT_PORT)
-    if not isinstance(port, int) or isinstance(port, bool) or not 1 <= port <= 65535:
-        raise PermanentError(f"spec.port must be an integer from 1 to 65535, not {port!r}", reason="InvalidSpec")
-    deadline = spec.get("progressDeadlineSeconds", DEFAULT_PROGRESS_DEADLINE)
-    if not isinstance(deadline, (int, float)) or isinstance(deadline, bool) or deadline <= 0:
-        raise PermanentError(f"spec.progressDeadlineSeconds must be a positive number, not {deadline!r}",
-                             reason="InvalidSpec")
-    return {"size": size, "image": image, "port": port, "progressDeadlineSeconds": deadline}
+def _image_reference(value: str) -> str:
+    """A validator the schema does not carry (the CRD keeps any non-empty string, as it always did): a reference
+    the kubelet would not pull is the reconciler's InvalidSpec, so it shows as Failed rather than refused."""
+    if not _IMAGE.match(value):
+        raise ValueError("not a valid image reference")
+    return value
+
+
+class MemcachedSpec(KindModel):
+    """Memcached runs spec.size memcached replicas behind a Service."""
+
+    size: int = Field(ge=0, le=100)
+    """Number of memcached replicas."""
+    image: Annotated[str, AfterValidator(_image_reference)] = Field(DEFAULT_IMAGE, min_length=1)
+    """Container image."""
+    port: int = Field(DEFAULT_PORT, ge=1, le=65535)
+    """Port memcached listens on and the Service exposes."""
+    progress_deadline_seconds: int = Field(DEFAULT_PROGRESS_DEADLINE, ge=1)
+    """Seconds the rollout may take before the Memcached is Failed."""
+
+
+class MemcachedStatus(KindModel):
+    """What the Memcached reconciler adds to the status."""
+
+    ready_replicas: int | None = None
+    """Ready replicas of the current spec."""
+    nodes: list[str] | None = None
+    """The names of its pods."""
+    progress_started_at: datetime | None = None
+    """When the rollout in progress (or the loss of readiness) began."""
 
 
 def selector_labels(name: str) -> dict[str, str]:
@@ -103,7 +117,7 @@ def selector_labels(name: str) -> dict[str, str]:
     return {"app.kubernetes.io/name": "memcached", "app.kubernetes.io/instance": name}
 
 
-def deployment_manifest(obj: dict[str, Any], spec: dict[str, Any]) -> dict[str, Any]:
+def deployment_manifest(obj: dict[str, Any], spec: MemcachedSpec) -> dict[str, Any]:
     """The Deployment a Memcached owns."""
     meta = obj["metadata"]
     labels = {**selector_labels(meta["name"]), "app.kubernetes.io/managed-by": "opsconsole"}
@@ -112,16 +126,16 @@ def deployment_manifest(obj: dict[str, Any], spec: dict[str, Any]) -> dict[str, 
         "kind": "Deployment",
         "metadata": {"name": meta["name"], "namespace": meta.get("namespace", ""), "labels": labels},
         "spec": {
-            "replicas": spec["size"],
+            "replicas": spec.size,
             "selector": {"matchLabels": selector_labels(meta["name"])},
             "template": {
                 "metadata": {"labels": labels},
                 "spec": {
                     "containers": [{
                         "name": "memcached",
-                        "image": spec["image"],
-                        "command": ["memcached", "-m", "64", "-o", "modern", "-p", str(spec["port"])],
-                        "ports": [{"name": "memcached", "containerPort": spec["port"], "protocol": "TCP"}],
+                        "image": spec.image,
+                        "command": ["memcached", "-m", "64", "-o", "modern", "-p", str(spec.port)],
+                        "ports": [{"name": "memcached", "containerPort": spec.port, "protocol": "TCP"}],
                     }],
                 },
             },
@@ -129,7 +143,7 @@ def deployment_manifest(obj: dict[str, Any], spec: dict[str, Any]) -> dict[str, 
     }
 
 
-def service_manifest(obj: dict[str, Any], spec: dict[str, Any]) -> dict[str, Any]:
+def service_manifest(obj: dict[str, Any], spec: MemcachedSpec) -> dict[str, Any]:
     """The ClusterIP Service in front of a Memcached's pods."""
     meta = obj["metadata"]
     return {
@@ -139,7 +153,7 @@ def service_manifest(obj: dict[str, Any], spec: dict[str, Any]) -> dict[str, Any
                      "labels": {**selector_labels(meta["name"]), "app.kubernetes.io/managed-by": "opsconsole"}},
         "spec": {
             "selector": selector_labels(meta["name"]),
-            "ports": [{"name": "memcached", "port": spec["port"], "targetPort": "memcached", "protocol": "TCP"}],
+            "ports": [{"name": "memcached", "port": spec.port, "targetPort": "memcached", "protocol": "TCP"}],
         },
     }
 
@@ -173,51 +187,52 @@ class MemcachedReconciler(Reconciler):
 
     resource: ClassVar[ResourceKind] = MEMCACHED
     state_machine: ClassVar[StateMachine] = MACHINE
+    spec_model: ClassVar[Any] = MemcachedSpec
+    status_model: ClassVar[Any] = MemcachedStatus
+    short_names: ClassVar[tuple[str, ...]] = ("mc",)
+    printer_columns: ClassVar[tuple[PrinterColumn, ...]] = (
+        PrinterColumn("Ready", ".status.readyReplicas", description="Ready replicas"),
+        PrinterColumn("Size", ".spec.size", type="integer", priority=1),
+    )
     owns: ClassVar[tuple[ResourceKind, ...]] = (DEPLOYMENT, SERVICE)
     #: kinds read but not owned (the RBAC generator grants get/list on them): the pods behind status.nodes
     rbac_reads: ClassVar[tuple[ResourceKind, ...]] = (POD,)
     ready_phases: ClassVar[tuple[str, ...]] = (RUNNING,)
+    #: every spec change goes back through Pending: the rollout of the new generation starts over
+    spec_change_phase: ClassVar[str | None] = PENDING
     #: how often a rollout in progress is looked at even without an event from its Deployment
     poll_seconds: ClassVar[float] = 10.0
 
     def reconcile(self, ctx: Context, obj: dict[str, Any]) -> Result:
         """Apply the Deployment and the Service, then derive the phase from the rollout."""
-        spec = memcached_spec(obj)
+        spec: MemcachedSpec = ctx.spec
         deployment = ctx.apply_child(deployment_manifest(obj, spec))
         ctx.apply_child(service_manifest(obj, spec))
         pods = self._pods(ctx, obj)
-        done, ready = _rollout(deployment, spec["size"])
+        done, ready = _rollout(deployment, spec.size)
 
         status = obj.get("status") or {}
         phase = status.get("phase") or ""
-        generation = (obj.get("metadata") or {}).get("generation") or 0
-        observed = status.get("observedGeneration")
-        spec_changed = observed is not None and generation > observed
         now = _now()
         extra: dict[str, Any] = {"readyReplicas": ready, "nodes": sorted(p["metadata"]["name"] for p in pods)}
-        counts = f"{ready}/{spec['size']} replicas ready"
+        counts = f"{ready}/{spec.size} replicas ready"
 
-        if spec_changed and phase != PENDING:
-            extra["progressStartedAt"] = _rfc3339(now)
-            return Result(PENDING, "SpecChanged", f"rolling out generation {generation}: {counts}",
-                          conditions=[ctx.condition("Available", "False", "RollingOut", counts)],
-                          status=extra, requeue_after=min(1.0, spec["progressDeadlineSeconds"]))
         if done:
             extra["progressStartedAt"] = None
             return Result(RUNNING, "AllReplicasReady", counts,
                           conditions=[ctx.condition("Available", "True", "AllReplicasReady", counts)], status=extra)
-        if phase == FAILED and not spec_changed:
+        if phase == FAILED and not ctx.spec_changed:
             return Result(FAILED, status.get("reason") or "ProgressDeadlineExceeded", status.get("message") or counts,
                           conditions=[ctx.condition("Available", "False", "NotAvailable", counts)], status=extra)
 
         target = DEGRADED if phase in (RUNNING, DEGRADED) else PENDING
         started = _parse_rfc3339(status.get("progressStartedAt")) if phase == target else None
-        if started is None or spec_changed:
+        if started is None or ctx.spec_changed:
             started = now
         extra["progressStartedAt"] = _rfc3339(started)
         problems = _pod_problems(pods)
         elapsed = now - started
-        deadline = float(spec["progressDeadlineSeconds"])
+        deadline = float(spec.progress_deadline_seconds)
         if elapsed >= deadline:
             message = f"not available within {deadline:g}s: {counts}" + (f"; {'; '.join(problems)}" if problems else "")
             return Result(FAILED, "ProgressDeadlineExceeded", message,

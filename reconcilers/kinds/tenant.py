@@ -12,10 +12,12 @@ created until the spec is fixed).
 from __future__ import annotations
 
 import re
-from typing import Any, ClassVar
+from typing import Annotated, Any, ClassVar
 
 from kubernetes.utils.quantity import parse_quantity
+from pydantic import Field
 
+from reconcilers.core.kind import KindModel, PrinterColumn
 from reconcilers.core.reconciler import Context, Reconciler, ResourceKind
 from reconcilers.core.statemachine import StateMachine
 from reconcilers.core.types import PermanentError, Result
@@ -52,6 +54,26 @@ TENANT_LABEL = "tenancy.example.com/tenant"
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 # a resource name as ResourceQuota accepts it: cpu, requests.memory, count/deployments.apps, ...
 _RESOURCE_NAME = re.compile(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?(/[a-z0-9]([-a-z0-9.]*[a-z0-9])?)?$")
+
+
+class TenantSpec(KindModel):
+    """Tenant gets a namespace of its own with a ResourceQuota and a RoleBinding for its admins."""
+
+    namespace: str | None = Field(None, max_length=63, pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+    """Name of the tenant's namespace (default tenant-<name>)."""
+    admins: list[Annotated[str, Field(min_length=1)]] = Field(default_factory=list)
+    """Users who get the admin ClusterRole in the tenant's namespace."""
+    quota: dict[str, int | str] = Field(default_factory=dict)
+    """ResourceQuota hard limits, resource name to quantity (e.g. cpu "4", memory "8Gi")."""
+
+
+class TenantStatus(KindModel):
+    """What the Tenant reconciler adds to the status."""
+
+    namespace: str | None = None
+    """The tenant's namespace."""
+    admins: list[str] | None = None
+    """The admins bound in it."""
 
 
 def tenant_namespace(obj: dict[str, Any]) -> str:
@@ -95,6 +117,12 @@ class TenantReconciler(Reconciler):
 
     resource: ClassVar[ResourceKind] = TENANT
     state_machine: ClassVar[StateMachine] = MACHINE
+    spec_model: ClassVar[Any] = TenantSpec
+    status_model: ClassVar[Any] = TenantStatus
+    printer_columns: ClassVar[tuple[PrinterColumn, ...]] = (
+        PrinterColumn("Ready", '.status.conditions[?(@.type=="Ready")].status'),
+        PrinterColumn("Namespace", ".status.namespace", priority=1),
+    )
     owns: ClassVar[tuple[ResourceKind, ...]] = (NAMESPACE, RESOURCE_QUOTA, ROLE_BINDING)
     finalizer: ClassVar[str | None] = FINALIZER
     #: ClusterRoles its RoleBindings reference (the RBAC generator grants `bind` on exactly these)

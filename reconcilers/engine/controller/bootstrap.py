@@ -1,4 +1,9 @@
-"""`runcontroller --bootstrap`: wait for the API, apply the CRDs, wait until each is served, apply samples.
+"""`runcontroller --bootstrap` / `--install-crds`: wait for the API, apply the CRDs, wait until each is served,
+apply samples.
+
+`install_crds` server-side applies the CRDs generated from the registered kinds (field manager
+`opsconsole-controller`, forced): a CRD that differs from what the kind generates is brought in line, so a changed
+model reaches the cluster on the next start.
 
 Everything is create-if-missing: an object that exists is left as it is (a bootstrap never overwrites what
 a user changed), so running it on every start is safe. Manifests are YAML files (several documents each,
@@ -23,6 +28,7 @@ from reconcilers.engine import apiclient, kube
 log = logging.getLogger(__name__)
 
 CRD = ResourceKind("apiextensions.k8s.io", "v1", "customresourcedefinitions", "CustomResourceDefinition", False)
+FIELD_MANAGER = "opsconsole-controller"
 
 
 class BootstrapError(RuntimeError):
@@ -149,23 +155,41 @@ def wait_for_crds(api: Any, crds: list[dict[str, Any]], timeout: float = 30.0, i
     return served
 
 
+def install_crds(api: Any, crds: list[dict[str, Any]], report: BootstrapReport | None = None,
+                 timeout: float = 30.0) -> list[str]:
+    """Server-side apply each CRD (created, or brought in line with the manifest) and wait until all are served;
+    their names."""
+    for crd in crds:
+        before = kube.get_object(api, CRD, None, crd["metadata"]["name"])
+        kube.apply_object(api, CRD, None, crd["metadata"]["name"], crd, field_manager=FIELD_MANAGER, force=True)
+        if report is not None:
+            (report.existing if before is not None else report.created).append(_describe(crd))
+        log.info("CRD %s %s", crd["metadata"]["name"], "applied" if before is not None else "created")
+    return wait_for_crds(api, crds, timeout)
+
+
 def bootstrap(
     api: Any,
     crds_dir: Path | None,
     samples_dir: Path | None,
     *,
+    generated: list[dict[str, Any]] | None = None,
     api_timeout: float = 60.0,
     crd_timeout: float = 30.0,
 ) -> BootstrapReport:
-    """Wait for the API, apply `crds_dir/*.yaml`, wait until they are served, apply `samples_dir/*.yaml`."""
+    """Wait for the API, apply the CRDs (`generated` ones by server-side apply when given, else `crds_dir/*.yaml`
+    create-if-missing), wait until they are served, apply `samples_dir/*.yaml`."""
     report = BootstrapReport()
     wait_for_api(api, api_timeout)
-    crds = load_manifests(yaml_files(crds_dir))
-    for crd in crds:
-        if crd.get("kind") != "CustomResourceDefinition":
-            raise BootstrapError(f"{_describe(crd)} in {crds_dir} is not a CustomResourceDefinition")
-        _, created = kube.ensure_object(api, CRD, crd)
-        (report.created if created else report.existing).append(_describe(crd))
-    report.served = wait_for_crds(api, crds, crd_timeout)
+    if generated is not None:
+        report.served = install_crds(api, generated, report, crd_timeout)
+    else:
+        crds = load_manifests(yaml_files(crds_dir))
+        for crd in crds:
+            if crd.get("kind") != "CustomResourceDefinition":
+                raise BootstrapError(f"{_describe(crd)} in {crds_dir} is not a CustomResourceDefinition")
+            _, created = kube.ensure_object(api, CRD, crd)
+            (report.created if created else report.existing).append(_describe(crd))
+        report.served = wait_for_crds(api, crds, crd_timeout)
     apply_objects(api, load_manifests(yaml_files(samples_dir)), report)
     return report

@@ -1,7 +1,9 @@
 """`manage.py runcontroller [--bootstrap] [--identity X]`: run the controller until SIGINT/SIGTERM.
 
 With `--bootstrap` it first waits for the Kubernetes API, applies `deploy/crds/*.yaml`, waits until each
-CRD is served, then applies `deploy/samples/*.yaml` (create-if-missing). Then it campaigns for the
+CRD is served, then applies `deploy/samples/*.yaml` (create-if-missing). With `--install-crds` the CRDs are
+instead generated from the registered kinds and server-side applied (so a kind of the user's own gets its CRD,
+and a changed model updates it); it works with or without `--bootstrap`. Then it campaigns for the
 `opsconsole-controller` Lease and, while it leads, runs the informers of every registered reconciler and
 feeds the workqueue. A clean exit (SIGINT/SIGTERM) stops the informers and releases the Lease, so a
 standby controller takes over at once.
@@ -22,9 +24,10 @@ from typing import Any
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from reconcilers.core.crd import crd_manifest
 from reconcilers.engine import apiclient, registry
 from reconcilers.engine.controller import Controller, LeaderElector
-from reconcilers.engine.controller.bootstrap import BootstrapError, bootstrap, connect
+from reconcilers.engine.controller.bootstrap import BootstrapError, bootstrap, connect, install_crds
 from reconcilers.engine.metrics import LEADER_ELECTION_MASTER
 
 
@@ -34,6 +37,8 @@ class Command(BaseCommand):
     def add_arguments(self, parser: CommandParser) -> None:
         deploy = Path(settings.BASE_DIR) / "deploy"
         parser.add_argument("--bootstrap", action="store_true", help="apply CRDs and samples before starting")
+        parser.add_argument("--install-crds", action="store_true",
+                            help="apply the CRDs generated from the registered kinds before starting")
         parser.add_argument("--identity", default=None, help="leader election identity (default host_pid_rand)")
         parser.add_argument("--crds", type=Path, default=deploy / "crds", help="CRD manifests (--bootstrap)")
         parser.add_argument("--samples", type=Path, default=deploy / "samples", help="sample manifests (--bootstrap)")
@@ -53,10 +58,13 @@ class Command(BaseCommand):
 
         previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
         try:
+            reconcilers = registry.registered()
+            generated = [crd_manifest(r) for r in reconcilers] if options["install_crds"] else None
             if options["bootstrap"]:
                 try:
                     api = connect(options["api_timeout"])
-                    report = bootstrap(api, options["crds"], options["samples"], api_timeout=options["api_timeout"])
+                    report = bootstrap(api, options["crds"], options["samples"], generated=generated,
+                                       api_timeout=options["api_timeout"])
                 except BootstrapError as exc:
                     raise CommandError(str(exc)) from exc
                 self.stdout.write(
@@ -65,7 +73,12 @@ class Command(BaseCommand):
                 )
             else:
                 api = apiclient.get_api_client()
-            reconcilers = registry.registered()
+                if generated is not None:
+                    try:
+                        served = install_crds(api, generated)
+                    except BootstrapError as exc:
+                        raise CommandError(str(exc)) from exc
+                    self.stdout.write(f"install-crds: {len(served)} CRDs served")
             _telemetry_start(self)
             elector = LeaderElector(
                 api,

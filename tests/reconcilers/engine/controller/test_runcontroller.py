@@ -59,6 +59,43 @@ def test_bootstrap_applies_crds_then_samples_and_never_overwrites(api, tmp_path)
     assert kube.get_object(api, kind, None, "one")["spec"] == {"size": 7}
 
 
+def test_install_crds_applies_the_generated_crds_and_brings_a_changed_one_in_line(api, tmp_path):
+    from typing import ClassVar
+
+    from pydantic import Field
+
+    from reconcilers.core.crd import crd_manifest
+    from reconcilers.core.kind import KindModel
+    from tests.reconcilers.engine.controller.kinds import GadgetReconciler
+
+    group = f"i{uuid.uuid4().hex[:6]}.test.opsconsole.io"
+
+    class CrateSpec(KindModel):
+        size: int = Field(1, le=5)
+
+    class CrateReconciler(GadgetReconciler):
+        resource: ClassVar[ResourceKind] = ResourceKind(group, "v1", "crates", "Crate", namespaced=False)
+        spec_model: ClassVar = CrateSpec
+
+    report = bootstrap(api, None, tmp_path, generated=[crd_manifest(CrateReconciler)], api_timeout=5)
+    assert report.served == [f"crates.{group}"] and report.created == [f"CustomResourceDefinition crates.{group}"]
+    kind = CrateReconciler.resource
+    with pytest.raises(kube.ApiException) as refused:
+        kube.create_object(api, kind, {"apiVersion": kind.api_version, "kind": "Crate", "metadata": {"name": "big"},
+                                       "spec": {"size": 9}})
+    assert refused.value.status == 422 and "spec.size" in refused.value.body
+
+    class BiggerSpec(KindModel):
+        size: int = Field(1, le=50)
+
+    CrateReconciler.spec_model = BiggerSpec  # the model changed: the next start brings the CRD in line
+    again = bootstrap(api, None, tmp_path, generated=[crd_manifest(CrateReconciler)], api_timeout=5)
+    assert again.existing == [f"CustomResourceDefinition crates.{group}"]
+    created = kube.create_object(api, kind, {"apiVersion": kind.api_version, "kind": "Crate",
+                                             "metadata": {"name": "big"}, "spec": {"size": 9}})
+    assert created["spec"] == {"size": 9}
+
+
 def test_bootstrap_names_a_sample_of_a_kind_nobody_serves(api, tmp_path):
     crds_dir, samples_dir = write_manifests(
         tmp_path, [], [{"apiVersion": "nope.example.com/v1", "kind": "Nope", "metadata": {"name": "x"}}])
