@@ -115,9 +115,10 @@ def test_memcached_children_apply_cleanly_against_the_api(kapi, namespace):
         "metadata": {"name": "mc", "namespace": namespace}, "spec": {"size": 2}})
     assert obj["spec"]["image"] and obj["spec"]["port"] == 11211  # CRD defaults
     ctx = EngineContext(MemcachedReconciler(), obj, kapi)
-    from reconcilers.kinds.memcached import deployment_manifest, memcached_spec, service_manifest
+    from reconcilers.core.kind import validate_spec
+    from reconcilers.kinds.memcached import MemcachedSpec, deployment_manifest, service_manifest
 
-    spec = memcached_spec(obj)
+    spec = validate_spec(MemcachedSpec, obj)
     dep = ctx.apply_child(deployment_manifest(obj, spec))
     svc = ctx.apply_child(service_manifest(obj, spec))
     # the deployment controller writes the Deployment's status meanwhile: compare once it is done with it
