@@ -252,25 +252,27 @@ def _from_result(ctx: EngineContext, result: Result, recorded: str | None, live:
         ctx.log.info("%s: recording %s first (written by an earlier run that was not recorded)", ctx.request, live)
         return _Decision("requeue", QueueAction.REQUEUE_NOW,
                          change=PhaseChange(live, status.get("reason") or "", status.get("message") or ""))
+    label, queue, delay = _queue_for(result)
     through = _spec_change_phase(ctx, target, live)
     if through is not None:
         generation = ctx.obj["metadata"].get("generation")
         message = f"spec changed (generation {generation})" + (f": {result.message}" if result.message else "")
-        return _Decision("requeue", QueueAction.REQUEUE_NOW, change=PhaseChange(through, SPEC_CHANGED, message),
+        if through != target:  # the concluded phase comes in the next run, once the change was through
+            label, queue, delay = "requeue", QueueAction.REQUEUE_NOW, None
+        return _Decision(label, queue, delay, change=PhaseChange(through, SPEC_CHANGED, message),
                          conditions=list(result.conditions), extra=dict(result.status))
-    label, queue, delay = _queue_for(result)
     return _Decision(label, queue, delay, change=PhaseChange(target, result.reason, result.message),
                      conditions=list(result.conditions), extra=dict(result.status))
 
 
 def _spec_change_phase(ctx: EngineContext, target: str, live: str) -> str | None:
-    """The kind's spec-change phase when this run must go through it first: the generation moved, the object is
-    not in it yet, and the reconcile concluded another phase that is not the failed one."""
+    """The kind's spec-change phase when this run goes into it because of a spec change: the generation moved,
+    the object is not in that phase yet, and the reconcile did not conclude the failed phase."""
     rec = ctx.reconciler
     through = rec.spec_change_phase
     if through is None or not ctx.spec_changed or through not in rec.state_machine.states:
         return None
-    if live == through or target in (through, rec.failed_phase):
+    if live == through or target == rec.failed_phase:
         return None
     return through
 
