@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
+from opsconsole.testing import FakeContext
 from reconcilers.core.types import PermanentError
 from reconcilers.kinds import memcached
 from reconcilers.kinds.memcached import DEGRADED, FAILED, PENDING, RUNNING, MemcachedReconciler
-from tests.reconcilers.kinds.fakes import FakeContext
 
 T0 = 1_800_000_000.0
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from opsconsole.testing import FakeContext
 from reconcilers.core.types import PermanentError
 from reconcilers.kinds.tenant import FAILED, FINALIZER, PENDING, RUNNING, TERMINATING, TenantReconciler
-from tests.reconcilers.kinds.fakes import FakeContext
 
 
 def tenant(**spec):
