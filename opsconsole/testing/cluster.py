@@ -113,6 +113,20 @@ def get_or_create(api: Any, resource: ResourceKind, obj: dict[str, Any]) -> dict
     namespace = meta.get("namespace") if resource.namespaced else None
     live = kube.get_object(api, resource, namespace, meta["name"])
     if live is None:
-        created, _ = kube.ensure_object(api, resource, obj, namespace)
-        live = created
+        try:
+            live, _ = kube.ensure_object(api, resource, obj, namespace)
+        except kube.ApiException as exc:
+            if exc.status not in (400, 422):
+                raise
+            raise ValueError(f"the API server refused to create {resource.kind} {meta['name']}: "
+                             f"{_message(exc)} (the CRD's schema checks this, before any reconcile)") from exc
     return live
+
+
+def _message(exc: Any) -> str:
+    import json
+
+    try:
+        return str(json.loads(exc.body).get("message") or exc.reason)
+    except (TypeError, ValueError, AttributeError):
+        return str(exc.reason)

@@ -19,6 +19,7 @@ from pydantic import Field, field_validator
 
 from opsconsole.testing import TIMINGS, FakeContext
 from opsconsole.testing.cluster import kubesim_running
+from opsconsole.testing.kinds import KindNotFound, default_kinds, entry_point_kinds, find_kind
 from reconcilers.core.kind import KindModel
 from reconcilers.core.reconciler import Context, Reconciler, ResourceKind
 from reconcilers.core.statemachine import StateMachine
@@ -150,9 +151,26 @@ def test_reconcile_until_says_where_it_stopped(reconcile_until):
         reconcile_until(shelf(image="nginx"), "Running", timeout=0.3)
 
 
+def test_an_object_the_crd_refuses_is_not_reconciled(reconcile_once):
+    with pytest.raises(ValueError, match=r"refused to create Shelf books: .*spec.replicas"):
+        reconcile_once(shelf(replicas=9))  # the generated CRD has maximum: 5
+
+
 def test_an_object_of_a_kind_not_under_test_is_named(reconcile_once):
     with pytest.raises(LookupError, match="no kind under test reconciles example.com/v1 Thing"):
         reconcile_once({"apiVersion": "example.com/v1", "kind": "Thing", "metadata": {"name": "x"}})
+
+
+def test_the_default_kinds_come_from_the_ini_option_else_the_entry_points():
+    assert default_kinds(["reconcilers.kinds.tenant.TenantReconciler", "reconcilers.kinds.tenant:TenantReconciler"]) \
+        == [TenantReconciler]
+    assert default_kinds([]) == entry_point_kinds()
+    with pytest.raises(ImportError, match="opsconsole_kinds: cannot import kind 'reconcilers.kinds.nope.X'"):
+        default_kinds(["reconcilers.kinds.nope.X"])
+    with pytest.raises(TypeError, match="is not a Reconciler subclass"):
+        default_kinds(["reconcilers.kinds.tenant.TENANT"])
+    with pytest.raises(KindNotFound, match="override the `opsconsole_kinds` fixture"):
+        find_kind([], "a.example.com/v1", "X")
 
 
 def test_fake_context_types_the_spec_as_the_engine_does():
