@@ -82,18 +82,13 @@ def tenant_namespace(obj: dict[str, Any]) -> str:
     return spec.get("namespace") or f"tenant-{obj['metadata']['name']}"
 
 
-def tenant_quota(obj: dict[str, Any]) -> dict[str, str]:
-    """The validated `spec.quota` as ResourceQuota `hard` limits; PermanentError(reason="InvalidQuota")
-    when a resource name or a quantity is not one Kubernetes accepts, or a quantity is negative."""
-    quota = (obj.get("spec") or {}).get("quota") or {}
-    if not isinstance(quota, dict):
-        raise PermanentError(f"spec.quota must be a map of resource to quantity, not {quota!r}", reason="InvalidQuota")
+def tenant_quota(quota: dict[str, int | str]) -> dict[str, str]:
+    """`spec.quota` (types checked by the model) as ResourceQuota `hard` limits; PermanentError(reason=
+    "InvalidQuota") when a resource name or a quantity is not one Kubernetes accepts, or a quantity is negative."""
     hard: dict[str, str] = {}
     for resource, value in sorted(quota.items()):
-        if not isinstance(resource, str) or not _RESOURCE_NAME.match(resource):
+        if not _RESOURCE_NAME.match(resource):
             raise PermanentError(f"spec.quota: {resource!r} is not a resource name", reason="InvalidQuota")
-        if isinstance(value, bool) or not isinstance(value, (int, str)):
-            raise PermanentError(f"spec.quota.{resource}: {value!r} is not a quantity", reason="InvalidQuota")
         try:
             amount = parse_quantity(value)
         except ValueError:
@@ -102,14 +97,6 @@ def tenant_quota(obj: dict[str, Any]) -> dict[str, str]:
             raise PermanentError(f"spec.quota.{resource}: {value!r} must not be negative", reason="InvalidQuota")
         hard[resource] = str(value)
     return hard
-
-
-def tenant_admins(obj: dict[str, Any]) -> list[str]:
-    """The validated `spec.admins` (user names), de-duplicated, in order."""
-    admins = (obj.get("spec") or {}).get("admins") or []
-    if not isinstance(admins, list) or not all(isinstance(a, str) and a for a in admins):
-        raise PermanentError(f"spec.admins must be a list of user names, not {admins!r}", reason="InvalidSpec")
-    return list(dict.fromkeys(admins))
 
 
 class TenantReconciler(Reconciler):
@@ -133,12 +120,13 @@ class TenantReconciler(Reconciler):
 
     def reconcile(self, ctx: Context, obj: dict[str, Any]) -> Result:
         """Validate, then create or patch the Namespace, the ResourceQuota and the RoleBinding."""
+        spec: TenantSpec = ctx.spec
         name = obj["metadata"]["name"]
-        namespace = tenant_namespace(obj)
+        namespace = spec.namespace or f"tenant-{name}"
         if not _DNS_LABEL.match(namespace):
             raise PermanentError(f"spec.namespace {namespace!r} is not a valid namespace name", reason="InvalidSpec")
-        hard = tenant_quota(obj)
-        admins = tenant_admins(obj)
+        hard = tenant_quota(spec.quota)
+        admins = list(dict.fromkeys(spec.admins))
         ns = ctx.apply_child({
             "apiVersion": "v1", "kind": "Namespace",
             "metadata": {"name": namespace, "labels": {TENANT_LABEL: name}},
