@@ -1,0 +1,96 @@
+"""docs/writing-a-kind.md, executed: every `console` block marked `<!-- guide: run -->` runs in a temporary
+directory (its `$ ` lines in order; the lines after a command are text its output must contain), and every code
+block marked `<!-- guide: edit FILE after|replace "ANCHOR" -->` or `<!-- guide: append FILE -->` is applied to
+the file the guide says, so the guide cannot rot."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+GUIDE = ROOT / "docs" / "writing-a-kind.md"
+MARK = re.compile(r"<!-- guide: (?P<what>run|edit|append)(?P<rest>[^>]*)-->\n```(?P<lang>\w+)\n(?P<body>.*?)\n```",
+                  re.S)
+EDIT = re.compile(r'^\s*(?P<file>\S+) (?P<how>after|replace) "(?P<anchor>[^"]+)"\s*$')
+
+
+@dataclass
+class Step:
+    what: str
+    target: str = ""
+    how: str = ""
+    anchor: str = ""
+    body: str = ""
+    commands: list[tuple[str, list[str]]] = field(default_factory=list)
+
+
+def steps() -> list[Step]:
+    out = []
+    for m in MARK.finditer(GUIDE.read_text()):
+        if m["what"] == "run":
+            step = Step("run")
+            for line in m["body"].splitlines():
+                if line.startswith("$ "):
+                    step.commands.append((line[2:], []))
+                elif line.strip():
+                    step.commands[-1][1].append(line.strip())
+        elif m["what"] == "edit":
+            edit = EDIT.match(m["rest"])
+            assert edit, f"bad edit marker: {m['rest']!r}"
+            step = Step("edit", edit["file"], edit["how"], edit["anchor"], m["body"])
+        else:
+            step = Step("append", m["rest"].strip(), body=m["body"])
+        out.append(step)
+    return out
+
+
+def apply_edit(path: Path, step: Step) -> None:
+    text = path.read_text()
+    assert step.anchor in text, f"{path}: the guide's anchor {step.anchor!r} is not in the file"
+    if step.how == "after":
+        start = text.index(step.anchor)
+        end = text.index("\n", start) + 1
+        path.write_text(text[:end] + step.body + "\n" + text[end:])
+    else:  # replace the top-level definition that starts with the anchor
+        start = text.index(step.anchor)
+        following = re.search(r"\n\n\n(?=\S)", text[start:])
+        end = start + following.start() if following else len(text)
+        path.write_text(text[:start] + step.body + text[end:])
+
+
+def test_the_guide_has_steps_of_each_kind():
+    kinds = [s.what for s in steps()]
+    assert kinds.count("run") >= 3 and "edit" in kinds and "append" in kinds
+
+
+@pytest.mark.integration
+def test_the_guide_runs_as_written(tmp_path):
+    (tmp_path / "manage.py").symlink_to(ROOT / "manage.py")
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("DJANGO_SETTINGS_MODULE", "OPSCONSOLE_RECONCILERS", "PYTEST_ADDOPTS", "PYTHONPATH")}
+    env.update(PATH=f"{Path(sys.executable).parent}:{env.get('PATH', '')}", PYTHONPATH=str(tmp_path),
+               OPSCONSOLE_DATA_DIR=str(tmp_path / "data"), PYTEST_ADDOPTS="-p no:cacheprovider")
+    for step in steps():
+        if step.what == "edit":
+            apply_edit(tmp_path / step.target, step)
+            continue
+        if step.what == "append":
+            with (tmp_path / step.target).open("a") as f:
+                f.write(step.body + "\n")
+            continue
+        for command, expected in step.commands:
+            done = subprocess.run(["bash", "-c", command], cwd=tmp_path, env=env, capture_output=True, text=True,
+                                  timeout=180)
+            output = done.stdout + done.stderr
+            assert done.returncode == 0, f"$ {command}\n{output}"
+            for line in expected:
+                assert line in output, f"$ {command}: {line!r} not in its output:\n{output}"
+    kind = (tmp_path / "website" / "kind.py").read_text()
+    assert "GREETING" in kind and "greeting: str" in kind
