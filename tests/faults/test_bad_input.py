@@ -80,7 +80,7 @@ def test_memcacheds_with_meaningless_specs_fail_once_with_a_reason_and_recover_w
     for name, uid in uids.items():
         status = kube.get_object(kapi, MEMCACHED, namespace, name)["status"]
         assert (status["phase"], status["reason"]) == ("Failed", "InvalidSpec"), name
-        assert status["message"].startswith("spec.image is not a valid image reference"), name
+        assert status["message"].startswith("spec.image: not a valid image reference (got "), name
         stalled = next(c for c in status["conditions"] if c["type"] == "Stalled")
         assert (stalled["status"], stalled["reason"]) == ("True", "InvalidSpec")
         assert len(stalled["message"]) <= 32768  # metav1.Condition's limit, which the API server enforces
