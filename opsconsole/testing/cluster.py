@@ -43,22 +43,6 @@ def kubesim_running(**options: Any) -> Iterator[KubesimHandle]:
         yield handle
 
 
-def crd_served(api: Any, crd: dict[str, Any]) -> bool:
-    """Whether every served version of the CRD is in discovery and its collection answers a list."""
-    spec = crd.get("spec") or {}
-    names = spec.get("names") or {}
-    versions = [v["name"] for v in spec.get("versions") or [] if v.get("served", True)]
-    for version in versions:
-        kind = kube.kind_for(api, f"{spec.get('group')}/{version}", names.get("kind", ""), refresh=True)
-        if kind is None or kind.plural != names.get("plural"):
-            return False
-        try:
-            kube.list_objects(api, kind, limit=1)
-        except kube.ApiException:
-            return False
-    return bool(versions)
-
-
 class CrdInstaller:
     """Applies kinds' CRDs to one cluster, each once per session, and waits until the API serves them."""
 
@@ -76,7 +60,7 @@ class CrdInstaller:
             deadline = time.monotonic() + timeout
             pending = dict(fresh)
             while pending:
-                pending = {cls: crd for cls, crd in pending.items() if not crd_served(self.api, crd)}
+                pending = {cls: crd for cls, crd in pending.items() if not kube.crd_served(self.api, crd)}
                 if not pending:
                     break
                 if time.monotonic() >= deadline:

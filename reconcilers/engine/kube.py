@@ -479,3 +479,19 @@ def watch_objects(
         timeout=(5.0, timeout_seconds + 30.0),
     )
     return WatchStream(resp)
+
+
+def crd_served(api: k8s.ApiClient, crd: dict[str, Any]) -> bool:
+    """Whether every served version of a CRD is in discovery and its collection answers a list."""
+    spec = crd.get("spec") or {}
+    names = spec.get("names") or {}
+    versions = [v["name"] for v in spec.get("versions") or [] if v.get("served", True)]
+    for version in versions:
+        kind = kind_for(api, f"{spec.get('group')}/{version}", names.get("kind", ""), refresh=True)
+        if kind is None or kind.plural != names.get("plural"):
+            return False
+        try:
+            list_objects(api, kind, limit=1)
+        except ApiException:
+            return False
+    return bool(versions)

@@ -19,9 +19,11 @@ import redis as redis_lib
 from django.conf import settings as django_settings
 
 from kubesim.testing import KubesimHandle, running_kubesim
+from opsconsole.testing.cluster import CrdInstaller
 from reconcilers.core.reconciler import ResourceKind
 from reconcilers.engine import apiclient, dispatch, kube, registry
-from reconcilers.engine.controller.bootstrap import CRD, load_manifests, wait_for_crds, yaml_files
+from reconcilers.kinds.memcached import MemcachedReconciler
+from reconcilers.kinds.tenant import TenantReconciler
 from tests.reconcilers import testkinds
 from tests.support.workers import GroupProcess, WorkerProcess, test_database_url
 
@@ -35,14 +37,12 @@ POD_DELAYS = {"schedule_delay": 0.02, "start_delay": 0.04, "ready_delay": 0.04}
 
 @contextmanager
 def kubesim_with_crds() -> Iterator[KubesimHandle]:
-    """kubesim as a subprocess (so the test process's GIL is not shared with it), the CRDs of deploy/crds and
-    the test-only Gadget CRD applied and served."""
+    """kubesim as a subprocess (so the test process's GIL is not shared with it), with the CRDs of the built-in
+    kinds and of the test-only Gadget generated from the kinds and served (the pytest plugin's installer, as a
+    kind author's tests get them)."""
     with running_kubesim(mode="process", **POD_DELAYS) as handle:
         api = kube.build_api_client(handle.kubeconfig)
-        crds = [*load_manifests(yaml_files(CRDS_DIR)), testkinds.CRD]
-        for crd in crds:
-            kube.ensure_object(api, CRD, crd)
-        wait_for_crds(api, crds, timeout=30)
+        CrdInstaller(api).ensure([MemcachedReconciler, TenantReconciler, testkinds.GadgetReconciler])
         api.close()
         yield handle
 

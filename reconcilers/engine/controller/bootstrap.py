@@ -121,22 +121,6 @@ def apply_objects(
         log.info("bootstrap: %s %s", _describe(obj), "created" if created else "exists")
 
 
-def crd_served(api: Any, crd: dict[str, Any]) -> bool:
-    """Whether every served version of a CRD is in discovery and its collection answers a list."""
-    spec = crd.get("spec") or {}
-    group, names = spec.get("group"), spec.get("names") or {}
-    versions = [v["name"] for v in spec.get("versions") or [] if v.get("served", True)]
-    for version in versions:
-        kind = kube.kind_for(api, f"{group}/{version}", names.get("kind", ""), refresh=True)
-        if kind is None or kind.plural != names.get("plural"):
-            return False
-        try:
-            kube.list_objects(api, kind, limit=1)
-        except kube.ApiException:
-            return False
-    return bool(versions)
-
-
 def wait_for_crds(api: Any, crds: list[dict[str, Any]], timeout: float = 30.0, interval: float = 0.2) -> list[str]:
     """Wait until each CRD is served; their names. BootstrapError naming the ones that are not."""
     deadline = time.monotonic() + timeout
@@ -144,7 +128,7 @@ def wait_for_crds(api: Any, crds: list[dict[str, Any]], timeout: float = 30.0, i
     served: list[str] = []
     while pending:
         for name, crd in list(pending.items()):
-            if crd_served(api, crd):
+            if kube.crd_served(api, crd):
                 served.append(name)
                 del pending[name]
         if not pending:

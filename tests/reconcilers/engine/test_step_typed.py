@@ -9,18 +9,19 @@ from typing import Any, ClassVar, Literal
 import pytest
 from pydantic import Field
 
+from opsconsole.testing.cluster import CrdInstaller
 from reconcilers.core.kind import KindModel
 from reconcilers.core.reconciler import Context, Reconciler, ResourceKind
 from reconcilers.core.statemachine import StateMachine
 from reconcilers.core.types import Result
 from reconcilers.engine import kube, step
 from reconcilers.engine.step import QueueAction
-from tests.reconcilers.testkinds import GADGET, gadget
 
 pytestmark = pytest.mark.integration
 
+GADGET = ResourceKind("test.opsconsole.io", "v1", "typedgadgets", "TypedGadget")
 MACHINE = StateMachine.build(
-    "Gadget", states=("Pending", "Running", "Degraded", "Failed"), initial="Pending",
+    "TypedGadget", states=("Pending", "Running", "Degraded", "Failed"), initial="Pending",
     transitions={"Pending": ("Running", "Degraded", "Failed"), "Running": ("Pending", "Degraded", "Failed"),
                  "Degraded": ("Pending", "Running", "Failed"), "Failed": ("Pending", "Running")})
 
@@ -55,8 +56,13 @@ def rec():
 
 @pytest.fixture
 def make(kapi, namespace):
+    """Create a TypedGadget (its CRD generated from the kind: the phase enum has Degraded, the spec schema the
+    model's constraints)."""
+    CrdInstaller(kapi).ensure([TypedGadget])
+
     def create(name: str = "g", **spec: Any) -> dict[str, Any]:
-        return kube.create_object(kapi, GADGET, gadget(namespace, name, **spec))
+        return kube.create_object(kapi, GADGET, {"apiVersion": GADGET.api_version, "kind": GADGET.kind,
+                                                 "metadata": {"name": name, "namespace": namespace}, "spec": spec})
 
     return create
 
@@ -80,13 +86,27 @@ def test_the_reconciler_gets_the_typed_spec_with_defaults(rec, make, kapi):
 
 
 def test_an_invalid_spec_is_failed_naming_every_bad_field_and_the_reconciler_never_runs(rec, make, kapi):
-    outcome = run(rec, kapi, make(mode="exploded", size=11, sleepSeconds="long"), None)
+    """An object stored under an older, looser schema, reconciled by a kind whose model is stricter now."""
+    obj = make(mode="ok", size=5, sleepSeconds=2.5)
+    with pytest.raises(kube.ApiException) as refused:  # what the CRD refuses never gets stored
+        make("g2", size=11)
+    assert refused.value.status == 422 and "spec.size" in refused.value.body
+
+    class Stricter(GadgetSpec):
+        mode: Literal["fast", "slow"] = "fast"
+        size: int = Field(1, ge=0, le=2)
+        sleep_seconds: int = 0
+
+    class StricterGadget(TypedGadget):
+        spec_model: ClassVar[Any] = Stricter
+
+    outcome = run(StricterGadget(), kapi, obj, None)
     assert rec.seen == []
     assert outcome.phase == "Failed" and outcome.change.reason == "InvalidSpec"
     assert outcome.queue is QueueAction.FORGET and outcome.error_class == "PermanentError"
     message = outcome.status["message"]
-    assert "spec.mode:" in message and "spec.size: must be at most 10 (got 11)" in message
-    assert "spec.sleepSeconds:" in message
+    assert "spec.mode: Input should be 'fast' or 'slow' (got 'ok')" in message
+    assert "spec.size: must be at most 2 (got 5)" in message and "spec.sleepSeconds:" in message
     assert outcome.conditions["Stalled"]["status"] == "True"
 
 
