@@ -76,20 +76,26 @@ class ResourceReconcileView(AuditedActionView):
     def audit_target(self, request: Request, **kwargs: Any) -> str:
         return getattr(self, "_target", "") or f"resource:{kwargs.get('pk', '')}"
 
-    @extend_schema(summary="Request a reconcile of one resource", request=s.ReconcileInputSerializer,
-                   operation_id="resources_reconcile",
-                   parameters=[IDEMPOTENCY_HEADER],
-                   responses={202: s.ReconcileRequestSerializer, **ACTION_ERRORS})
-    def post(self, request: Request, pk: str) -> Response:
-        data = _valid(s.ReconcileInputSerializer, request)
-        key = idempotency_key(request)
+    def resource(self, request: Request, pk: str | None) -> Resource:
+        """The resource asked for, which the caller may act on (NotFound, PermissionDenied otherwise)."""
         try:
-            resource = resource_get(int(pk))
+            resource = resource_get(int(pk or ""))
         except (ValueError, OverflowError, Resource.DoesNotExist) as exc:
             raise NotFound("No such resource.") from exc
         self._target = resource.key
         if not namespace_allowed(request.user, resource.namespace):
             raise PermissionDenied(f"Namespace {resource.namespace or '(cluster scope)'} is outside your namespaces.")
+        return resource
+
+    @extend_schema(summary="Request a reconcile of one resource", request=s.ReconcileInputSerializer,
+                   operation_id="resources_reconcile",
+                   parameters=[IDEMPOTENCY_HEADER],
+                   responses={202: s.ReconcileRequestSerializer, **ACTION_ERRORS})
+    def post(self, request: Request, pk: str | None = None) -> Response:
+        data = _valid(s.ReconcileInputSerializer, request)
+        key = idempotency_key(request)
+        resource = self.resource(request, pk)
+        self._target = resource.key
         try:
             req = resource_reconcile(resource, actor=actor_of(request), reason=data["reason"], idempotency_key=key)
         except IdempotencyConflict as exc:

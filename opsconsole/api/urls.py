@@ -1,10 +1,13 @@
-"""REST API routes, versioned under /api/v1/, with the OpenAPI schema and Swagger UI (local assets)."""
+"""REST API routes, versioned under /api/v1/, with the OpenAPI schema, Swagger UI and ReDoc (local assets).
+Every resource endpoint answers by database id (`resources/{id}`), by Kubernetes key (`kinds/…`) and by uid
+(`resources/by-uid/{uid}`): see `opsconsole.api.by_key`."""
 
-from django.urls import include, path
-from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
+from django.urls import URLPattern, include, path
+from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, SpectacularSwaggerView
 from rest_framework.routers import SimpleRouter
 
-from opsconsole.api import actions, reads, tokens
+from opsconsole.api import actions, by_key, reads, tokens
+from opsconsole.api.pagination import NewestFirstPagination
 
 router = SimpleRouter(trailing_slash=False)
 router.register("kinds", reads.KindViewSet, basename="kind")
@@ -12,9 +15,36 @@ router.register("resources", reads.ResourceViewSet, basename="resource")
 router.register("transitions", reads.TransitionViewSet, basename="transition")
 router.register("reconcile-requests", reads.ReconcileRequestViewSet, basename="reconcile-request")
 
+ADDRESSES = {
+    "namespaced": "kinds/<str:group>/<str:kind>/namespaces/<str:namespace>/<str:name>",
+    "cluster": "kinds/<str:group>/<str:kind>/<str:name>",
+    "uid": "resources/by-uid/<str:uid>",
+}
+
+
+def _addressed(form: str, prefix: str) -> list[URLPattern]:
+    """The resource endpoints under one addressing form (the same sub-paths as `resources/{id}`)."""
+    viewset, reconcile = by_key.VIEWS[form]
+
+    def view(action: str, **initkwargs: object) -> object:
+        return viewset.as_view({"get": action}, detail=True, basename=f"resource-{form}", **initkwargs)
+
+    return [
+        path(prefix, view("retrieve"), name=f"resource-{form}"),
+        path(f"{prefix}/transitions", view("transitions", pagination_class=NewestFirstPagination),
+             name=f"resource-{form}-transitions"),
+        path(f"{prefix}/reconciles", view("reconciles", pagination_class=NewestFirstPagination),
+             name=f"resource-{form}-reconciles"),
+        path(f"{prefix}/events", view("events", pagination_class=None), name=f"resource-{form}-events"),
+        path(f"{prefix}/reconcile", reconcile.as_view(), name=f"resource-{form}-reconcile"),
+    ]
+
+
 urlpatterns = [
+    *(p for form, prefix in ADDRESSES.items() for p in _addressed(form, prefix)),
     path("schema", SpectacularAPIView.as_view(), name="schema"),
     path("docs", SpectacularSwaggerView.as_view(url_name="schema"), name="swagger-ui"),
+    path("redoc", SpectacularRedocView.as_view(url_name="schema"), name="redoc"),
     path("resources/reconcile", actions.BulkReconcileView.as_view(), name="resource-reconcile-bulk"),
     path("resources/<str:pk>/reconcile", actions.ResourceReconcileView.as_view(), name="resource-reconcile"),
     path("transitions.csv", reads.TransitionCsvExportView.as_view(), name="transition-export-csv"),
