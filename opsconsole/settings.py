@@ -229,6 +229,8 @@ OPSCONSOLE_WORKQUEUE_REDISPATCH_AFTER = env_number("OPSCONSOLE_WORKQUEUE_REDISPA
 # The controller: periodic resync of every key and leader election through a coordination.k8s.io Lease
 # (client-go's defaults: 15 s lease, 10 s renew deadline, 2 s retry).
 OPSCONSOLE_RESYNC_SECONDS = env_number("OPSCONSOLE_RESYNC_SECONDS", 300)
+# Flux's manual-reconcile annotation reconcile.fluxcd.io/requestedAt is honoured like opsconsole's own.
+OPSCONSOLE_FLUX_REQUESTED_AT = env_bool("OPSCONSOLE_FLUX_REQUESTED_AT", True)
 OPSCONSOLE_LEADER_NAMESPACE = os.environ.get("OPSCONSOLE_LEADER_NAMESPACE", "default")
 OPSCONSOLE_LEADER_LEASE_SECONDS = env_number("OPSCONSOLE_LEADER_LEASE_SECONDS", 15)
 OPSCONSOLE_LEADER_RENEW_DEADLINE_SECONDS = env_number("OPSCONSOLE_LEADER_RENEW_DEADLINE_SECONDS", 10)

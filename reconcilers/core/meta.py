@@ -5,6 +5,10 @@
 - `controller_ref(obj)`: the ownerReference with controller=true of an object (or of its metadata).
 - `rfc3339(moment)`, `now_rfc3339()`, `parse_rfc3339(text)`: timestamps as Kubernetes writes and reads them
   (UTC, `Z`; seconds, or microseconds as MicroTime where asked).
+- `FIELD_MANAGER` (`opsconsole-controller`), the field manager of the engine's own writes, and readers of
+  `metadata.managedFields` (`last_writer`, `spec_writers`): the only identity Kubernetes gives of who wrote
+  a field without its audit log. `spec_diff`: what changed between two specs.
+- `request_annotation`: the manual-reconcile request an object carries (ours, or Flux's `requestedAt`).
 
 Pure functions over dicts: no Django, no Celery, no I/O.
 """
@@ -55,3 +59,147 @@ def parse_rfc3339(value: Any) -> datetime | None:
     except ValueError:
         return None
     return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
+
+
+# -- field managers (metadata.managedFields) ---------------------------------------------------------------
+
+#: the field manager of every write the engine makes to the objects it reconciles (status, finalizers, the
+#: manual-reconcile annotation): what tells the engine's own writes from everyone else's in managedFields
+FIELD_MANAGER = "opsconsole-controller"
+#: Flux's manual-reconcile annotation, honoured as an alias of RECONCILE_REQUESTED_AT (a setting turns it off)
+FLUX_REQUESTED_AT = "reconcile.fluxcd.io/requestedAt"
+
+
+def is_ours(manager: str | None) -> bool:
+    """Whether a field manager is opsconsole's (the engine's `opsconsole-controller`, a kind's children's
+    `opsconsole-<kind>`)."""
+    return bool(manager) and str(manager).startswith("opsconsole")
+
+
+def _fields_node(entry: dict[str, Any], path: tuple[str, ...]) -> bool:
+    """Whether a managedFields entry owns the field at `path` (keys from the object's root) or something under
+    it. A leaf (`{}`) reached before the path's end owns the whole subtree."""
+    node = entry.get("fieldsV1") if isinstance(entry, dict) else None
+    if not isinstance(node, dict):
+        return False
+    for key in path:
+        if not node:  # a leaf above the path: the entry owns the whole value
+            return True
+        node = node.get(f"f:{key}")
+        if not isinstance(node, dict):
+            return False
+    return True
+
+
+def managed_fields(obj: dict[str, Any] | None) -> list[dict[str, Any]] | None:
+    """The object's managedFields entries, or None when the server records none (an old server)."""
+    entries = ((obj or {}).get("metadata") or {}).get("managedFields")
+    if not isinstance(entries, list) or not entries:
+        return None
+    return [e for e in entries if isinstance(e, dict)]
+
+
+def field_owners(obj: dict[str, Any] | None, path: tuple[str, ...]) -> list[dict[str, Any]] | None:
+    """The managedFields entries owning the field at `path` (or something under it), newest first; None when
+    the object has no managedFields at all."""
+    entries = managed_fields(obj)
+    if entries is None:
+        return None
+    owners = [e for e in entries if _fields_node(e, path)]
+    return sorted(owners, key=lambda e: parse_rfc3339(e.get("time")) or datetime.min.replace(tzinfo=UTC),
+                  reverse=True)
+
+
+def last_writer(obj: dict[str, Any] | None, path: tuple[str, ...]) -> dict[str, Any] | None:
+    """The entry that last wrote the field at `path`, as far as managedFields tell: the owner with the latest
+    `time`; on a tie, someone else's entry before opsconsole's (never credit ourselves with another's write).
+    An empty dict when managedFields exist but nobody owns the field; None when there are no managedFields."""
+    owners = field_owners(obj, path)
+    if owners is None:
+        return None
+    if not owners:
+        return {}
+    newest = parse_rfc3339(owners[0].get("time"))
+    tied = [e for e in owners if parse_rfc3339(e.get("time")) == newest]
+    return next((e for e in tied if not is_ours(e.get("manager"))), owners[0])
+
+
+def manager_summary(entry: dict[str, Any]) -> dict[str, Any]:
+    """A managedFields entry without its field set: manager, operation, time (and subresource when given)."""
+    out = {"manager": str(entry.get("manager") or ""), "operation": str(entry.get("operation") or ""),
+           "time": entry.get("time") or ""}
+    if entry.get("subresource"):
+        out["subresource"] = entry["subresource"]
+    return out
+
+
+def request_annotation(obj: dict[str, Any], annotations: tuple[str, ...] = (RECONCILE_REQUESTED_AT,)
+                       ) -> tuple[str, str] | None:
+    """(annotation, token) of the newest manual-reconcile request on the object among `annotations`, or None.
+    With several set, the one written last wins (its managedFields time, then its value as a timestamp, then
+    the order of `annotations`), so the choice is stable and a handled token never makes another one
+    unhandled again."""
+    values = ((obj.get("metadata") or {}).get("annotations") or {})
+    found = [(name, str(values[name])) for name in annotations if values.get(name)]
+    if len(found) <= 1:
+        return found[0] if found else None
+    floor = datetime.min.replace(tzinfo=UTC)
+
+    def rank(item: tuple[int, tuple[str, str]]) -> tuple[datetime, datetime, int]:
+        index, (name, token) = item
+        writer = last_writer(obj, ("metadata", "annotations", name)) or {}
+        return (parse_rfc3339(writer.get("time")) or floor, parse_rfc3339(token) or floor, -index)
+
+    return max(enumerate(found), key=rank)[1]
+
+
+# -- spec diffs ----------------------------------------------------------------------------------------------
+
+_MISSING = object()
+
+
+def spec_diff(old: Any, new: Any, path: tuple[str, ...] = ()) -> list[dict[str, Any]]:
+    """What changed from `old` to `new` (JSON values): a list of {path, op, old, new}, `path` a JSON pointer
+    (`/replicas`, `/resources/limits/cpu`), `op` add / remove / replace. Maps are compared key by key; lists
+    and scalars as whole values. Sorted by path."""
+    out: list[dict[str, Any]] = []
+    _diff_into(out, old, new, path)
+    return sorted(out, key=lambda change: change["path"])
+
+
+def _diff_into(out: list[dict[str, Any]], old: Any, new: Any, path: tuple[str, ...]) -> None:
+    if isinstance(old, dict) and isinstance(new, dict):
+        for key in sorted(set(old) | set(new)):
+            _diff_into(out, old.get(key, _MISSING), new.get(key, _MISSING), (*path, str(key)))
+        return
+    if old is _MISSING and new is _MISSING:
+        return
+    if old is not _MISSING and new is not _MISSING and old == new and type(old) is type(new):
+        return
+    pointer = "/" + "/".join(p.replace("~", "~0").replace("/", "~1") for p in path) if path else ""
+    op = "add" if old is _MISSING else "remove" if new is _MISSING else "replace"
+    out.append({"path": pointer, "op": op, "old": None if old is _MISSING else old,
+                "new": None if new is _MISSING else new})
+
+
+def pointer_parts(pointer: str) -> tuple[str, ...]:
+    """The keys of a JSON pointer made by `spec_diff`."""
+    if not pointer:
+        return ()
+    return tuple(p.replace("~1", "/").replace("~0", "~") for p in pointer.lstrip("/").split("/"))
+
+
+def spec_writers(obj: dict[str, Any], changes: list[dict[str, Any]]) -> list[dict[str, Any]] | None:
+    """Who wrote the spec changes `changes` (from `spec_diff`), as managedFields tell: the entries owning a
+    changed field under `spec` (a removed field is owned by nobody: then every entry owning part of the spec),
+    summarised (`manager_summary`), newest first. None when the object has no managedFields."""
+    entries = managed_fields(obj)
+    if entries is None:
+        return None
+    paths = [("spec", *pointer_parts(change["path"])) for change in changes]
+    owners = [e for e in entries if any(_fields_node(e, path) for path in paths)]
+    if not owners:
+        owners = [e for e in entries if _fields_node(e, ("spec",))]
+    floor = datetime.min.replace(tzinfo=UTC)
+    owners.sort(key=lambda e: parse_rfc3339(e.get("time")) or floor, reverse=True)
+    return [manager_summary(e) for e in owners]

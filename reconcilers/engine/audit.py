@@ -16,6 +16,16 @@ is wrong with it:
 
 It detects changes made behind the ORM's back (raw SQL, a DBA with the triggers disabled); it cannot detect a
 rewrite that recomputes every later hash *and* the resource's head, since the hash is not keyed.
+
+Spec revisions (`SpecRevision`) are links of the same chain, between the transitions: a revision stores the
+transition seq it follows (`chain_after`), its own seq among the resource's revisions (1, 2, 3…) and, like a
+transition, `prev_hash` (the hash of the chain's previous link, transition or revision) and `hash` (sha256 of
+its fields, `REVISION_HASHED_FIELDS`, plus prev_hash, with `"link": "revision"` in the encoding, so a revision
+never hashes like a transition). The resource's head keeps the hash of the newest link, the transition count
+and the revision count (`last_revision_seq`). Transition seqs stay 1, 2, 3… with no gaps; the chain's order
+is transitions by seq with each revision right after the transition it follows. An edited, removed, reordered
+or inserted revision is reported like a transition (`ChainBreak.item == "revision"`), and so is a transition
+whose predecessor revision was tampered with.
 """
 
 from __future__ import annotations
@@ -29,8 +39,9 @@ from datetime import UTC, datetime
 from typing import Any
 
 from django.db import connection, transaction
+from django.db.models import Q
 
-from reconcilers.models import Resource, Transition
+from reconcilers.models import Resource, SpecRevision, Transition
 
 #: the fields covered by a transition's hash, in the canonical encoding (prev_hash is added to them)
 HASHED_FIELDS: tuple[str, ...] = (
@@ -51,6 +62,26 @@ HASHED_FIELDS: tuple[str, ...] = (
     "created_at",
 )
 ENCODING_VERSION = 1
+
+#: the fields covered by a spec revision's hash (prev_hash and `"link": "revision"` are added to them)
+REVISION_HASHED_FIELDS: tuple[str, ...] = (
+    "resource_uid",
+    "kind",
+    "namespace",
+    "name",
+    "seq",
+    "chain_after",
+    "generation",
+    "resource_version",
+    "spec",
+    "diff",
+    "actor",
+    "operation",
+    "managers",
+    "changed_at",
+    "created_at",
+)
+TRANSITION, REVISION = "transition", "revision"
 
 EDITED, REMOVED, REORDERED, INSERTED = "edited", "removed", "reordered", "inserted"
 
@@ -80,6 +111,31 @@ def transition_hash(fields: Mapping[str, Any], prev_hash: str) -> str:
     return hashlib.sha256(canonical_encoding(fields, prev_hash)).hexdigest()
 
 
+def revision_encoding(fields: Mapping[str, Any], prev_hash: str) -> bytes:
+    """The bytes a spec revision's hash covers: as `canonical_encoding`, over REVISION_HASHED_FIELDS, with
+    `"link": "revision"` (JSON values such as the spec are encoded with sorted keys too)."""
+    missing = [name for name in REVISION_HASHED_FIELDS if name not in fields]
+    if missing:
+        raise KeyError(f"missing revision fields: {missing}")
+    doc = {name: _canonical_value(fields[name]) for name in REVISION_HASHED_FIELDS}
+    doc["prev_hash"] = prev_hash
+    doc["link"] = REVISION
+    doc["v"] = ENCODING_VERSION
+    return json.dumps(doc, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+
+
+def revision_hash(fields: Mapping[str, Any], prev_hash: str) -> str:
+    """sha256 (hex) of `revision_encoding(fields, prev_hash)`."""
+    return hashlib.sha256(revision_encoding(fields, prev_hash)).hexdigest()
+
+
+def revision_fields(row: Any) -> dict[str, Any]:
+    """The hashed fields of a SpecRevision instance (or of a dict from `.values()`)."""
+    if isinstance(row, Mapping):
+        return {name: row[name] for name in REVISION_HASHED_FIELDS}
+    return {name: getattr(row, name) for name in REVISION_HASHED_FIELDS}
+
+
 def row_fields(row: Any) -> dict[str, Any]:
     """The hashed fields of a Transition instance (or of a dict from `.values()`)."""
     if isinstance(row, Mapping):
@@ -99,13 +155,19 @@ class ChainBreak:
     kind: str = ""
     namespace: str = ""
     name: str = ""
+    item: str = TRANSITION  # or REVISION: `seq` and `transition_id` are then the revision's seq and id
+
+    @property
+    def position(self) -> str:
+        """`seq=N` for a transition, `revision=N` for a spec revision."""
+        return f"revision={self.seq}" if self.item == REVISION else f"seq={self.seq}"
 
     def describe(self) -> str:
-        """One line naming the row: resource, seq, id, then what is wrong."""
+        """One line naming the row: resource, seq (or revision), id, then what is wrong."""
         where = f"{self.namespace}/{self.name}" if self.namespace else self.name
         ident = self.transition_id if self.transition_id is not None else "-"
         return (
-            f"resource={self.resource_uid} ({self.kind} {where}) seq={self.seq} id={ident}: "
+            f"resource={self.resource_uid} ({self.kind} {where}) {self.position} id={ident}: "
             f"{self.problem}: {self.detail}"
         )
 
@@ -116,6 +178,7 @@ class VerifyReport:
 
     chains: int = 0
     transitions: int = 0
+    revisions: int = 0
     breaks: list[ChainBreak] = field(default_factory=list)
 
     @property
@@ -131,19 +194,22 @@ class _Head:
     kind: str
     namespace: str
     name: str
+    revisions: int = 0
 
 
 _COLUMNS = ("id", "hash", "prev_hash", *HASHED_FIELDS)
+_REVISION_COLUMNS = ("id", "hash", "prev_hash", *REVISION_HASHED_FIELDS)
 
 
-def _chain_rows(resource_uid: str | None) -> Iterator[tuple[str, list[dict[str, Any]]]]:
+def _chain_rows(resource_uid: str | None, model: Any = Transition, columns: tuple[str, ...] = _COLUMNS
+                ) -> Iterator[tuple[str, list[dict[str, Any]]]]:
     """Yield (uid, rows in (seq, id) order) per chain, streaming the table in uid order."""
-    qs = Transition.objects.all()
+    qs = model.objects.all()
     if resource_uid is not None:
         qs = qs.filter(resource_uid=resource_uid)
     current: str | None = None
     rows: list[dict[str, Any]] = []
-    for row in qs.order_by("resource_uid", "seq", "id").values(*_COLUMNS).iterator(chunk_size=2000):
+    for row in qs.order_by("resource_uid", "seq", "id").values(*columns).iterator(chunk_size=2000):
         if row["resource_uid"] != current:
             if current is not None:
                 yield current, rows
@@ -154,12 +220,14 @@ def _chain_rows(resource_uid: str | None) -> Iterator[tuple[str, list[dict[str, 
 
 
 def _heads(resource_uid: str | None) -> dict[str, _Head]:
-    qs = Resource.objects.filter(last_transition_seq__gt=0)
+    qs = Resource.objects.filter(Q(last_transition_seq__gt=0) | Q(last_revision_seq__gt=0))
     if resource_uid is not None:
         qs = qs.filter(uid=resource_uid)
     return {
-        r["uid"]: _Head(r["last_transition_seq"], r["last_transition_hash"], r["kind"], r["namespace"], r["name"])
-        for r in qs.values("uid", "last_transition_seq", "last_transition_hash", "kind", "namespace", "name")
+        r["uid"]: _Head(r["last_transition_seq"], r["last_transition_hash"], r["kind"], r["namespace"], r["name"],
+                        r["last_revision_seq"])
+        for r in qs.values("uid", "last_transition_seq", "last_transition_hash", "kind", "namespace", "name",
+                           "last_revision_seq")
     }
 
 
@@ -221,6 +289,102 @@ def verify_chain(uid: str, rows: list[dict[str, Any]], head: _Head | None) -> Ch
     return None
 
 
+def _link_order(row: dict[str, Any]) -> tuple[int, int, int, int]:
+    """A link's place in the chain: transitions by seq, each revision right after the transition it follows."""
+    if row["_link"] == REVISION:
+        return (row["chain_after"], 1, row["seq"], row["id"])
+    return (row["seq"], 0, 0, row["id"])
+
+
+def _link_hash(row: dict[str, Any]) -> str:
+    if row["_link"] == REVISION:
+        return revision_hash(revision_fields(row), row["prev_hash"])
+    return transition_hash(row_fields(row), row["prev_hash"])
+
+
+def _link_name(row: dict[str, Any]) -> str:
+    noun = "revision" if row["_link"] == REVISION else "seq"
+    return f"{noun} {row['seq']} (id {row['id']})"
+
+
+def verify_links(uid: str, transitions: list[dict[str, Any]], revisions: list[dict[str, Any]],
+                 head: _Head | None) -> ChainBreak | None:
+    """Check one resource's chain of transitions and spec revisions (each in (seq, id) order, as dicts with id,
+    hash, prev_hash and their hashed fields) against its head; return its first broken link, or None. A chain
+    without revisions is checked by `verify_chain`."""
+    if not revisions and (head is None or head.revisions == 0):
+        return verify_chain(uid, transitions, head)
+    named = transitions[0] if transitions else revisions[0] if revisions else None
+    kind, namespace, name = (
+        (named["kind"], named["namespace"], named["name"]) if named else (head.kind, head.namespace, head.name)
+        if head else ("", "", "")
+    )
+
+    def broken(row: dict[str, Any] | None, seq: int, problem: str, detail: str, item: str) -> ChainBreak:
+        return ChainBreak(uid, seq, row["id"] if row else None, problem, detail, kind, namespace, name, item)
+
+    present = {row["seq"] for row in revisions}
+    top = max([head.revisions if head else 0, *present])
+    missing = sorted(set(range(1, top + 1)) - present)
+    if missing:
+        where = "at the end" if missing[0] > max(present, default=0) else "before a later one"
+        return broken(None, missing[0], REMOVED,
+                      f"revision {missing[0]} missing {where} (the resource records {top} revisions)", REVISION)
+
+    links = sorted([{**r, "_link": TRANSITION} for r in transitions] + [{**r, "_link": REVISION} for r in revisions],
+                   key=_link_order)
+    position_of_hash = {row["hash"]: i for i, row in enumerate(links)}
+    expected_prev = ""
+    expected = {TRANSITION: 1, REVISION: 1}
+    last_id: dict[str, int] = {}
+    for i, row in enumerate(links):
+        item, seq = row["_link"], row["seq"]
+        noun = "revision" if item == REVISION else "seq"
+        if row["prev_hash"] != expected_prev and position_of_hash.get(row["prev_hash"], -1) > i:
+            later = links[position_of_hash[row["prev_hash"]]]
+            return broken(row, seq, REORDERED, f"it chains onto {_link_name(later)}, after it", item)
+        if seq < expected[item] or (seq > expected[item] and item == REVISION):
+            return broken(row, seq, REORDERED, f"{noun} {seq} appears twice or out of order "
+                          f"(expected {expected[item]})", item)
+        if seq > expected[item]:
+            gap = f"seq {expected[item]}" if seq == expected[item] + 1 else f"seqs {expected[item]}..{seq - 1}"
+            return broken(row, seq, REMOVED, f"{gap} missing before it", item)
+        if _link_hash(row) != row["hash"]:
+            return broken(row, seq, EDITED, "its fields no longer match its hash", item)
+        if row["prev_hash"] != expected_prev:
+            if i == 0:
+                return broken(row, seq, EDITED, "the chain's first link must have an empty prev_hash", item)
+            prev = links[i - 1]
+            if row["prev_hash"] in position_of_hash:
+                return broken(row, seq, REORDERED, "its predecessor is not the link before it", item)
+            return broken(prev, prev["seq"], EDITED,
+                          f"its hash changed: {_link_name(row)} recorded another one", prev["_link"])
+        if item in last_id and row["id"] < last_id[item]:
+            return broken(row, seq, REORDERED, f"id {row['id']} is older than the previous {noun}'s", item)
+        last_id[item] = row["id"]
+        expected_prev, expected[item] = row["hash"], seq + 1
+
+    last_seq, last_revision = expected[TRANSITION] - 1, expected[REVISION] - 1
+    if head is None:
+        return broken(links[0], links[0]["seq"], INSERTED, "the resource records no transitions or revisions",
+                      links[0]["_link"]) if links else None
+    if head.seq > last_seq:
+        gap = f"seq {head.seq}" if head.seq == last_seq + 1 else f"seqs {last_seq + 1}..{head.seq}"
+        return broken(None, last_seq + 1, REMOVED, f"{gap} missing at the end (the resource records {head.seq})",
+                      TRANSITION)
+    if head.seq < last_seq:
+        extra = next(r for r in links if r["_link"] == TRANSITION and r["seq"] == head.seq + 1)
+        return broken(extra, extra["seq"], INSERTED, f"the resource records only {head.seq} transitions", TRANSITION)
+    if head.revisions < last_revision:
+        extra = next(r for r in links if r["_link"] == REVISION and r["seq"] == head.revisions + 1)
+        return broken(extra, extra["seq"], INSERTED, f"the resource records only {head.revisions} revisions",
+                      REVISION)
+    if links and head.hash != links[-1]["hash"]:
+        return broken(links[-1], links[-1]["seq"], EDITED, "its hash differs from the head the resource recorded",
+                      links[-1]["_link"])
+    return None
+
+
 @contextmanager
 def _consistent_read() -> Iterator[None]:
     """One snapshot for the heads and the chains, so a reconcile committing meanwhile raises no false alarm:
@@ -241,18 +405,21 @@ def chain_verify(resource_uid: str | None = None) -> VerifyReport:
     report = VerifyReport()
     with _consistent_read():
         heads = _heads(resource_uid)
+        # revisions are few per resource (one per generation): held in memory, the transitions streamed
+        revisions = dict(_chain_rows(resource_uid, SpecRevision, _REVISION_COLUMNS))
         seen: set[str] = set()
         for uid, rows in _chain_rows(resource_uid):
             seen.add(uid)
             report.chains += 1
             report.transitions += len(rows)
-            found = verify_chain(uid, rows, heads.get(uid))
+            found = verify_links(uid, rows, revisions.get(uid, []), heads.get(uid))
             if found is not None:
                 report.breaks.append(found)
-    for uid in sorted(set(heads) - seen):
+    for uid in sorted((set(heads) | set(revisions)) - seen):
         report.chains += 1
-        found = verify_chain(uid, [], heads[uid])
+        found = verify_links(uid, [], revisions.get(uid, []), heads.get(uid))
         if found is not None:
             report.breaks.append(found)
+    report.revisions = sum(len(rows) for rows in revisions.values())
     report.breaks.sort(key=lambda b: (b.transition_id is None, b.transition_id or 0, b.resource_uid))
     return report

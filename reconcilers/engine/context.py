@@ -27,7 +27,7 @@ import socket
 import uuid
 from typing import Any
 
-from reconcilers.core.meta import controller_ref, now_rfc3339
+from reconcilers.core.meta import FIELD_MANAGER, controller_ref, now_rfc3339
 from reconcilers.core.reconciler import Reconciler, ResourceKind
 from reconcilers.core.types import Condition, ConditionStatus, Request, TemporaryError
 from reconcilers.engine import kube
@@ -179,7 +179,8 @@ class EngineContext:
                 return
             patch = {"metadata": {"finalizers": wanted, "resourceVersion": meta["resourceVersion"]}}
             try:
-                result = kube.patch_object(self.api_client, self.kind, self.namespace or None, self.request.name, patch)
+                result = kube.patch_object(self.api_client, self.kind, self.namespace or None, self.request.name, patch,
+                                           field_manager=FIELD_MANAGER)
             except kube.ApiException as exc:
                 if exc.status == 404:
                     return

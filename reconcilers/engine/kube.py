@@ -274,10 +274,13 @@ def replace_object(
 
 
 def patch_object(
-    api: k8s.ApiClient, kind: ResourceKind, namespace: str | None, name: str, patch: dict[str, Any]
+    api: k8s.ApiClient, kind: ResourceKind, namespace: str | None, name: str, patch: dict[str, Any],
+    *, field_manager: str | None = None,
 ) -> dict[str, Any]:
-    """A JSON merge patch (RFC 7386) of the object. Put metadata.resourceVersion in it for a conditional one."""
-    return request_json(api, "PATCH", object_path(kind, namespace, name), body=patch, content_type=MERGE_PATCH)
+    """A JSON merge patch (RFC 7386) of the object. Put metadata.resourceVersion in it for a conditional one.
+    `field_manager` names the writer in the object's managedFields (the server's default otherwise)."""
+    return request_json(api, "PATCH", object_path(kind, namespace, name), body=patch, content_type=MERGE_PATCH,
+                        query={"fieldManager": field_manager} if field_manager else None)
 
 
 def apply_object(

@@ -32,19 +32,21 @@ from django.db.models import Q
 from django.utils import timezone
 from opentelemetry import trace
 
-from reconcilers.core.meta import controller_ref
+from reconcilers.core.meta import controller_ref, is_ours, last_writer, parse_rfc3339, spec_diff, spec_writers
 from reconcilers.core.reconciler import ResourceKind
 from reconcilers.core.statemachine import StateMachine
 from reconcilers.engine import metrics
-from reconcilers.engine.audit import row_fields, transition_hash
-from reconcilers.engine.step import PhaseChange, plan_transitions
+from reconcilers.engine.audit import revision_fields, revision_hash, row_fields, transition_hash
+from reconcilers.engine.step import OutOfBand, PhaseChange, plan_transitions
 from reconcilers.models import (
     Anomaly,
+    AnomalyCategory,
     ReconcileRequest,
     ReconcileRun,
     RequestState,
     Resource,
     RunResult,
+    SpecRevision,
     Transition,
 )
 
@@ -118,17 +120,23 @@ class RecordOutcome:
     from_phase: str
     to_phase: str
     transitions: list[Transition] = field(default_factory=list)  # the rows of transition_ids, in order
+    revision_id: int | None = None  # the spec revision recorded for a generation not on record yet
+    out_of_band_id: int | None = None  # the anomaly of a live phase another field manager wrote
 
 
 def reconcile_record(
-    run: RunRecord, obj: ObservedObject, change: PhaseChange | None, machine: StateMachine
+    run: RunRecord, obj: ObservedObject, change: PhaseChange | None, machine: StateMachine, *,
+    live: dict[str, Any] | None = None, out_of_band: OutOfBand | None = None,
 ) -> RecordOutcome:
     """Record one reconcile in one transaction (see the module docstring).
 
     With `change` given and its phase different from the recorded one: an allowed change appends a chained
     Transition and moves the recorded phase; a refused one is recorded as an Anomaly. From no phase at all,
     the object first enters the machine's initial phase (one Transition), then moves on if that is allowed.
-    Always: the ReconcileRun row, the mirror, and the manual requests the run handled.
+    Always: the ReconcileRun row, the mirror, and the manual requests the run handled. With the `live` object
+    (as the API returned it, managedFields included): the spec revision of a generation not on record yet
+    (`revision_record`); with `out_of_band`: the anomaly of a phase another field manager wrote
+    (`out_of_band_record`).
     """
     if run.result not in RunResult.values:
         raise ValueError(f"result must be one of {RunResult.values}, not {run.result!r}")
@@ -141,7 +149,7 @@ def reconcile_record(
             moves: list[tuple[str, str, float | None]] = []
             try:
                 with transaction.atomic():
-                    outcome = _record(run, obj, change, machine, moves)
+                    outcome = _record(run, obj, change, machine, moves, live, out_of_band)
             except IntegrityError:
                 # a concurrent run created the Resource row or recorded this transition first: redo from a
                 # fresh read, which then finds the object's phase already moved (nothing is doubled)
@@ -165,6 +173,101 @@ def run_record_unobserved(run: RunRecord) -> int:
         error_message=run.error_message, attempt=run.attempt, worker=run.worker[:255], trace_id=run.trace_id,
     )
     return row.id
+
+
+# -- spec revisions, out-of-band status changes, annotation requests ------------------------------------------
+
+
+def revision_record(resource: Resource, live: dict[str, Any], at: datetime) -> SpecRevision | None:
+    """Append the `SpecRevision` of the live object's generation to the chain of `resource` (locked by the
+    caller, inside its transaction) when it is newer than the last revision on record: the spec, its diff from
+    that revision, and who changed it (`meta.spec_writers`: the managedFields entries owning a changed field,
+    newest first; the newest is the actor). None when the generation is on record already."""
+    meta = live.get("metadata") or {}
+    generation = int(meta.get("generation") or 0)
+    if generation <= 0 or not meta.get("uid") or meta["uid"] != resource.uid:
+        return None
+    last = (SpecRevision.objects.filter(resource_uid=resource.uid).order_by("-seq")
+            .values("generation", "spec").first())
+    if last is not None and generation <= last["generation"]:
+        return None
+    spec = live.get("spec") or {}
+    diff = spec_diff(last["spec"] if last else {}, spec)
+    writers = spec_writers(live, diff) or []
+    top = writers[0] if writers else {}
+    prev_hash = resource.last_transition_hash
+    row = SpecRevision(
+        resource=resource, resource_uid=resource.uid, kind=resource.kind, namespace=resource.namespace,
+        name=resource.name, seq=resource.last_revision_seq + 1, chain_after=resource.last_transition_seq,
+        generation=generation, resource_version=str(meta.get("resourceVersion") or ""), spec=spec, diff=diff,
+        actor=f"manager:{top['manager']}"[:255] if top.get("manager") else "",
+        operation=str(top.get("operation") or "")[:32], managers=writers,
+        changed_at=parse_rfc3339(top.get("time")), created_at=at, prev_hash=prev_hash,
+    )
+    row.hash = revision_hash(revision_fields(row), prev_hash)
+    row.save(force_insert=True)
+    resource.last_revision_seq, resource.last_transition_hash = row.seq, row.hash
+    return row
+
+
+def out_of_band_record(resource: Resource, foreign: OutOfBand, generation: int, at: datetime) -> int:
+    """The Anomaly of a live phase another field manager wrote (the record's phase is left alone, and no
+    transition is recorded): actor `manager:<name>`, what was written and its managedFields entry in
+    `observed`. One row per write (the entry's time): a later run seeing the same write adds nothing. Not
+    linked to the run that saw it: a manual request that run handled has nothing to do with it."""
+    observed = {"phase": foreign.phase, "reason": foreign.reason, "message": foreign.message,
+                "manager": foreign.manager, "operation": foreign.operation, "time": foreign.time,
+                "subresource": foreign.subresource}
+    existing = (Anomaly.objects.filter(resource=resource, category=AnomalyCategory.OUT_OF_BAND,
+                                       to_phase=foreign.phase, actor=foreign.actor[:255],
+                                       observed__time=foreign.time)
+                .values_list("id", flat=True).first())
+    if existing is not None:
+        return existing
+    via = f"{foreign.operation or 'a write'}{' of /' + foreign.subresource if foreign.subresource else ''}"
+    detail = (f"status.phase {foreign.phase!r} was written by field manager {foreign.manager!r} ({via}"
+              f"{', at ' + foreign.time if foreign.time else ''}), not by the engine: not recorded as a transition "
+              f"and not built on; the reconcile went on from the phase on record ({resource.phase or '(none)'})")
+    return Anomaly.objects.create(
+        resource=resource, from_phase=resource.phase, to_phase=foreign.phase[:63], reason=foreign.reason[:255],
+        message=foreign.message, detail=detail, generation=generation, actor=foreign.actor[:255], run=None,
+        category=AnomalyCategory.OUT_OF_BAND, observed=observed, created_at=at,
+    ).id
+
+
+def annotation_request_ensure(key: str, obj: dict[str, Any], annotation: str, token: str) -> ReconcileRequest | None:
+    """A manual-reconcile annotation nobody asked for through opsconsole (`kubectl annotate`, `flux reconcile`)
+    becomes a `ReconcileRequest` like the console's: actor `manager:<field manager of the annotation>` (the
+    only identity Kubernetes gives without its audit log), requested at that entry's time; and an
+    `ActionRecord` names that manager. A token that has a row already (the console's and the API's requests,
+    made with the token they annotate) or that opsconsole's own field manager wrote is left alone. Returns the
+    row made, or None."""
+    if ReconcileRequest.objects.filter(key=key, token=token).exists():
+        return None
+    writer = last_writer(obj, ("metadata", "annotations", annotation)) or {}
+    manager = str(writer.get("manager") or "")
+    if is_ours(manager):
+        return None
+    actor = f"manager:{manager or 'unknown'}"[:150]
+    meta = obj.get("metadata") or {}
+    requested_at = parse_rfc3339(writer.get("time")) or timezone.now()
+    reason = f"annotation {annotation}={token} set by field manager {manager or '(unknown: no managedFields)'}"
+    from opsconsole.accounts.models import ActionRecord, Outcome  # the accounts app's append-only action log
+
+    with transaction.atomic():
+        request = ReconcileRequest.objects.create(
+            resource=Resource.objects.filter(uid=meta.get("uid") or "").first(), key=key, token=token[:128],
+            actor=actor, reason=reason, requested_at=requested_at,
+        )
+        ActionRecord.objects.create(
+            actor=actor, auth="kubernetes", action="resource.reconcile", method="PATCH",
+            path=f"metadata.annotations[{annotation}]"[:1024], target=key[:1024], reason=reason,
+            outcome=Outcome.ALLOWED, status_code=200,
+            detail={"annotation": annotation, "token": token, "request": str(request.pk),
+                    "managedFields": {k: writer.get(k) for k in ("manager", "operation", "time", "subresource")
+                                      if writer.get(k)}},
+        )
+    return request
 
 
 def resource_phase(uid: str) -> str | None:
@@ -363,11 +466,16 @@ def _record(
     change: PhaseChange | None,
     machine: StateMachine,
     moves: list[tuple[str, str, float | None]],
+    live: dict[str, Any] | None = None,
+    out_of_band: OutOfBand | None = None,
 ) -> RecordOutcome:
     now = timezone.now()
     resource = _resources_locked({obj.uid: obj})[obj.uid]
     from_phase = resource.phase
     _mirror_observed(resource, obj, now)
+    # before any transition of this run: the chain shows the spec change, then what it led to
+    revision = revision_record(resource, live, now) if live is not None else None
+    foreign_id = out_of_band_record(resource, out_of_band, obj.generation, now) if out_of_band else None
 
     request = None
     if run.request_token:
@@ -417,7 +525,7 @@ def _record(
     if run.request_token:
         _requests_finish(run, resource, request, run_row, transitions[0] if transitions else None, now)
     return RecordOutcome(run_row.id, [t.id for t in transitions], anomaly_id, from_phase, resource.phase,
-                         transitions)
+                         transitions, revision.id if revision else None, foreign_id)
 
 
 def _mirror_observed(resource: Resource, obj: ObservedObject, now: datetime, *, strictly: bool = False) -> bool:

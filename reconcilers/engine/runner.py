@@ -24,10 +24,12 @@ import time
 import uuid
 from typing import Any
 
+from django.conf import settings
 from django.utils import timezone
 from opentelemetry import trace
 from opentelemetry.trace import Status, StatusCode
 
+from reconcilers.core.meta import FLUX_REQUESTED_AT, RECONCILE_REQUESTED_AT
 from reconcilers.core.types import Request
 from reconcilers.engine import apiclient, dispatch, kube, metrics, recording, registry, step
 from reconcilers.engine.step import Outcome, QueueAction
@@ -36,6 +38,14 @@ from reconcilers.engine.workqueue import Claim, WorkQueue
 SKIPPED = "skipped"  # the task's answer when another worker holds the key (not a run: nothing is recorded)
 
 log = logging.getLogger(__name__)
+
+
+def request_annotations() -> tuple[str, ...]:
+    """The annotations that ask for a manual reconcile: opsconsole's, and Flux's `reconcile.fluxcd.io/requestedAt`
+    unless `OPSCONSOLE_FLUX_REQUESTED_AT` is off."""
+    if getattr(settings, "OPSCONSOLE_FLUX_REQUESTED_AT", True):
+        return (RECONCILE_REQUESTED_AT, FLUX_REQUESTED_AT)
+    return (RECONCILE_REQUESTED_AT,)
 
 
 def _worker() -> str:
@@ -151,20 +161,26 @@ class Run:
                              "opsconsole.name": name, "opsconsole.uid": meta.get("uid") or "",
                              "opsconsole.generation": int(meta.get("generation") or 0)})
         recorded = recording.resource_phase(meta["uid"])
-        token = step.unhandled_token(obj)
-        if token:
-            recording.requests_picked_up(self.key, token)
+        annotations = request_annotations()
+        asked = step.unhandled_request(obj, annotations)
+        token = asked[1] if asked else None
+        if asked:
+            # an annotation set by someone else than opsconsole (kubectl annotate, flux) gets its request row here
+            recording.annotation_request_ensure(self.key, obj, *asked)
+            recording.requests_picked_up(self.key, asked[1])
             if span.is_recording() and (others := recording.request_trace_ids(self.key, token, self.trace_id)):
                 span.set_attribute("opsconsole.request.trace_id", others)
 
-        outcome = step.reconcile_step(rec, api, obj, recorded, span=span, lease_held=lambda: not self.renewer.lost)
+        outcome = step.reconcile_step(rec, api, obj, recorded, span=span, lease_held=lambda: not self.renewer.lost,
+                                      request_annotations=annotations)
         record = recording.reconcile_record(
             recording.RunRecord(key=self.key, kind=rec.resource.kind, started_at=self.started_at,
                                 duration_seconds=time.monotonic() - self.t0, result=outcome.result,
                                 error_class=outcome.error_class, error_message=outcome.error_message,
                                 attempt=self.claim.failures + 1, worker=_worker(), trace_id=self.trace_id,
                                 request_token=outcome.token),
-            recording.ObservedObject.from_api(rec.resource, outcome.obj), outcome.change, rec.state_machine)
+            recording.ObservedObject.from_api(rec.resource, outcome.obj), outcome.change, rec.state_machine,
+            live=outcome.obj, out_of_band=outcome.out_of_band)
         self.error_class = outcome.error_class
         span.set_attributes({"opsconsole.phase.from": record.from_phase, "opsconsole.phase.to": record.to_phase})
         step.complete(outcome, self._events(outcome, record))
@@ -176,6 +192,11 @@ class Run:
         events = step.events_for(self.reconciler, record.transitions)
         if record.anomaly_id is not None and outcome.change is not None:
             events.append(step.refused_event(record.from_phase, outcome.change.to_phase, record.anomaly_id))
+        foreign = outcome.out_of_band
+        if foreign is not None and record.out_of_band_id is not None:
+            events.append(step.EventSpec("Warning", "OutOfBandStatusChange",
+                                         f"status.phase {foreign.phase} was written by {foreign.manager}, not by the "
+                                         f"engine (anomaly {record.out_of_band_id}); not recorded as a transition"))
         return events
 
     def _queue(self, outcome: Outcome) -> None:

@@ -14,7 +14,11 @@ database record and the workqueue; the kopf side of `bench/converge` and a kind 
   reason, no retry (a malformed spec is one of these, never a crash); any other exception → per-key backoff.
 - Catch-up: when the live status shows a phase that is not on record (a run wrote it and died before its
   record) and this run would move on from it, that phase is recorded first and the key runs again at once,
-  so that no transition is lost and none is doubled.
+  so that no transition is lost and none is doubled. Only a phase the engine wrote is caught up: when
+  managedFields name another field manager as the last writer of `status.phase` (someone patched the status),
+  the phase is an out-of-band change (`Outcome.out_of_band`, recorded with that manager as actor): the run
+  decides from the phase on record, never from it, and writes the phase the reconciler concludes. Without
+  managedFields (an old server) every unrecorded live phase is taken as the engine's.
 - The status goes through `/status` with the resourceVersion read (409 → re-read, rebuild, retry): phase,
   reason, message, observedGeneration, kstatus conditions, the reconciler's own fields and conditions, and
   `lastHandledReconcileAt` when the run handled a manual request. Nothing changed → nothing written. A run
@@ -34,7 +38,16 @@ from enum import Enum
 from typing import Any
 
 from reconcilers.core.kind import validate_spec
-from reconcilers.core.meta import LAST_HANDLED_RECONCILE_AT, RECONCILE_REQUESTED_AT, now_rfc3339
+from reconcilers.core.meta import (
+    FIELD_MANAGER,
+    FLUX_REQUESTED_AT,
+    LAST_HANDLED_RECONCILE_AT,
+    RECONCILE_REQUESTED_AT,
+    is_ours,
+    last_writer,
+    now_rfc3339,
+    request_annotation,
+)
 from reconcilers.core.reconciler import Reconciler
 from reconcilers.core.statemachine import StateMachine
 from reconcilers.core.types import Condition, PermanentError, Result, TemporaryError
@@ -44,6 +57,8 @@ from reconcilers.engine.kstatus import condition_reason, kstatus_conditions
 
 STATUS_ATTEMPTS = 5
 SPEC_CHANGED = "SpecChanged"
+#: the annotations that ask for a manual reconcile (the runner passes what the settings allow)
+REQUEST_ANNOTATIONS: tuple[str, ...] = (RECONCILE_REQUESTED_AT, FLUX_REQUESTED_AT)
 
 log = logging.getLogger(__name__)
 
@@ -92,6 +107,40 @@ class EventSpec:
     message: str
 
 
+@dataclass(frozen=True)
+class OutOfBand:
+    """A live phase that another field manager wrote (not the engine): what it wrote and who, as managedFields
+    tell (`manager`, `operation`, `time`, `subresource` of the entry that last wrote status.phase)."""
+
+    phase: str
+    reason: str
+    message: str
+    manager: str
+    operation: str = ""
+    time: str = ""
+    subresource: str = ""
+
+    @property
+    def actor(self) -> str:
+        """`manager:<field manager>`."""
+        return f"manager:{self.manager}"
+
+
+def out_of_band(obj: dict[str, Any], recorded: str | None) -> OutOfBand | None:
+    """The live phase when it differs from the phase on record and managedFields name someone other than
+    opsconsole as the last writer of status.phase; None otherwise (no managedFields: None, as before)."""
+    status = obj.get("status") or {}
+    live = status.get("phase") or ""
+    if not live or live == (recorded or ""):
+        return None
+    writer = last_writer(obj, ("status", "phase"))
+    if not writer or is_ours(writer.get("manager")):
+        return None
+    return OutOfBand(live, str(status.get("reason") or ""), str(status.get("message") or ""),
+                     str(writer.get("manager") or ""), str(writer.get("operation") or ""),
+                     str(writer.get("time") or ""), str(writer.get("subresource") or ""))
+
+
 @dataclass
 class Outcome:
     """What one reconcile did and concluded."""
@@ -106,6 +155,8 @@ class Outcome:
     events: list[EventSpec] = field(default_factory=list)
     children: list[dict[str, Any]] = field(default_factory=list)  # the children applied, as the API returned them
     token: str | None = None  # the manual-reconcile token this run handled
+    token_annotation: str = ""  # the annotation that carried it
+    out_of_band: OutOfBand | None = None  # a live phase written by another field manager, not built on
     error_class: str = ""
     error_message: str = ""
     remove_finalizer: bool = False
@@ -153,13 +204,20 @@ def reconcile_step(
     *,
     span: Any = None,
     lease_held: Callable[[], bool] | None = None,
+    request_annotations: tuple[str, ...] = REQUEST_ANNOTATIONS,
 ) -> Outcome:
     """Reconcile the live object `obj` once and write its status (see the module docstring). `recorded` is
-    the phase on record (None: the object has no record yet)."""
+    the phase on record (None: the object has no record yet); `request_annotations` the annotations that ask
+    for a manual reconcile."""
     ctx = EngineContext(reconciler, obj, api, span=span)
     generation = int(obj["metadata"].get("generation") or 0)
-    token = unhandled_token(obj)
-    decision = _decide(ctx, recorded)
+    asked = unhandled_request(obj, request_annotations)
+    token = asked[1] if asked else None
+    foreign = out_of_band(obj, recorded)
+    if foreign is not None:
+        ctx.log.warning("%s: status.phase %s was written by %s, not by the engine: not built on", ctx.request,
+                        foreign.phase, foreign.manager)
+    decision = _decide(ctx, recorded, foreign is not None)
     conflicts = 0
     if lease_held is not None and not lease_held():
         decision = _Decision("error", QueueAction.KEEP, error_class="LeaseLost",
@@ -173,6 +231,7 @@ def reconcile_step(
             decision = _Decision("error", QueueAction.BACKOFF, error_class=type(exc).__name__,
                                  error_message=str(exc)[:2000])
     outcome = Outcome(decision.result, ctx.obj, decision.queue, decision.delay, decision.change, token=token,
+                      token_annotation=asked[0] if asked and token else "", out_of_band=foreign,
                       children=list(ctx.children), error_class=decision.error_class,
                       error_message=decision.error_message, remove_finalizer=decision.remove_finalizer,
                       status_conflicts=conflicts, ctx=ctx)
@@ -204,9 +263,10 @@ def complete(outcome: Outcome, events: Sequence[EventSpec] | None = None) -> Out
 # -- deciding ----------------------------------------------------------------------------------------------
 
 
-def _decide(ctx: EngineContext, recorded: str | None) -> _Decision:
+def _decide(ctx: EngineContext, recorded: str | None, foreign: bool = False) -> _Decision:
     rec, obj = ctx.reconciler, ctx.obj
-    live = (obj.get("status") or {}).get("phase") or ""
+    # a phase another field manager wrote is not the object's phase: decide from the one on record
+    live = (recorded or "") if foreign else (obj.get("status") or {}).get("phase") or ""
     deleting = bool(obj["metadata"].get("deletionTimestamp"))
     try:
         if deleting:
@@ -310,11 +370,19 @@ def catch_up_needed(machine: StateMachine, recorded: str | None, live: str, targ
         and machine.allows(recorded, live) and machine.allows(live, target)
 
 
-def unhandled_token(obj: dict[str, Any]) -> str | None:
+def unhandled_token(obj: dict[str, Any], annotations: tuple[str, ...] = REQUEST_ANNOTATIONS) -> str | None:
     """The manual-reconcile token the object asks for and its status has not handled yet, or None."""
-    token = ((obj.get("metadata") or {}).get("annotations") or {}).get(RECONCILE_REQUESTED_AT)
-    if token and token != (obj.get("status") or {}).get(LAST_HANDLED_RECONCILE_AT):
-        return str(token)
+    asked = unhandled_request(obj, annotations)
+    return asked[1] if asked else None
+
+
+def unhandled_request(obj: dict[str, Any], annotations: tuple[str, ...] = REQUEST_ANNOTATIONS
+                      ) -> tuple[str, str] | None:
+    """(annotation, token) of the newest manual-reconcile request on the object (`meta.request_annotation`)
+    when its status has not handled it yet (`status.lastHandledReconcileAt`, for either spelling), or None."""
+    asked = request_annotation(obj, annotations)
+    if asked and asked[1] != (obj.get("status") or {}).get(LAST_HANDLED_RECONCILE_AT):
+        return asked
     return None
 
 
@@ -399,8 +467,11 @@ def _write_status(ctx: EngineContext, decision: _Decision, generation: int, toke
                            decision.extra, generation, token)
         if new is None:
             return conflicts
+        # managedFields left out: the server keeps them and records this write under our field manager
+        meta = {k: v for k, v in (ctx.obj.get("metadata") or {}).items() if k != "managedFields"}
         try:
-            ctx.obj = kube.request_json(ctx.api_client, "PUT", path, body={**ctx.obj, "status": new})
+            ctx.obj = kube.request_json(ctx.api_client, "PUT", path, query={"fieldManager": FIELD_MANAGER},
+                                        body={**ctx.obj, "metadata": meta, "status": new})
             return conflicts
         except kube.ApiException as exc:
             if exc.status == 409:

@@ -1,9 +1,9 @@
 """The engine's tables: the Resource mirror, the audit trail and runs, manual requests, spans.
 
-`Transition` and `ReconcileRun` are append-only (see `reconcilers.models.base`).
+`Transition`, `SpecRevision` and `ReconcileRun` are append-only (see `reconcilers.models.base`).
 """
 
-from reconcilers.models.audit import Anomaly, Transition
+from reconcilers.models.audit import Anomaly, AnomalyCategory, SpecRevision, Transition
 from reconcilers.models.base import AppendOnlyError, AppendOnlyModel
 from reconcilers.models.resource import Resource
 from reconcilers.models.runs import ReconcileRequest, ReconcileRun, RequestState, RunResult
@@ -11,6 +11,7 @@ from reconcilers.models.spans import Span
 
 __all__ = [
     "Anomaly",
+    "AnomalyCategory",
     "AppendOnlyError",
     "AppendOnlyModel",
     "ReconcileRequest",
@@ -19,5 +20,6 @@ __all__ = [
     "Resource",
     "RunResult",
     "Span",
+    "SpecRevision",
     "Transition",
 ]

@@ -1,4 +1,5 @@
-"""The audit trail: `Transition` (append-only, hash-chained per resource) and `Anomaly` (refused changes).
+"""The audit trail: `Transition` and `SpecRevision` (append-only, one hash chain per resource) and `Anomaly`
+(refused changes, and phases written by someone other than the engine).
 
 Rows are written by `reconcilers.engine.recording` only; the hash is computed by `reconcilers.engine.audit`
 (no logic lives in `save()`).
@@ -63,9 +64,18 @@ class Transition(AppendOnlyModel):
         return f"{self.kind} {self.namespace}/{self.name} #{self.seq}: {self.from_phase or '(none)'} -> {self.to_phase}"
 
 
+class AnomalyCategory(models.TextChoices):
+    """What an anomaly is about."""
+
+    REFUSED = "refused"  # the kind's state machine refused a phase change the reconciler concluded
+    OUT_OF_BAND = "out_of_band"  # a status phase written by another field manager than the engine
+
+
 class Anomaly(models.Model):
-    """A phase change the kind's state machine refused. One row per (resource, from, to, generation): a
-    repeated run asking for the same refused change at the same generation does not add another."""
+    """A phase change the kind's state machine refused (one row per (resource, from, to, generation): a
+    repeated run asking for the same refused change at the same generation does not add another), or an
+    out-of-band status change: a phase another field manager wrote (`actor` `manager:<name>`, what it wrote
+    and when in `observed`), never recorded as a transition nor built on."""
 
     resource = models.ForeignKey("reconcilers.Resource", on_delete=models.PROTECT, related_name="anomalies")
     from_phase = models.CharField(max_length=63, blank=True)
@@ -79,15 +89,64 @@ class Anomaly(models.Model):
         "reconcilers.ReconcileRun", on_delete=models.PROTECT, null=True, blank=True, related_name="anomalies"
     )
     created_at = models.DateTimeField(default=timezone.now)
+    category = models.CharField(max_length=16, choices=AnomalyCategory.choices, default=AnomalyCategory.REFUSED)
+    observed = models.JSONField(default=dict, blank=True,
+                                help_text="out of band: the status written and its managedFields entry")
 
     class Meta:
         verbose_name_plural = "anomalies"
         constraints = [
             models.UniqueConstraint(
-                fields=["resource", "from_phase", "to_phase", "generation"], name="anomaly_once_per_generation"
+                fields=["resource", "from_phase", "to_phase", "generation"], name="anomaly_once_per_generation",
+                condition=Q(category="refused"),
             ),
         ]
         indexes = [models.Index(fields=["created_at"], name="anomaly_created_at")]
 
     def __str__(self) -> str:
-        return f"refused {self.from_phase or '(none)'} -> {self.to_phase} ({self.resource_id})"
+        what = "out of band" if self.category == AnomalyCategory.OUT_OF_BAND else "refused"
+        return f"{what} {self.from_phase or '(none)'} -> {self.to_phase} ({self.resource_id})"
+
+
+class SpecRevision(AppendOnlyModel):
+    """One generation of a resource's spec as the engine first saw it: the spec, its diff from the previous
+    revision, and who changed it as Kubernetes tells it (the managedFields entries owning the changed fields).
+
+    Revisions are links of the resource's hash chain, between its transitions: `seq` counts revisions 1, 2, 3…
+    per resource, `chain_after` is the transition seq the revision follows (0: before the first), `prev_hash`
+    is the hash of the chain's previous link (a transition or a revision) and `hash` covers this row's fields
+    and `prev_hash` (see `reconcilers.engine.audit`)."""
+
+    resource = models.ForeignKey("reconcilers.Resource", on_delete=models.PROTECT, related_name="revisions")
+    resource_uid = models.CharField(max_length=64)
+    kind = models.CharField(max_length=63)
+    namespace = models.CharField(max_length=63, blank=True)
+    name = models.CharField(max_length=253)
+    seq = models.PositiveIntegerField()
+    chain_after = models.PositiveIntegerField(default=0, help_text="the transition seq this revision follows")
+    generation = models.BigIntegerField()
+    resource_version = models.CharField(max_length=64, blank=True)
+    spec = models.JSONField(default=dict, blank=True)
+    diff = models.JSONField(default=list, blank=True,
+                            help_text="[{path, op, old, new}] from the previous revision (all of it for the first)")
+    actor = models.CharField(max_length=255, blank=True,
+                             help_text="'manager:<field manager>' of the newest entry owning a changed field")
+    operation = models.CharField(max_length=32, blank=True, help_text="that entry's operation (Update, Apply)")
+    managers = models.JSONField(default=list, blank=True,
+                                help_text="every managedFields entry owning a changed field, newest first")
+    changed_at = models.DateTimeField(null=True, blank=True, help_text="that entry's time")
+    created_at = models.DateTimeField(default=timezone.now)
+    prev_hash = models.CharField(max_length=64, blank=True)
+    hash = models.CharField(max_length=64)
+
+    class Meta:
+        base_manager_name = "objects"
+        constraints = [
+            models.UniqueConstraint(fields=["resource_uid", "seq"], name="specrevision_uid_seq_unique"),
+            models.UniqueConstraint(fields=["resource_uid", "generation"], name="specrevision_uid_generation_unique"),
+            models.CheckConstraint(condition=Q(seq__gte=1), name="specrevision_seq_positive"),
+        ]
+        indexes = [models.Index(fields=["resource", "generation"], name="specrevision_resource_gen")]
+
+    def __str__(self) -> str:
+        return f"{self.kind} {self.namespace}/{self.name} generation {self.generation} by {self.actor or '?'}"

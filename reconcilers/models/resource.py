@@ -42,9 +42,12 @@ class Resource(models.Model):
     last_reconcile_at = models.DateTimeField(null=True, blank=True)
     last_result = models.CharField(max_length=16, blank=True)
 
-    #: the head of the transition chain: what audit_verify checks the chain's end against
+    #: the head of the resource's hash chain: what audit_verify checks the chain's end against. The chain holds
+    #: the transitions (`last_transition_seq` of them) and the spec revisions (`last_revision_seq`);
+    #: `last_transition_hash` is the hash of its newest link, a transition or a revision
     last_transition_seq = models.PositiveIntegerField(default=0)
     last_transition_hash = models.CharField(max_length=64, blank=True)
+    last_revision_seq = models.PositiveIntegerField(default=0)
 
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)

@@ -3,8 +3,10 @@
 `reconcile_request_create` records who asked and why (a `ReconcileRequest` row, state `requested`), sets the
 annotation `opsconsole.io/reconcile-requested-at: <token>` on the object and enqueues its key at once. The
 run that handles the token writes `status.lastHandledReconcileAt: <token>`, marks the request picked up and
-then succeeded or failed (see the runner and `recording.reconcile_record`). `kubectl annotate` works too:
-the annotation alone triggers the same reconcile, just without a row.
+then succeeded or failed (see the runner and `recording.reconcile_record`). The annotation is written with
+the field manager `opsconsole-controller`. `kubectl annotate` (and Flux's `reconcile.fluxcd.io/requestedAt`)
+works too: the run that picks such a token up makes its row, with the annotation's field manager as actor
+(`recording.annotation_request_ensure`); a token that has a row already is never doubled.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 from opentelemetry import trace
 
-from reconcilers.core.meta import RECONCILE_REQUESTED_AT, now_rfc3339
+from reconcilers.core.meta import FIELD_MANAGER, RECONCILE_REQUESTED_AT, now_rfc3339
 from reconcilers.core.types import Request
 from reconcilers.engine import apiclient, dispatch, kube, registry
 from reconcilers.models import ReconcileRequest, RequestState, Resource
@@ -95,7 +97,8 @@ def reconcile_request_create(
     def annotate_and_enqueue() -> None:
         try:
             kube.patch_object(api, reconciler.resource, req.namespace or None, req.name,
-                              {"metadata": {"annotations": {RECONCILE_REQUESTED_AT: request.token}}})
+                              {"metadata": {"annotations": {RECONCILE_REQUESTED_AT: request.token}}},
+                              field_manager=FIELD_MANAGER)
         except Exception as exc:
             ReconcileRequest.objects.filter(pk=request.pk, state=RequestState.REQUESTED).update(
                 state=RequestState.FAILED, finished_at=timezone.now(), error=f"could not set the annotation: {exc}")

@@ -1,4 +1,5 @@
-"""`manage.py audit_verify`: check every transition hash chain; exit 1 naming the first broken row."""
+"""`manage.py audit_verify`: check every resource's hash chain (transitions and spec revisions); exit 1 naming the
+first broken row."""
 
 from __future__ import annotations
 
@@ -10,9 +11,10 @@ from reconcilers.engine.audit import chain_verify
 
 
 class Command(BaseCommand):
-    """Verify the audit trail (DESIGN.md §4): edited, removed, reordered or inserted transitions."""
+    """Verify the audit trail (DESIGN.md §4): edited, removed, reordered or inserted transitions and revisions."""
 
-    help = "Verify the per-resource transition hash chains; exit 1 and name the first broken row if any."
+    help = ("Verify the per-resource hash chains (transitions and spec revisions); exit 1 and name the first "
+            "broken row if any.")
 
     def add_arguments(self, parser: CommandParser) -> None:
         """--resource UID limits the check to one object's chain."""
@@ -22,9 +24,11 @@ class Command(BaseCommand):
         """Print a summary when intact; otherwise each broken chain's first broken row, then fail."""
         report = chain_verify(options.get("resource"))
         if report.ok:
+            revisions = f" and {report.revisions} spec revisions" if report.revisions else ""
             self.stdout.write(
                 self.style.SUCCESS(
-                    f"audit trail intact: {report.transitions} transitions in {report.chains} chains verified"
+                    f"audit trail intact: {report.transitions} transitions{revisions} in {report.chains} chains "
+                    "verified"
                 )
             )
             return
@@ -34,5 +38,5 @@ class Command(BaseCommand):
         ident = first.transition_id if first.transition_id is not None else "-"
         raise CommandError(
             f"audit trail broken in {len(report.breaks)} of {report.chains} chains; first broken row: "
-            f"resource={first.resource_uid} seq={first.seq} id={ident} ({first.problem})"
+            f"resource={first.resource_uid} {first.position} id={ident} ({first.problem})"
         )

@@ -11,7 +11,7 @@ from typing import Any, ClassVar
 
 import pytest
 
-from reconcilers.core.meta import RECONCILE_REQUESTED_AT
+from reconcilers.core.meta import FIELD_MANAGER, RECONCILE_REQUESTED_AT
 from reconcilers.core.reconciler import Context, Reconciler, ResourceKind
 from reconcilers.core.statemachine import StateMachine
 from reconcilers.core.types import PermanentError, Result, TemporaryError
@@ -165,8 +165,10 @@ def test_a_run_that_lost_its_lease_writes_nothing_and_leaves_the_key_alone(make,
 def test_a_phase_written_but_not_recorded_is_handed_back_first(make, kapi):
     obj = make(mode="ok")
     done = step.reconcile_step(REC, kapi, obj, None).obj
-    lost = patch_status(kapi, GADGET, obj["metadata"]["namespace"], "g", {"status": {"phase": "Failed",
-                                                                                      "reason": "Died"}})
+    # written by a run of ours (field manager opsconsole-controller) that died before its record
+    lost = kube.request_json(kapi, "PATCH", kube.object_path(GADGET, obj["metadata"]["namespace"], "g", "status"),
+                             query={"fieldManager": FIELD_MANAGER}, content_type=kube.MERGE_PATCH,
+                             body={"status": {"phase": "Failed", "reason": "Died"}})
     out = step.reconcile_step(REC, kapi, lost, "Running")
     assert (out.result, out.queue) == ("requeue", QueueAction.REQUEUE_NOW)
     assert out.change is not None and (out.change.to_phase, out.change.reason) == ("Failed", "Died")
