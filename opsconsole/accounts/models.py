@@ -14,10 +14,16 @@ from reconcilers.models.base import AppendOnlyModel
 
 
 class ApiToken(models.Model):
-    """A per-user API token for scripts. Only its sha256 is stored; `prefix` identifies it in listings."""
+    """A per-user API token for scripts. Only its sha256 is stored; `prefix` identifies it in listings. It may
+    expire (`expires_at`) and be limited to a role below its user's (`role`)."""
 
     user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="api_tokens")
     name = models.CharField(max_length=100, help_text="what the token is for (e.g. 'ci-pipeline')")
+    description = models.TextField(blank=True, max_length=1000, help_text="more about its use, for whoever finds it")
+    role = models.CharField(
+        max_length=16, blank=True, choices=[(r, r) for r in ("viewer", "operator", "admin")],
+        help_text="the most the token may do (never more than its user's role); '' = the user's role",
+    )
     prefix = models.CharField(max_length=16, help_text="the token's first characters, for recognising it")
     hash = models.CharField(max_length=64, unique=True, help_text="sha256 hex of the token")
     created_at = models.DateTimeField(default=timezone.now)

@@ -32,6 +32,13 @@ def user_has_role(user: Any, role: str) -> bool:
     return held is not None and _RANK[held] >= _RANK[role]
 
 
+def role_min(held: str | None, cap: str | None) -> str | None:
+    """The lower of two roles (None, no role, is the lowest; a cap of None or '' limits nothing)."""
+    if not cap or held is None:
+        return held
+    return held if _RANK[held] <= _RANK[cap] else cap
+
+
 def user_namespaces(user: Any) -> frozenset[str] | None:
     """The namespaces the user is limited to ('' is the cluster scope), or None when not limited."""
     if user is None or not getattr(user, "is_authenticated", False):

@@ -8,6 +8,7 @@ plain sha256 is the right storage (as GitHub's tokens), so checking one is a sin
 from __future__ import annotations
 
 import hashlib
+import re
 import secrets
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -17,7 +18,7 @@ from django.db.models import Q, QuerySet
 from django.utils import timezone
 
 from opsconsole.accounts.models import ActionRecord, ApiToken, NamespaceGrant, Outcome
-from opsconsole.accounts.roles import user_namespaces
+from opsconsole.accounts.roles import ADMIN, ROLES, role_min, user_covers, user_has_role, user_namespaces, user_role
 
 TOKEN_PREFIX = "oc_"
 #: last_used_at is written at most this often per token (one UPDATE per request would be wasteful)
@@ -37,13 +38,88 @@ def token_hash(secret: str) -> str:
     return hashlib.sha256(secret.encode()).hexdigest()
 
 
-def token_create(user: Any, *, name: str, expires_at: datetime | None = None) -> IssuedToken:
-    """Create a token for `user`; the returned secret is the only time the token is seen in clear."""
+class TokenError(ValueError):
+    """A token that cannot be made as asked: `status` is the HTTP status the refusal answers with (400: bad
+    input; 403: more than the user may have)."""
+
+    def __init__(self, message: str, *, field: str = "", status: int = 400) -> None:
+        super().__init__(message)
+        self.message = message
+        self.field = field
+        self.status = status
+
+
+_DURATION_RE = re.compile(r"^\s*(\d{1,6})\s*([smhdw]?)\s*$")
+_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400, "": 86400}
+#: the longest expiry one may ask (ten years)
+MAX_EXPIRY = timedelta(days=3650)
+
+
+def token_expiry_parse(text: str | None) -> timedelta | None:
+    """`30d`, `12h`, `90m`, `2w`, `3600s` or a number of days (`30`) as a timedelta; ''/None/`never` → None
+    (no expiry). TokenError for anything else, or above MAX_EXPIRY."""
+    if text is None or text.strip().lower() in ("", "never", "none"):
+        return None
+    match = _DURATION_RE.match(text)
+    if not match or int(match.group(1)) == 0:
+        raise TokenError("an expiry is a positive number with a unit: 30d, 12h, 90m, 2w, 3600s (or 'never')",
+                         field="expires")
+    delta = timedelta(seconds=int(match.group(1)) * _UNITS[match.group(2)])
+    if delta > MAX_EXPIRY:
+        raise TokenError("an expiry is at most 3650 days", field="expires")
+    return delta
+
+
+def token_create(user: Any, *, name: str, expires_at: datetime | None = None, description: str = "",
+                 role: str = "") -> IssuedToken:
+    """Create a token for `user`; the returned secret is the only time the token is seen in clear. `role`
+    limits the token below its user's role (TokenError when above it, or the user holds no role)."""
+    name = name.strip()
+    if not name or len(name) > 100:
+        raise TokenError("a token needs a name of 1 to 100 characters", field="name")
+    if len(description) > 1000:
+        raise TokenError("the description is at most 1000 characters", field="description")
+    if role:
+        if role not in ROLES:
+            raise TokenError(f"the role is one of {', '.join(ROLES)}", field="role")
+        if not user_has_role(user, role):
+            held = user_role(user) or "no role"
+            raise TokenError(f"{user.get_username()} holds {held}: a token cannot have more than its user's role",
+                             field="role", status=403)
     secret = TOKEN_PREFIX + secrets.token_urlsafe(32)
     token = ApiToken.objects.create(
-        user=user, name=name, prefix=secret[: len(TOKEN_PREFIX) + 6], hash=token_hash(secret), expires_at=expires_at
+        user=user, name=name, prefix=secret[: len(TOKEN_PREFIX) + 6], hash=token_hash(secret), expires_at=expires_at,
+        description=description, role=role,
     )
     return IssuedToken(token, secret)
+
+
+def token_role_cap(token: ApiToken) -> None:
+    """Limit the token's user (this request's user object) to the token's role when it has one: the roles
+    module then answers the lower of the two for the request."""
+    if token.role:
+        token.user._opsconsole_role = role_min(user_role(token.user), token.role)
+
+
+def token_refusal(secret: str) -> tuple[str, str]:
+    """Why `secret` is refused (after token_authenticate said None): (code, message). Says whether the token
+    expired or was revoked (its holder has the secret: that tells nothing new) and otherwise nothing."""
+    token = None
+    if secret.startswith(TOKEN_PREFIX) and len(secret) <= 128:
+        token = ApiToken.objects.select_related("user").filter(hash=token_hash(secret)).first()
+    if token is None:
+        return "token_invalid", "The token is not valid."
+    if token.revoked_at is not None:
+        return "token_revoked", f"The token {token.prefix}… was revoked at {token.revoked_at.isoformat()}."
+    if token.expires_at is not None and token.expires_at <= timezone.now():
+        return ("token_expired", f"The token {token.prefix}… expired at {token.expires_at.isoformat()}; "
+                                 "create a new one on the console's Tokens page or with manage.py token create.")
+    return "token_invalid", "The token's user is inactive."
+
+
+def token_may_manage(actor: Any, token: ApiToken) -> bool:
+    """Whether `actor` may see and revoke `token`: their own, or (admins) those of users they cover."""
+    return token.user_id == actor.pk or (user_has_role(actor, ADMIN) and user_covers(actor, token.user))
 
 
 def token_authenticate(secret: str) -> ApiToken | None:

@@ -1,6 +1,7 @@
 """Token authentication for scripts: `Authorization: Bearer oc_…` (or `Token oc_…`), checked against the
-stored sha256 (see `opsconsole.accounts.services`). The console uses Django sessions (DRF's
-SessionAuthentication, with its CSRF check)."""
+stored sha256 (see `opsconsole.accounts.services`). A refused token answers 401 with a code saying why
+(`token_invalid`, `token_expired`, `token_revoked`); a token with a role acts with at most that role. The
+console uses Django sessions (DRF's SessionAuthentication, with its CSRF check)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from drf_spectacular.extensions import OpenApiAuthenticationExtension
 from rest_framework import authentication, exceptions
 from rest_framework.request import Request
 
-from opsconsole.accounts.services import token_authenticate
+from opsconsole.accounts.services import token_authenticate, token_refusal, token_role_cap
 
 
 class BearerTokenAuthentication(authentication.BaseAuthentication):
@@ -30,7 +31,9 @@ class BearerTokenAuthentication(authentication.BaseAuthentication):
             raise exceptions.AuthenticationFailed("The token is not valid.") from exc
         token = token_authenticate(secret)
         if token is None:
-            raise exceptions.AuthenticationFailed("The token is not valid, revoked or expired.")
+            code, message = token_refusal(secret)
+            raise exceptions.AuthenticationFailed(message, code=code)
+        token_role_cap(token)
         return token.user, token
 
     def authenticate_header(self, request: Request) -> str:

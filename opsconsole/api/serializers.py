@@ -123,7 +123,12 @@ class TokenCreateInputSerializer(serializers.Serializer):
     """POST tokens."""
 
     name = serializers.CharField(max_length=100)
-    expires_in_days = serializers.IntegerField(required=False, min_value=1, max_value=3650, allow_null=True)
+    description = serializers.CharField(required=False, allow_blank=True, max_length=1000, default="")
+    expires_in_days = serializers.IntegerField(required=False, min_value=1, max_value=3650, allow_null=True,
+                                               help_text="none or null: the token does not expire")
+    role = serializers.ChoiceField(required=False, allow_blank=True, default="",
+                                   choices=["viewer", "operator", "admin"],
+                                   help_text="limit the token to this role (at most the user's own)")
     username = serializers.CharField(required=False, max_length=150, help_text="admins: create it for this user")
 
 
@@ -394,8 +399,8 @@ class TokenSerializer(serializers.ModelSerializer):
 
     class Meta:
         model = ApiToken
-        fields = ["id", "username", "name", "prefix", "created_at", "expires_at", "last_used_at", "revoked_at",
-                  "active"]
+        fields = ["id", "username", "name", "description", "role", "prefix", "created_at", "expires_at",
+                  "last_used_at", "revoked_at", "active"]
 
     @extend_schema_field(OpenApiTypes.BOOL)
     def get_active(self, obj: ApiToken) -> bool:

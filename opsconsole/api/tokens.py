@@ -17,7 +17,7 @@ from rest_framework.views import APIView
 
 from opsconsole.accounts.models import ActionRecord, ApiToken
 from opsconsole.accounts.roles import ADMIN, user_covers, user_has_role, user_namespaces, user_role
-from opsconsole.accounts.services import token_create, token_list, token_revoke
+from opsconsole.accounts.services import TokenError, token_create, token_list, token_may_manage, token_revoke
 from opsconsole.api import serializers as s
 from opsconsole.api.actions import ACTION_ERRORS
 from opsconsole.api.audit import AuditedActionView
@@ -90,8 +90,13 @@ class TokenListCreateView(AuditedActionView):
                 raise PermissionDenied("That user sees namespaces outside yours: you cannot create tokens for them.")
         self._target = f"user:{user.get_username()}"
         days = data.get("expires_in_days")
-        issued = token_create(user, name=data["name"],
-                              expires_at=timezone.now() + timedelta(days=days) if days else None)
+        try:
+            issued = token_create(user, name=data["name"], description=data["description"], role=data["role"],
+                                  expires_at=timezone.now() + timedelta(days=days) if days else None)
+        except TokenError as exc:
+            if exc.status == 403:
+                raise PermissionDenied(exc.message) from exc
+            raise ValidationError({exc.field or "non_field_errors": [exc.message]}) from exc
         self.audit_detail = {"token_id": issued.token.pk, "prefix": issued.token.prefix}
         body = {**s.TokenSerializer(issued.token).data, "token": issued.secret}
         return Response(body, status=status.HTTP_201_CREATED)
@@ -109,8 +114,7 @@ class TokenRevokeView(AuditedActionView):
             token = ApiToken.objects.select_related("user").get(pk=int(pk))
         except (ValueError, OverflowError, ApiToken.DoesNotExist) as exc:
             raise NotFound("No such token.") from exc
-        if token.user_id != request.user.pk and not (user_has_role(request.user, ADMIN)
-                                                     and user_covers(request.user, token.user)):
+        if not token_may_manage(request.user, token):
             raise NotFound("No such token.")  # another user's token does not exist for whoever may not revoke it
         token_revoke(token)
         self.audit_detail = {"prefix": token.prefix, "owner": token.user.get_username()}
