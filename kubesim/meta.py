@@ -6,6 +6,7 @@ import datetime as _dt
 import json
 import random
 import re
+import time as _time
 import uuid
 from typing import Any
 
@@ -46,9 +47,17 @@ def dumps(value: Any) -> str:
     return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
 
 
+_now_cache: tuple[int, str] = (-1, "")
+
+
 def now() -> str:
-    """The current time in the RFC 3339 form metav1.Time uses (second precision, UTC)."""
-    return _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    """The current time in the RFC 3339 form metav1.Time uses (second precision, UTC); formatted once a second
+    (every write stamps managedFields with it)."""
+    global _now_cache
+    second = int(_time.time())
+    if second != _now_cache[0]:
+        _now_cache = (second, _time.strftime("%Y-%m-%dT%H:%M:%SZ", _time.gmtime(second)))
+    return _now_cache[1]
 
 
 def now_plus(seconds: float) -> str:

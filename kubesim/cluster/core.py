@@ -15,6 +15,7 @@ from kubesim.cluster.patching import PatchingMixin
 from kubesim.cluster.strategies import PREPARE_CREATE, PREPARE_UPDATE, VALIDATE
 from kubesim.errors import ApiError, cause
 from kubesim.meta import clone, name_error, new_uid, now, random_suffix
+from kubesim.patch import managed
 from kubesim.registry import Registry, ResourceType
 from kubesim.registry.crd import crd_status, resource_type_from_crd, validate_crd
 from kubesim.schema import process
@@ -236,11 +237,13 @@ class Cluster(PatchingMixin, DeletingMixin):
         return causes + _owner_reference_causes(obj["metadata"].get("ownerReferences"))
 
     def create(self, rt: ResourceType, namespace: str, body: Any, opts: WriteOptions | None = None,
-               version: str | None = None) -> dict[str, Any]:
-        """Create an object (201 semantics); returns the stored object."""
+               version: str | None = None, *, applied: dict[str, Any] | None = None) -> dict[str, Any]:
+        """Create an object (201 semantics); returns the stored object. ``applied``: the Apply managedFields
+        entry of a create by server-side apply."""
         opts = opts or WriteOptions()
         obj = self._decode_body(rt, body)
         meta = obj["metadata"]
+        meta.pop("managedFields", None)  # the server computes them
         if rt.namespaced:
             if meta.get("namespace") and meta["namespace"] != namespace:
                 raise errors.bad_request("the namespace of the provided object does not match the namespace sent "
@@ -290,6 +293,7 @@ class Cluster(PatchingMixin, DeletingMixin):
             meta["generation"] = 1
         if rt.key == CRD_KEY:
             obj["status"] = crd_status(obj, meta["creationTimestamp"])
+        self._track_fields(rt, None, obj, None, opts, version, applied, reset=False)
         if opts.dry_run:
             return obj
         stored = self.store.put(rt.key, obj)
@@ -321,11 +325,17 @@ class Cluster(PatchingMixin, DeletingMixin):
         return self.replace(rt, old, new, subresource=subresource, opts=opts, version=version)
 
     def replace(self, rt: ResourceType, old: dict[str, Any], new: dict[str, Any], *, subresource: str | None = None,
-                opts: WriteOptions | None = None, version: str | None = None) -> dict[str, Any]:
-        """Write ``new`` (a fresh dict in storage form) over ``old`` following every update rule."""
+                opts: WriteOptions | None = None, version: str | None = None,
+                applied: dict[str, Any] | None = None) -> dict[str, Any]:
+        """Write ``new`` (a fresh dict in storage form) over ``old`` following every update rule.
+
+        ``subresource``: "status" (only status changes), "scale" or None; it also names the managedFields
+        entry. ``applied``: the applier's Apply entry when the write is a server-side apply."""
         opts = opts or WriteOptions()
         name = old["metadata"]["name"]
         meta = new["metadata"] = dict(new.get("metadata") or {})
+        # managedFields in a body are ignored, except [{}], which clears them (before this write is recorded)
+        reset = meta.pop("managedFields", None) == [{}]
         rv = meta.get("resourceVersion")
         if rv and rv != old["metadata"]["resourceVersion"]:
             raise errors.conflict(rt.plural, rt.group, name)
@@ -338,7 +348,7 @@ class Cluster(PatchingMixin, DeletingMixin):
             new = {k: v for k, v in old.items() if k != "status"}
             if status is not None:
                 new["status"] = status
-            new["metadata"] = meta = clone(old["metadata"])
+            new["metadata"] = meta = {k: clone(v) for k, v in old["metadata"].items() if k != "managedFields"}
         else:
             for f in ("uid", "creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds", "generation"):
                 if f in old["metadata"]:
@@ -375,8 +385,9 @@ class Cluster(PatchingMixin, DeletingMixin):
         meta["resourceVersion"] = old["metadata"]["resourceVersion"]
         if rt.tracks_generation and _spec_part(new, rt.status) != _spec_part(old, rt.status):
             meta["generation"] = int(old["metadata"].get("generation", 1)) + 1
-        if _same_content(new, old):
+        if _same_content(new, old) and not (reset and old["metadata"].get("managedFields")):
             return old
+        self._track_fields(rt, old, new, subresource, opts, version, applied, reset)
         if opts.dry_run:
             return new
         if self._should_delete(new):
@@ -385,6 +396,25 @@ class Cluster(PatchingMixin, DeletingMixin):
         if rt.key == CRD_KEY and not meta.get("deletionTimestamp"):
             self._register_crd(stored)
         return stored
+
+    @staticmethod
+    def _track_fields(rt: ResourceType, old: dict[str, Any] | None, new: dict[str, Any], subresource: str | None,
+                      opts: WriteOptions, version: str | None, applied: dict[str, Any] | None, reset: bool) -> None:
+        """Set ``new``'s managedFields for this write (see :mod:`kubesim.patch.managed`)."""
+        version = version or rt.storage_version
+        keys = (managed.builtin_list_keys(rt.group, rt.plural) if rt.builtin
+                else managed.schema_list_keys(rt.schemas.get(version)))
+        sub = subresource if subresource == "status" else None
+        changed, removed = managed.diff(managed.tracked(old, sub, rt.status), managed.tracked(new, sub, rt.status),
+                                        keys)
+        entries = [] if (old is None or reset) else (old["metadata"].get("managedFields") or [])
+        manager = applied["manager"] if applied is not None else opts.manager()
+        result = managed.update_entries(entries, changed, removed, manager=manager, subresource=subresource,
+                                        api_version=rt.api_version(version), time=now(), applied=applied)
+        if result:
+            new["metadata"]["managedFields"] = result
+        else:
+            new["metadata"].pop("managedFields", None)
 
     @staticmethod
     def _should_delete(obj: dict[str, Any]) -> bool:

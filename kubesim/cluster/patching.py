@@ -88,17 +88,23 @@ class PatchingMixin:
         old = self.find(rt, namespace, name)
         if old is None:
             if content_type == APPLY and subresource is None:
-                body = clone(patch)
-                body.setdefault("metadata", {})["managedFields"] = [self._apply_entry(rt, version, opts, patch)]
-                return self.create(rt, namespace, body, opts, version), True
+                return self.create(rt, namespace, clone(patch), opts, version,
+                                   applied=self._apply_entry(rt, version, opts, patch)), True
             raise errors.not_found(rt.plural, rt.group, name)
-        patched = self.apply_patch(rt, rt.external(old, version), content_type, patch, opts)
+        current = rt.external(old, version)
+        if content_type != JSON_PATCH and "managedFields" in current["metadata"]:
+            # the server computes them: only a patch that sets them ([{}] clears them) needs the old value (a
+            # JSON patch may address them), and leaving them out keeps every write's copies small
+            current = dict(current)
+            current["metadata"] = {k: v for k, v in current["metadata"].items() if k != "managedFields"}
+        patched = self.apply_patch(rt, current, content_type, patch, opts)
         if not isinstance(patched, dict) or not isinstance(patched.get("metadata"), dict):
             raise errors.bad_request("the patched object is not a valid object")
+        applied = None
         if content_type == APPLY:
             current = old["metadata"].get("managedFields") or []
             mine = next((m for m in current if m.get("manager") == opts.field_manager
-                         and m.get("operation") == "Apply"), None)
+                         and m.get("operation") == "Apply" and m.get("subresource") == subresource), None)
             others = [m for m in current if m is not mine]
             new_paths = applied_paths(patch)
             if mine is not None:
@@ -107,11 +113,14 @@ class PatchingMixin:
                     if m.get("operation") == "Apply":
                         kept |= from_fields_v1(m.get("fieldsV1"))
                 release(patched, from_fields_v1(mine.get("fieldsV1")) - kept, kept)
-            patched["metadata"]["managedFields"] = others + [self._apply_entry(rt, version, opts, patch)]
+            applied = self._apply_entry(rt, version, opts, patch)
+            if subresource:
+                applied["subresource"] = subresource
         new = rt.internal(clone(patched))
         new["kind"] = rt.kind
         new["metadata"]["name"] = name
-        return self.replace(rt, old, new, subresource=subresource, opts=opts, version=version), False
+        return self.replace(rt, old, new, subresource=subresource, opts=opts, version=version,
+                            applied=applied), False
 
     def _check_apply(self: Cluster, rt: ResourceType, name: str, patch: Any, opts: WriteOptions) -> None:
         if not opts.field_manager:
@@ -173,7 +182,7 @@ class PatchingMixin:
         if rv:
             new["metadata"]["resourceVersion"] = rv
         set_path(new, json_path(rt.scale.spec_replicas), replicas)
-        self.replace(rt, old, new, opts=opts)
+        self.replace(rt, old, new, subresource="scale", opts=opts)
         return self.get_scale(rt, namespace, name)
 
     def patch_scale(self: Cluster, rt: ResourceType, namespace: str, name: str, content_type: str, raw: bytes,

@@ -11,6 +11,7 @@ import time
 from collections.abc import Hashable, Iterable
 from typing import Any
 
+from kubesim.cluster.options import WriteOptions
 from kubesim.controllers.base import Controller
 from kubesim.meta import clone, now
 from kubesim.store import Event
@@ -170,7 +171,7 @@ class Kubelet(Controller):
         conds = _set_cond(conds, "ContainersReady", "False", reason, msg)
         conds = _set_cond(conds, "PodScheduled", "True")
         st["conditions"] = conds
-        self.cluster.replace(rt, pod, new, subresource="status")
+        self.cluster.replace(rt, pod, new, subresource="status", opts=WriteOptions(field_manager="kubelet"))
         for c in broken:
             self.record_event(new, "Warning", "Failed", f'Failed to pull image "{c.get("image")}": not found',
                               "kubelet")
@@ -185,7 +186,7 @@ class Kubelet(Controller):
             if (s.get("state") or {}).get("waiting", {}).get("reason") == "ErrImagePull":
                 s["state"] = {"waiting": {"reason": "ImagePullBackOff",
                                           "message": f'Back-off pulling image "{s.get("image")}"'}}
-        self.cluster.replace(rt, pod, new, subresource="status")
+        self.cluster.replace(rt, pod, new, subresource="status", opts=WriteOptions(field_manager="kubelet"))
         self.record_event(new, "Normal", "BackOff", "Back-off pulling image", "kubelet")
         return None
 
@@ -200,7 +201,7 @@ class Kubelet(Controller):
                                              "finishedAt": stamp}}
             s["state"] = {"waiting": {"reason": "CrashLoopBackOff",
                                       "message": f"back-off restarting failed container {s['name']}"}}
-        self.cluster.replace(rt, pod, new, subresource="status")
+        self.cluster.replace(rt, pod, new, subresource="status", opts=WriteOptions(field_manager="kubelet"))
         self.record_event(new, "Warning", "BackOff", "Back-off restarting failed container", "kubelet")
         return max(self.opts.start_delay * 2, 0.2)
 
@@ -211,7 +212,7 @@ class Kubelet(Controller):
             s["ready"] = True
             s["started"] = True
         st["conditions"] = _set_cond(_set_cond(st.get("conditions"), "ContainersReady", "True"), "Ready", "True")
-        self.cluster.replace(rt, pod, new, subresource="status")
+        self.cluster.replace(rt, pod, new, subresource="status", opts=WriteOptions(field_manager="kubelet"))
         return None
 
 

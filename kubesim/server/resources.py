@@ -78,7 +78,7 @@ def _write_opts(request: web.Request) -> WriteOptions:
     if fv not in ("Strict", "Warn", "Ignore"):
         raise errors.bad_request(f"fieldValidation must be one of Ignore, Warn or Strict, got {fv}")
     return WriteOptions(dry_run=bool(dry), field_validation=fv, field_manager=q.get("fieldManager"),
-                        force=flag(q, "force"))
+                        force=flag(q, "force"), user_agent=request.headers.get("User-Agent", ""))
 
 
 class ResourceHandler:
