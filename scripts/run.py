@@ -2,7 +2,10 @@
 
 It migrates the SQLite database, creates the demo administrator, finds or starts a Redis, starts the
 sandbox cluster (kubesim) unless KUBECONFIG points at a real one, the controller, a Celery worker and
-the web server, and prints the URL and login. Ctrl-C stops everything it started.
+the web server, and prints the URL and login. Ctrl-C stops everything it started, in order: the controller,
+worker, web server and announcer first; the cluster (kubesim) and the embedded Redis only once those have exited
+(or after `STOP_GRACE` seconds), so the controller can still release its leader Lease on the cluster and the
+next `make run` reconciles at once instead of waiting for a stale Lease to expire.
 """
 
 from __future__ import annotations
@@ -11,6 +14,8 @@ import os
 import shlex
 import subprocess
 import sys
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -21,6 +26,10 @@ from scripts.redis_local import redis_answers, redis_command  # noqa: E402
 EMBEDDED_REDIS_PORT = 6390
 KUBESIM_PORT = int(os.environ.get("KUBESIM_PORT", "6443"))
 WEB_ADDR = os.environ.get("OPSCONSOLE_ADDR", "127.0.0.1:8000")
+#: the processes stopped last, once every other one has exited: what the others still talk to while they stop
+STOP_LAST = ("kubesim", "redis")
+#: the longest wait for the first processes to exit before the last ones are stopped anyway
+STOP_GRACE = 10.0
 
 
 def manage(*args: str, env: dict[str, str]) -> str:
@@ -52,6 +61,69 @@ def procfile_lines(env: dict[str, str], data_dir: Path, login: str) -> list[str]
     return lines
 
 
+def group_alive(pid: int) -> bool:
+    """Whether any process of the process group `pid` (a honcho child leads its own) is still there."""
+    try:
+        os.killpg(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def stop_in_order(pids: dict[str, int], signal_group: Callable[[str, int], None],
+                  alive: Callable[[int], bool] = group_alive, *, last: tuple[str, ...] = STOP_LAST,
+                  grace: float = STOP_GRACE, clock: Callable[[], float] = time.monotonic,
+                  sleep: Callable[[float], None] = time.sleep) -> list[str]:
+    """SIGTERM every process group of `pids` (name → pid) but the `last` ones, wait until they have exited (at
+    most `grace` seconds), then SIGTERM the `last` ones. `signal_group(name, pid)` sends the signal. Returns the
+    names in the order they were signalled."""
+    first = [name for name in pids if name not in last]
+    then = [name for name in pids if name in last]
+    for name in first:
+        signal_group(name, pids[name])
+    deadline = clock() + grace
+    while any(alive(pids[name]) for name in first) and clock() < deadline:
+        sleep(0.05)
+    for name in then:
+        signal_group(name, pids[name])
+    return first + then
+
+
+def ordered_manager() -> type:
+    """honcho's Manager, stopping its processes in order (`stop_in_order`) instead of all at once."""
+    from honcho.manager import Manager
+
+    class OrderedManager(Manager):
+        def _killall(self, force: bool = False) -> None:
+            if force:  # honcho's KILL_WAIT passed: SIGKILL whatever is left, as honcho does
+                super()._killall(force=True)
+                return
+            pids = {name: p["pid"] for name, p in self._processes.items()
+                    if "returncode" not in p and p.get("pid") is not None}
+
+            def term(name: str, pid: int) -> None:
+                self._system_print(f"sending SIGTERM to {name} (pid {pid})\n")
+                self._procmgr.terminate(pid)
+
+            stop_in_order(pids, term)
+
+    return OrderedManager
+
+
+def run_procfile(lines: list[str], env: dict[str, str]) -> int:
+    """Run the `name: command` lines under honcho (output multiplexed, as `honcho start` does), stopped in order."""
+    from honcho.printer import Printer
+
+    manager = ordered_manager()(Printer(sys.stdout, colour=sys.stdout.isatty(), prefix=True))
+    for line in lines:
+        name, _, command = line.partition(":")
+        manager.add_process(name.strip(), command.strip(), env=env, cwd=str(ROOT))
+    manager.loop()
+    return manager.returncode or 0
+
+
 def main() -> int:
     """Prepare the embedded default and hand over to honcho."""
     env = dict(os.environ)
@@ -78,12 +150,10 @@ def main() -> int:
     manage("migrate", "--noinput", env=env)
     login = manage("demo_admin", env=env).strip()
 
-    procfile = data_dir / "Procfile"
-    procfile.write_text("\n".join(procfile_lines(env, data_dir, login)) + "\n")
-    honcho = [sys.executable, "-m", "honcho", "-f", str(procfile), "-d", str(ROOT), "start"]
+    lines = procfile_lines(env, data_dir, login)
+    (data_dir / "Procfile").write_text("\n".join(lines) + "\n")  # for `honcho -f data/Procfile start` by hand
     os.chdir(ROOT)
-    os.execvpe(honcho[0], honcho, env)
-    return 0  # not reached
+    return run_procfile(lines, env)
 
 
 if __name__ == "__main__":

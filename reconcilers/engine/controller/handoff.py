@@ -1,16 +1,18 @@
 """The thread-safe handoff between informer threads (which put) and the controller loop (which takes).
 
 Keys are coalesced (a key put twice before the loop takes it is taken once, in first-put order); mirror
-updates are coalesced per uid keeping the newest state. A put wakes the loop at once.
+updates are coalesced per uid keeping the newest state; mirror sweeps (after an informer's list) per kind,
+keeping the newest list's time. A put wakes the loop at once.
 """
 
 from __future__ import annotations
 
 import threading
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
-from reconcilers.core.reconciler import ResourceKind
+from reconcilers.core.reconciler import Reconciler, ResourceKind
 
 
 @dataclass(frozen=True)
@@ -21,6 +23,16 @@ class MirrorUpdate:
     uid: str
     obj: dict[str, Any]
     deleted: bool = False
+    reconciler: Reconciler | None = None  # the kind's (its deletion is recorded through its state machine)
+
+
+@dataclass(frozen=True)
+class MirrorSweep:
+    """An informer of a reconciled kind (re-)listed, starting at `listed_at`: the mirror's live rows of that kind
+    that the cluster no longer has are to be recorded deleted."""
+
+    kind: tuple[str, str]  # (group, plural)
+    listed_at: datetime
 
 
 class Handoff:
@@ -30,6 +42,7 @@ class Handoff:
         self._lock = threading.Lock()
         self._keys: dict[str, None] = {}
         self._mirror: dict[str, MirrorUpdate] = {}
+        self._sweeps: dict[tuple[str, str], MirrorSweep] = {}
         self._wake = threading.Event()
 
     def put_key(self, key: str) -> None:
@@ -48,6 +61,22 @@ class Handoff:
             self._mirror.pop(update.uid, None)  # re-insert: the newest goes last
             self._mirror[update.uid] = update
         self._wake.set()
+
+    def put_sweep(self, sweep: MirrorSweep) -> None:
+        with self._lock:
+            self._sweeps[sweep.kind] = sweep
+        self._wake.set()
+
+    def take_sweeps(self) -> list[MirrorSweep]:
+        """Every sweep waiting, oldest kind first."""
+        with self._lock:
+            taken, self._sweeps = list(self._sweeps.values()), {}
+            return taken
+
+    def put_sweeps_back(self, sweeps: list[MirrorSweep]) -> None:
+        """Give back sweeps the loop could not do (a newer one of the same kind wins)."""
+        with self._lock:
+            self._sweeps = {**{s.kind: s for s in sweeps}, **self._sweeps}
 
     def take_keys(self, limit: int) -> list[str]:
         """Up to `limit` keys, oldest first."""
@@ -81,6 +110,7 @@ class Handoff:
         with self._lock:
             self._keys.clear()
             self._mirror.clear()
+            self._sweeps.clear()
 
     def wait(self, timeout: float) -> bool:
         """Sleep until something is put (or `wake()`), at most `timeout` seconds; re-arms the wakeup."""

@@ -6,7 +6,8 @@ connection breaks mid-stream, as behind a proxy, is such an end, not an error); 
 ERROR event carrying a Status with code 410) re-lists, and the re-list is diffed against the cache, so objects
 added, changed or deleted while the watch was down are reported as ADDED / MODIFIED / DELETED and nothing is
 missed. Every change goes to `handler` (called on the informer's thread: it must be quick; the controller's
-hands it off to its loop). Each new watch or list after the first counts in
+hands it off to its loop), and every completed list to `on_listed` (the controller then sweeps its mirror of
+what the cluster no longer has: objects deleted while nobody watched). Each new watch or list after the first counts in
 `opsconsole_informer_restarts_total{resource,reason}`.
 """
 
@@ -18,6 +19,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable
+from datetime import UTC, datetime
 from typing import Any
 
 from urllib3.exceptions import HTTPError
@@ -29,6 +31,7 @@ from reconcilers.engine.controller.events import ADDED, DELETED, MODIFIED, Infor
 log = logging.getLogger(__name__)
 
 Handler = Callable[[InformerEvent], None]
+Listed = Callable[["Informer"], None]
 
 
 class Informer:
@@ -45,10 +48,12 @@ class Informer:
         watch_timeout_seconds: int = 300,
         min_backoff: float = 0.1,
         max_backoff: float = 10.0,
+        on_listed: Listed | None = None,
     ) -> None:
         self.api = api
         self.kind = kind
         self.handler = handler
+        self.on_listed = on_listed
         self.namespace = namespace
         self.page_size = page_size
         self.watch_timeout_seconds = watch_timeout_seconds
@@ -56,6 +61,7 @@ class Informer:
         self.max_backoff = max_backoff
 
         self.resource_version = ""  # the last one seen: where a watch resumes
+        self.listed_at: datetime | None = None  # when the last complete list began (wall clock, UTC)
         self.synced = threading.Event()  # set after the first complete list
         self.lists = 0
         self.watches = 0
@@ -92,6 +98,11 @@ class Informer:
         with self._lock:
             return list(self._cache.values())
 
+    def uids(self) -> set[str]:
+        """The uid of every cached object."""
+        with self._lock:
+            return set(self._uids)
+
     def key_for_uid(self, uid: str) -> str | None:
         """The key of the cached object with this uid."""
         with self._lock:
@@ -110,6 +121,7 @@ class Informer:
         """List every page, replace the cache and report the differences."""
         items: list[dict[str, Any]] = []
         token: str | None = None
+        started = datetime.now(UTC)
         while True:
             try:
                 page = kube.list_objects(
@@ -117,7 +129,7 @@ class Informer:
                 )
             except kube.ApiException as exc:
                 if exc.status == 410 and token:  # the continue token expired: start over
-                    items, token = [], None
+                    items, token, started = [], None, datetime.now(UTC)
                     continue
                 raise
             items.extend(page.items)
@@ -135,7 +147,13 @@ class Informer:
         self.resource_version = page.resource_version
         self._need_list = False
         self.lists += 1
+        self.listed_at = started
         self.synced.set()
+        if self.on_listed is not None:
+            try:
+                self.on_listed(self)
+            except Exception:
+                log.exception("%r: the list callback failed", self)
         return changes
 
     def watch_once(self) -> int:

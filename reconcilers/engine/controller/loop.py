@@ -5,7 +5,10 @@ whether it did any, so tests drive it step by step and `run()` is only the loop 
 renew or acquire the Lease when due; start the informers on becoming leader, stop them on losing it;
 enqueue the keys the informer threads handed off (dispatch.enqueue_many: one Redis round trip for the
 batch); write the Resource mirror updates (recording.resource_mirror_write: one transaction for the
-batch); pump the delayed and expired keys (dispatch.pump) every `pump_interval`; enqueue every cached key
+batch; an object found deleted gets its deletion recorded in it, recording.resource_deletions_record); after
+every (re-)list of a reconciled kind, record as deleted the mirror's live rows the cluster no longer has
+(recording.resource_mirror_sweep: objects deleted while no controller watched); pump the delayed and expired
+keys (dispatch.pump) every `pump_interval`; enqueue every cached key
 every `resync_seconds`; set the workqueue gauges (depth, unfinished work, longest running) from a queue
 depth count every `metrics_interval`. While the workqueue (Redis) cannot be reached, enqueues and pumps back off
 exponentially (`QUEUE_BACKOFF_MIN` doubling to `QUEUE_BACKOFF_MAX`) and the keys are kept: the loop neither
@@ -35,7 +38,7 @@ from reconcilers.engine.controller.events import (
     owner_keys,
     primary_wants_reconcile,
 )
-from reconcilers.engine.controller.handoff import Handoff, MirrorUpdate
+from reconcilers.engine.controller.handoff import Handoff, MirrorSweep, MirrorUpdate
 from reconcilers.engine.controller.informer import Informer
 from reconcilers.engine.controller.leader import LeaderElector
 
@@ -46,6 +49,10 @@ KindId = tuple[str, str]  # (group, plural)
 #: the pause before the next enqueue or pump after one failed (the workqueue's Redis away): doubling, capped
 QUEUE_BACKOFF_MIN = 0.1
 QUEUE_BACKOFF_MAX = 5.0
+#: the pause before a mirror sweep that failed (the database away) is tried again
+SWEEP_RETRY_SECONDS = 5.0
+#: how a deletion seen by a watch is described in its transitions' message
+DELETED_EVENT = "deleted from the cluster (the controller saw it go)"
 
 
 def _kind_id(kind: ResourceKind) -> KindId:
@@ -72,10 +79,25 @@ def _default_pump() -> int:
 
 
 def _default_mirror_write(updates: list[MirrorUpdate]) -> None:
+    """The batch in one transaction: live objects upserted, deleted ones recorded deleted (their kind's
+    reconciler known) or only marked deleted."""
+    from django.db import transaction
+
     from reconcilers.engine import recording
 
-    recording.resource_mirror_write([(u.kind, u.obj) for u in updates if not u.deleted],
-                                    [u.uid for u in updates if u.deleted])
+    gone = [recording.Deletion(u.reconciler, u.uid, u.obj, DELETED_EVENT) for u in updates
+            if u.deleted and u.reconciler is not None]
+    with transaction.atomic():
+        recording.resource_mirror_write([(u.kind, u.obj) for u in updates if not u.deleted],
+                                        [u.uid for u in updates if u.deleted and u.reconciler is None])
+        recording.resource_deletions_record(gone)
+
+
+def _default_mirror_sweep(reconciler: Reconciler, present: set[str], namespace: str | None,
+                          listed_at: Any) -> list[str]:
+    from reconcilers.engine import recording
+
+    return recording.resource_mirror_sweep(reconciler, present, namespace=namespace, listed_at=listed_at)
 
 
 def _default_queue_depths() -> dict[str, Any]:
@@ -134,6 +156,7 @@ class Controller:
         enqueue: Callable[[str], bool] | None = None,
         pump: Callable[[], int] | None = None,
         mirror_write: Callable[[list[MirrorUpdate]], None] | None = None,
+        mirror_sweep: Callable[[Reconciler, set[str], str | None, Any], list[str]] | None = None,
         mirror: bool = True,
         resync_seconds: float | None = None,
         pump_interval: float = 0.2,
@@ -153,6 +176,9 @@ class Controller:
         self.pump = pump or _default_pump
         self.mirror = mirror
         self.mirror_write = mirror_write or _default_mirror_write
+        self.mirror_sweep = mirror_sweep or _default_mirror_sweep
+        self.swept = 0  # mirror rows recorded deleted by sweeps (for tests and logs)
+        self._sweep_retry_at = -float("inf")
         self.resync_seconds = default_resync_seconds() if resync_seconds is None else resync_seconds
         self.pump_interval = pump_interval
         self.batch_size = batch_size
@@ -164,6 +190,7 @@ class Controller:
 
         # which kinds are reconciled, which are owned, and by whom
         self.primary: dict[KindId, ResourceKind] = {}
+        self.reconciler_of: dict[KindId, Reconciler] = {_kind_id(r.resource): r for r in self.reconcilers}
         self.controller_names: dict[KindId, str] = {_kind_id(r.resource): r.name for r in self.reconcilers}
         self.owners_of: dict[KindId, list[ResourceKind]] = {}
         self.kinds: dict[KindId, ResourceKind] = {}
@@ -201,11 +228,18 @@ class Controller:
             if primary_wants_reconcile(event):
                 self.handoff.put_key(event.key)
             if self.mirror and event.uid:
-                self.handoff.put_mirror(MirrorUpdate(event.kind, event.uid, event.obj, event.type == DELETED))
+                self.handoff.put_mirror(MirrorUpdate(event.kind, event.uid, event.obj, event.type == DELETED,
+                                                     self.reconciler_of.get(kid)))
         owners = self.owners_of.get(kid)
         if owners and child_changed(event):
             for key in sorted(owner_keys(event, owners, self._lookup_owner)):
                 self.handoff.put_key(key)
+
+    def _listed(self, informer: Informer) -> None:
+        """An informer completed a list (informer thread): a reconciled kind's mirror is swept in the loop."""
+        kid = _kind_id(informer.kind)
+        if self.mirror and kid in self.primary and informer.listed_at is not None:
+            self.handoff.put_sweep(MirrorSweep(kid, informer.listed_at))
 
     # -- informers -----------------------------------------------------------------------------------------
 
@@ -214,7 +248,8 @@ class Controller:
         # owner kinds first, so their caches (uid -> key) fill before the children's events arrive
         order = sorted(self.kinds, key=lambda kid: kid not in self.primary)
         self.informers = {
-            kid: Informer(self.api, self.kinds[kid], self.handle, **self.informer_options) for kid in order
+            kid: Informer(self.api, self.kinds[kid], self.handle, on_listed=self._listed, **self.informer_options)
+            for kid in order
         }
         for informer in self.informers.values():
             informer.start()
@@ -275,6 +310,7 @@ class Controller:
             return did
         did |= self._enqueue_handed_off()
         did |= self._write_mirror()
+        did |= self._sweep_mirror()
         now = self.clock()
         if now >= self._next_pump and now >= self._queue_retry_at:
             self._next_pump = now + self.pump_interval
@@ -351,6 +387,34 @@ class Controller:
                     self.mirror_write([update])
                 except Exception:
                     log.exception("controller: mirror update of %s failed", update.uid)
+        return True
+
+    def _sweep_mirror(self) -> bool:
+        """Record as deleted the live mirror rows of each kind just (re-)listed that its informer's cache (the
+        cluster, as of now) does not have. A sweep that fails is tried again after SWEEP_RETRY_SECONDS."""
+        if self.clock() < self._sweep_retry_at:
+            return False
+        sweeps = self.handoff.take_sweeps()
+        if not sweeps:
+            return False
+        _close_old_db_connections()
+        for i, sweep in enumerate(sweeps):
+            informer = self.informers.get(sweep.kind)
+            if informer is None:
+                continue
+            try:
+                gone = self.mirror_sweep(self.reconciler_of[sweep.kind], informer.uids(), informer.namespace,
+                                         sweep.listed_at)
+            except Exception:
+                log.warning("controller: mirror sweep of %s failed; retrying in %.0fs", informer,
+                            SWEEP_RETRY_SECONDS, exc_info=True)
+                self.handoff.put_sweeps_back(sweeps[i:])
+                self._sweep_retry_at = self.clock() + SWEEP_RETRY_SECONDS
+                return True
+            self.swept += len(gone)
+            if gone:
+                log.info("controller: %d %s gone from the cluster while unwatched, recorded deleted", len(gone),
+                         informer.kind.plural)
         return True
 
     def resync(self) -> bool:
