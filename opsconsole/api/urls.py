@@ -6,7 +6,7 @@ from django.urls import URLPattern, include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, SpectacularSwaggerView
 from rest_framework.routers import SimpleRouter
 
-from opsconsole.api import actions, by_key, reads, tokens
+from opsconsole.api import actions, by_key, reads, revisions, tokens
 from opsconsole.api.pagination import NewestFirstPagination
 
 router = SimpleRouter(trailing_slash=False)
@@ -47,6 +47,7 @@ urlpatterns = [
     path("redoc", SpectacularRedocView.as_view(url_name="schema"), name="redoc"),
     path("resources/reconcile", actions.BulkReconcileView.as_view(), name="resource-reconcile-bulk"),
     path("resources/<str:pk>/reconcile", actions.ResourceReconcileView.as_view(), name="resource-reconcile"),
+    path("resources/<str:pk>/revisions", revisions.ResourceRevisionsView.as_view(), name="resource-revisions"),
     path("transitions.csv", reads.TransitionCsvExportView.as_view(), name="transition-export-csv"),
     path("transitions.jsonl", reads.TransitionJsonlExportView.as_view(), name="transition-export-jsonl"),
     path("queue", reads.QueueView.as_view(), name="queue"),

@@ -82,6 +82,7 @@ def test_a_forged_failed_on_an_object_still_pending_does_not_stick(integration, 
              "status")
     dispatch.enqueue(key)
     wait_for(lambda: live_status(kapi, namespace, "rolling").get("phase") == "Pending", timeout=30, interval=0.1)
+    wait_idle(dispatch.get_queue())  # the status is written before the run's record commits
     assert list(Transition.objects.filter(resource_uid=uid).values_list("to_phase", flat=True)) == ["Pending"]
     assert Anomaly.objects.filter(resource__uid=uid, actor="manager:kubectl-patch", to_phase="Failed").count() == 1
 

@@ -1,5 +1,6 @@
 """One resource: phase, conditions, spec/status YAML, its state machine with the current state and its path,
-the transition timeline, runs, children, Kubernetes Events, and "Reconcile now" with the request's progress."""
+the transition timeline, the spec revisions (who changed what, a diff between any two generations), runs,
+children, Kubernetes Events, and "Reconcile now" with the request's progress."""
 
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ from opsconsole.console.security import console_action, console_page
 from reconcilers.models import ReconcileRequest, Resource
 from reconcilers.services.audit_status import audit_chain_status
 from reconcilers.services.reconcile_actions import ObjectNotFound, ReconcileRequestError, resource_reconcile
+from reconcilers.services.revisions import resource_revisions, revision_compare, revision_compare_default
 from reconcilers.services.selectors import kinds, resources, stats
 
 FRAGMENTS = {
@@ -28,6 +30,7 @@ FRAGMENTS = {
     "timeline": "console/_detail_timeline.html",
     "runs": "console/_detail_runs.html",
     "request": "console/_detail_request.html",
+    "revisions": "console/_detail_revisions.html",
 }
 
 
@@ -57,6 +60,12 @@ def resource_detail(request: HttpRequest, pk: int) -> HttpResponse:
         ) if info else None
     if want("timeline"):
         context["timeline"] = list(resources.resource_transitions(obj).order_by("-seq")[:100])
+    if want("revisions"):
+        context["revisions"] = list(resource_revisions(obj)[:100])
+        wanted_from, wanted_to = request.GET.get("from", ""), request.GET.get("to", "")
+        context["compare"] = (revision_compare(obj, wanted_from, wanted_to) if wanted_from and wanted_to
+                              else revision_compare_default(obj))
+        context["compare_missing"] = bool(wanted_from and wanted_to) and context["compare"] is None
     if want("runs"):
         context["runs"] = list(resources.resource_runs(obj).order_by("-started_at", "-id")[:50])
     if want("request"):

@@ -18,7 +18,6 @@ from reconcilers.core.types import PermanentError, Result, TemporaryError
 from reconcilers.engine import kube, step
 from reconcilers.engine.step import PlannedTransition, QueueAction
 from tests.reconcilers.testkinds import FINALIZER, GADGET, MACHINE, gadget
-from tests.support.status_patch import patch_status
 
 pytestmark = pytest.mark.integration
 
