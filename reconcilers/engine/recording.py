@@ -563,7 +563,8 @@ def _anomaly_record(resource: Resource, change: PhaseChange, machine: StateMachi
     """The Anomaly for this refused change at this generation: the existing one, or a new one."""
     existing = (
         Anomaly.objects.filter(
-            resource=resource, from_phase=resource.phase, to_phase=change.to_phase, generation=resource.generation
+            resource=resource, from_phase=resource.phase, to_phase=change.to_phase, generation=resource.generation,
+            category=AnomalyCategory.REFUSED,
         )
         .values_list("id", flat=True)
         .first()
