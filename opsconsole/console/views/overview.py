@@ -13,7 +13,7 @@ from opsconsole.console.charts import overview_charts
 from opsconsole.console.diagrams import state_machine_svg
 from opsconsole.console.live import page
 from opsconsole.console.security import console_page
-from reconcilers.services.selectors import kinds, queue, stats, transitions
+from reconcilers.services.selectors import kinds, queue, resources, stats, transitions
 
 FRAGMENTS = {
     "machines": "console/_overview_machines.html",
@@ -31,7 +31,12 @@ def _machines(namespaces: frozenset[str] | None) -> list[dict[str, object]]:
     out = []
     for k in kind_list:
         kind = k["kind"]
-        per_state = counts.get(kind, {})
+        per_state = dict(counts.get(kind, {}))
+        total = sum(per_state.values())  # live resources
+        for state in k["state_machine"]["terminal"]:  # Deleted: every resource recorded there, deleted ones too
+            per_state[state] = resources.resource_list(resources.ResourceFilters(
+                kind=f"{k['plural']}.{k['group']}" if k["group"] else k["plural"], phase=state, include_deleted=True),
+                namespaces=namespaces).count()
 
         def href(state: str, kind: str = kind) -> str:
             return reverse("console:resources") + "?" + urlencode({"kind": kind, "phase": state})
@@ -41,7 +46,7 @@ def _machines(namespaces: frozenset[str] | None) -> list[dict[str, object]]:
             hour=figures[kind]["hour"], day=figures[kind]["day"], dwell=figures[kind]["dwell"],
             state_href=href, label=kind,
         )
-        out.append({"kind": kind, "info": k, "svg": svg, "total": sum(per_state.values()),
+        out.append({"kind": kind, "info": k, "svg": svg, "total": total,
                     "unphased": per_state.get("", 0)})
     return out
 

@@ -23,7 +23,7 @@ from reconcilers.services.selectors import kinds, resources
 from reconcilers.services.selectors.filters import InvalidFilter
 
 FRAGMENTS = {"rows": "console/_resources_rows.html"}
-FILTER_KEYS = ("kind", "namespace", "phase", "selector", "q", "stuck", "lag", "sort", "size")
+FILTER_KEYS = ("kind", "namespace", "phase", "selector", "q", "stuck", "lag", "deleted", "sort", "size")
 SORTS = [("name", "Name"), ("namespace", "Namespace"), ("kind", "Kind"), ("phase", "Phase"),
          ("since", "Time in phase"), ("last", "Last reconcile")]
 
@@ -37,10 +37,13 @@ def _filters(get: Any) -> tuple[resources.ResourceFilters, list[str]]:
         except ValueError:
             errors.append("stuck: give minutes as a number")
     lag = {"1": True, "0": False}.get(get.get("lag", ""))
+    phase = get.get("phase", "")[:63]
+    # deleted objects stay on record: listed with `deleted=1`, or when a terminal phase (Deleted) is asked for
+    terminal = {s for k in kinds.kind_list() for s in k["state_machine"]["terminal"]}
     return resources.ResourceFilters(
-        kind=get.get("kind", "")[:253], namespace=get.get("namespace", "")[:63], phase=get.get("phase", "")[:63],
+        kind=get.get("kind", "")[:253], namespace=get.get("namespace", "")[:63], phase=phase,
         selector=get.get("selector", "")[:1024], search=get.get("q", "")[:253], stuck_for=stuck,
-        generation_lag=lag), errors
+        generation_lag=lag, include_deleted=get.get("deleted") == "1" or phase in terminal), errors
 
 
 def _object_of(r: Any) -> dict[str, Any]:
