@@ -1,6 +1,6 @@
 """The resource endpoints addressed the way Kubernetes names an object, next to the database id:
 
-    /api/v1/kinds/{group}/{kind}/namespaces/{namespace}/{name}[/transitions|/reconciles|/events|/reconcile]
+    /api/v1/kinds/{group}/{kind}/namespaces/{namespace}/{name}[/transitions|/reconciles|/events|/revisions|…]
     /api/v1/kinds/{group}/{kind}/{name}[/…]                     (a cluster-scoped object)
     /api/v1/resources/by-uid/{uid}[/…]
 
@@ -22,7 +22,7 @@ from rest_framework.exceptions import NotFound
 from rest_framework.request import Request
 
 from opsconsole.accounts.roles import user_namespaces
-from opsconsole.api import actions, reads
+from opsconsole.api import actions, reads, revisions
 from reconcilers.models import Resource
 from reconcilers.services.selectors.filters import namespace_q
 from reconcilers.services.selectors.resources import kind_names
@@ -101,6 +101,17 @@ class _ReconcileByAddress(_AddressedMixin, actions.ResourceReconcileView):
             raise _not_found(exc) from exc
 
 
+class _RevisionsByAddress(_AddressedMixin, revisions.ResourceRevisionsView):
+    def _resource(self, pk: str | None) -> Resource:
+        try:
+            return resolve(self.address, namespaces=self.namespaces)
+        except Resource.DoesNotExist as exc:
+            raise _not_found(exc) from exc
+
+
+COMPARE = [OpenApiParameter("from", int, description="a generation to compare (with `to`)"),
+           OpenApiParameter("to", int, description="another generation")]
+
 FORMS = {
     "namespaced": ("kinds_namespaced", "by Kubernetes key (namespaced)"),
     "cluster": ("kinds_cluster", "by Kubernetes key (cluster-scoped)"),
@@ -120,7 +131,7 @@ DESCRIPTION = ("The same as the endpoint by database id, addressed {how}. When t
                "most recently created. An object outside your namespaces answers 404.")
 
 
-def _views(form: str) -> tuple[type, type]:
+def _views(form: str) -> tuple[type, type, type]:
     op, how = FORMS[form]
     names = {"namespaced": ("group", "kind", "namespace", "name"), "cluster": ("group", "kind", "name"),
              "uid": ("uid",)}[form]
@@ -141,7 +152,12 @@ def _views(form: str) -> tuple[type, type]:
         post=extend_schema(operation_id=f"{op}_reconcile", summary=f"Request a reconcile of one resource, {how}",
                            **{**common, "parameters": [*common["parameters"], actions.IDEMPOTENCY_HEADER]}),
     )(type(f"ReconcileBy{form.title()}View", (_ReconcileByAddress,), {"__doc__": f"Reconcile one resource {how}."}))
-    return reads_view, reconcile_view
+    revisions_view = extend_schema_view(
+        get=extend_schema(operation_id=f"{op}_revisions",
+                          summary=f"The resource's spec revisions (newest first), with actor and diff, {how}",
+                          **{**common, "parameters": [*common["parameters"], *COMPARE]}),
+    )(type(f"RevisionsBy{form.title()}View", (_RevisionsByAddress,), {"__doc__": f"Spec revisions {how}."}))
+    return reads_view, reconcile_view, revisions_view
 
 
 VIEWS = {form: _views(form) for form in FORMS}

@@ -24,7 +24,7 @@ ADDRESSES = {
 
 def _addressed(form: str, prefix: str) -> list[URLPattern]:
     """The resource endpoints under one addressing form (the same sub-paths as `resources/{id}`)."""
-    viewset, reconcile = by_key.VIEWS[form]
+    viewset, reconcile, revisions_view = by_key.VIEWS[form]
 
     def view(action: str, **initkwargs: object) -> object:
         return viewset.as_view({"get": action}, detail=True, basename=f"resource-{form}", **initkwargs)
@@ -36,6 +36,7 @@ def _addressed(form: str, prefix: str) -> list[URLPattern]:
         path(f"{prefix}/reconciles", view("reconciles", pagination_class=NewestFirstPagination),
              name=f"resource-{form}-reconciles"),
         path(f"{prefix}/events", view("events", pagination_class=None), name=f"resource-{form}-events"),
+        path(f"{prefix}/revisions", revisions_view.as_view(), name=f"resource-{form}-revisions"),
         path(f"{prefix}/reconcile", reconcile.as_view(), name=f"resource-{form}-reconcile"),
     ]
 

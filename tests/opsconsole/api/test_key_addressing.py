@@ -136,3 +136,17 @@ def test_a_reconcile_asked_by_key_makes_a_request_and_an_action_record_as_by_id(
     assert operator.post(f"{base}/reconcile", {}, format="json").status_code == 400
     assert ActionRecord.objects.order_by("-id").first().outcome == "rejected"
     assert ReconcileRequest.objects.count() == 1
+
+
+@pytest.mark.django_db
+def test_the_spec_revisions_answer_by_key_and_uid_within_ones_namespaces(as_user):
+    from tests.opsconsole.api.test_revisions import revise
+
+    res = f.resource("rv", "shop")
+    revise(res, 1, {"size": 1}, "kubectl-client-side-apply", "2030-01-01T00:00:00Z")
+    revise(res, 2, {"size": 4}, "kubectl-edit", "2030-01-01T00:01:00Z")
+    client = as_user("viewer", ["shop"])
+    for base in (MC.format(kind="memcacheds", ns="shop", name="rv"), f"/api/v1/resources/by-uid/{res.uid}"):
+        body = client.get(f"{base}/revisions?from=1&to=2").json()
+        assert [r["generation"] for r in body["results"]] == [2, 1] and body["compare"]["from"] == 1
+    assert as_user("viewer", ["bank"]).get(f"/api/v1/resources/by-uid/{res.uid}/revisions").status_code == 404
