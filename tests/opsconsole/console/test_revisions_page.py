@@ -17,7 +17,8 @@ def test_the_detail_page_lists_revisions_and_diffs_two_generations(as_role):
     assert "manager:kubectl-edit" in html and "manager:argocd-controller" in html
     assert "Generation 2 → 3" in html and "spec/image" in html  # the newest against the one before by default
     html = client.get(f"/resources/{res.pk}/?from=1&to=3").content.decode()
-    assert "Generation 1 → 3" in html and "<pre class=\"yaml\">1</pre>" in html and "<pre class=\"yaml\">5</pre>" in html
+    assert "Generation 1 → 3" in html
+    assert '<pre class="yaml">1</pre>' in html and '<pre class="yaml">5</pre>' in html
     html = client.get(f"/resources/{res.pk}/?from=1&to=7").content.decode()
     assert "Pick two generations that have revisions" in html
     fragment = client.get(f"/resources/{res.pk}/?_live=revisions").content.decode()
