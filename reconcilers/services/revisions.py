@@ -1,4 +1,5 @@
-"""Spec revisions of a resource (read-only): the list, newest first, and the diff between any two generations.
+"""Spec revisions of a resource (read-only): the list, newest first, and the diff between any two generations;
+and the out-of-band status changes (a phase another field manager wrote), newest first.
 
 Revisions are recorded by the engine (`recording.revision_record`) once per generation, with the managedFields
 manager(s) of the changed fields as actor; the diff between two is computed here from their stored specs
@@ -14,7 +15,7 @@ from typing import Any
 from django.db.models import QuerySet
 
 from reconcilers.core.meta import spec_diff
-from reconcilers.models import Resource, SpecRevision
+from reconcilers.models import Anomaly, AnomalyCategory, Resource, SpecRevision
 
 
 def resource_revisions(resource: Resource) -> QuerySet[SpecRevision]:
@@ -60,3 +61,10 @@ def revision_compare_default(resource: Resource) -> RevisionCompare | None:
     if len(newest) < 2:
         return None
     return RevisionCompare(newest[1], newest[0], spec_diff(newest[1].spec, newest[0].spec))
+
+
+def resource_out_of_band(resource: Resource, limit: int = 20) -> list[Anomaly]:
+    """The resource's out-of-band status changes (phases written by another field manager than the engine,
+    never recorded as transitions), newest first."""
+    return list(Anomaly.objects.filter(resource=resource, category=AnomalyCategory.OUT_OF_BAND)
+                .order_by("-created_at", "-id")[:limit])

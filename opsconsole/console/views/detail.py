@@ -21,7 +21,12 @@ from opsconsole.console.security import console_action, console_page
 from reconcilers.models import ReconcileRequest, Resource
 from reconcilers.services.audit_status import audit_chain_status
 from reconcilers.services.reconcile_actions import ObjectNotFound, ReconcileRequestError, resource_reconcile
-from reconcilers.services.revisions import resource_revisions, revision_compare, revision_compare_default
+from reconcilers.services.revisions import (
+    resource_out_of_band,
+    resource_revisions,
+    revision_compare,
+    revision_compare_default,
+)
 from reconcilers.services.selectors import kinds, resources, stats
 
 FRAGMENTS = {
@@ -60,6 +65,7 @@ def resource_detail(request: HttpRequest, pk: int) -> HttpResponse:
         ) if info else None
     if want("timeline"):
         context["timeline"] = list(resources.resource_transitions(obj).order_by("-seq")[:100])
+        context["out_of_band"] = resource_out_of_band(obj)
     if want("revisions"):
         context["revisions"] = list(resource_revisions(obj)[:100])
         wanted_from, wanted_to = request.GET.get("from", ""), request.GET.get("to", "")

@@ -28,3 +28,13 @@ def test_the_detail_page_lists_revisions_and_diffs_two_generations(as_role):
 def test_no_revisions_yet_says_so(as_role):
     res = f.resource("none")
     assert "No spec revisions yet" in as_role("viewer").get(f"/resources/{res.pk}/").content.decode()
+
+
+def test_the_detail_page_lists_out_of_band_status_changes_with_their_manager(as_role):
+    from reconcilers.models import Anomaly, AnomalyCategory
+
+    res = f.resource("forged", phase="Running")
+    Anomaly.objects.create(resource=res, from_phase="Running", to_phase="Failed", reason="Forged", message="planted",
+                           actor="manager:kubectl-patch", category=AnomalyCategory.OUT_OF_BAND)
+    html = as_role("viewer").get(f"/resources/{res.pk}/").content.decode()
+    assert 'id="out-of-band"' in html and "manager:kubectl-patch" in html and "Forged" in html
