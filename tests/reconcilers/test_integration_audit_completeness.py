@@ -128,8 +128,6 @@ def test_an_annotation_request_is_a_request_a_manual_run_and_an_action_record(in
     settled(uid, "Running")
     token = "2030-01-01T00:00:00.000001Z"
     patch_as(kapi, "kubectl-annotate", namespace, "asked", {"metadata": {"annotations": {annotation: token}}})
-    if annotation == FLUX_REQUESTED_AT:
-        dispatch.enqueue(key)  # the controller's event filter watches opsconsole's annotation only (for now)
     wait_for(lambda: ReconcileRequest.objects.filter(key=key, token=token, state=RequestState.SUCCEEDED).exists(),
              timeout=30, interval=0.1)
     request = ReconcileRequest.objects.get(key=key, token=token)

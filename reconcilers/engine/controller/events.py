@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from reconcilers.core.meta import RECONCILE_REQUESTED_AT, controller_ref
+from reconcilers.core.meta import FLUX_REQUESTED_AT, RECONCILE_REQUESTED_AT, controller_ref
 from reconcilers.core.reconciler import ResourceKind
 
 ADDED, MODIFIED, DELETED = "ADDED", "MODIFIED", "DELETED"
@@ -65,7 +65,10 @@ def primary_wants_reconcile(event: InformerEvent) -> bool:
         new.get("generation") != old.get("generation")
         or new.get("deletionTimestamp") != old.get("deletionTimestamp")
         or (new.get("finalizers") or []) != (old.get("finalizers") or [])
-        or annotation(event.obj, RECONCILE_REQUESTED_AT) != annotation(event.old, RECONCILE_REQUESTED_AT)
+        # a reconcile asked through the annotation, opsconsole's or Flux's (the runner decides whether the Flux
+        # spelling counts, OPSCONSOLE_FLUX_REQUESTED_AT; a reconcile it runs meanwhile is harmless)
+        or any(annotation(event.obj, name) != annotation(event.old, name)
+               for name in (RECONCILE_REQUESTED_AT, FLUX_REQUESTED_AT))
     )
 
 

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import copy
 
-from reconcilers.core.meta import RECONCILE_REQUESTED_AT
+import pytest
+
+from reconcilers.core.meta import FLUX_REQUESTED_AT, RECONCILE_REQUESTED_AT
 from reconcilers.core.reconciler import ResourceKind
 from reconcilers.engine.controller.events import (
     InformerEvent,
@@ -82,10 +84,11 @@ def test_a_deletion_timestamp_enqueues():
     assert primary_wants_reconcile(modified(memcached(), delete))
 
 
-def test_the_manual_reconcile_annotation_enqueues_when_set_and_when_changed():
+@pytest.mark.parametrize("name", [RECONCILE_REQUESTED_AT, FLUX_REQUESTED_AT])
+def test_the_manual_reconcile_annotation_enqueues_when_set_and_when_changed(name):
     def annotate(token):
         def mutate(o):
-            o["metadata"].setdefault("annotations", {})[RECONCILE_REQUESTED_AT] = token
+            o["metadata"].setdefault("annotations", {})[name] = token
 
         return mutate
 
