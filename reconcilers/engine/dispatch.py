@@ -8,7 +8,9 @@ workqueue's delayed set and `pump()` releases them when due.
 Settings read here (all optional): `REDIS_URL`; `OPSCONSOLE_WORKQUEUE_NAME` (default: the Celery queue name,
 so a private Celery queue gets a private workqueue); `OPSCONSOLE_WORKQUEUE_LEASE_SECONDS` (30);
 `OPSCONSOLE_WORKQUEUE_BACKOFF_BASE` (0.005); `OPSCONSOLE_WORKQUEUE_BACKOFF_CAP` (1000);
-`OPSCONSOLE_WORKQUEUE_QPS` (10); `OPSCONSOLE_WORKQUEUE_BURST` (100); `OPSCONSOLE_WORKQUEUE_REDISPATCH_AFTER` (300).
+`OPSCONSOLE_WORKQUEUE_QPS` (10); `OPSCONSOLE_WORKQUEUE_BURST` (100); `OPSCONSOLE_WORKQUEUE_UNCLAIMED_AFTER` (5: a
+key marked sent but not claimed by a worker that long is sent again, the wait doubling per copy up to
+`OPSCONSOLE_WORKQUEUE_REDISPATCH_AFTER`, 300, the longest wait between copies).
 """
 
 from __future__ import annotations
@@ -45,6 +47,7 @@ def get_queue() -> WorkQueue:
     with _lock:
         queue = _queues.get(ident)
         if queue is None:
+            unclaimed = float(getattr(settings, "OPSCONSOLE_WORKQUEUE_UNCLAIMED_AFTER", 5.0))
             queue = WorkQueue(
                 redis.Redis.from_url(settings.REDIS_URL),
                 name=ident[2],
@@ -53,7 +56,8 @@ def get_queue() -> WorkQueue:
                 backoff_cap=float(getattr(settings, "OPSCONSOLE_WORKQUEUE_BACKOFF_CAP", 1000.0)),
                 bucket_qps=float(getattr(settings, "OPSCONSOLE_WORKQUEUE_QPS", 10.0)),
                 bucket_burst=int(getattr(settings, "OPSCONSOLE_WORKQUEUE_BURST", 100)),
-                redispatch_after=float(getattr(settings, "OPSCONSOLE_WORKQUEUE_REDISPATCH_AFTER", 300.0)),
+                redispatch_after=unclaimed,
+                redispatch_max=max(unclaimed, float(getattr(settings, "OPSCONSOLE_WORKQUEUE_REDISPATCH_AFTER", 300.0))),
             )
             _queues[ident] = queue
         return queue
@@ -78,6 +82,14 @@ def enqueue(key: str) -> bool:
     return dispatch([key]) == 1 if get_queue().add(key) else False
 
 
+def enqueue_now(key: str) -> bool:
+    """Queue key and make sure a task for it is on its way (manual requests): a key already queued but not
+    processing is sent again, for its task may have been lost (a copy of one that was only waiting finds nothing
+    to claim). False: the key is processing, and its run's done() sends it again."""
+    queue = get_queue()
+    return dispatch([key]) == 1 if queue.add(key) or queue.retry_now(key) else False
+
+
 def enqueue_many(keys: list[str]) -> list[str]:
     """`enqueue` for several keys: one workqueue round trip, one broker connection. Returns the keys sent."""
     sent = get_queue().add_many(keys)
@@ -99,7 +111,8 @@ def done(key: str, owner: str) -> bool:
 
 
 def retry_now(key: str) -> bool:
-    """Admin: reconcile a delayed/backing-off key now. True when a task was sent."""
+    """Admin: reconcile a delayed/backing-off key now, or re-send a queued key whose task may be lost (stuck in
+    "sent"). True when a task was sent."""
     return dispatch([key]) == 1 if get_queue().retry_now(key) else False
 
 

@@ -13,10 +13,15 @@ It has client-go's workqueue semantics (DESIGN.md §3), with Celery as the trans
   never Celery ETA/countdown, which the Redis broker redelivers after its visibility timeout.
 - `failures` (hash key → count) and `bucket` (hash tokens/ts): controller-runtime's default rate limiter,
   MaxOf(per-key exponential backoff base·2^n capped, overall token bucket qps/burst).
-- `dispatched` (sorted set key → time the key was handed to the broker): a dirty key that was dispatched
-  but never claimed within `redispatch_after` (its task was lost) is dispatched again by `reap_expired()`.
-  The task may only be waiting behind a long backlog, so the copies are claimed `only_if_dirty`: the first
-  task to claim consumes the dirty mark, and every later copy finds nothing queued and does nothing.
+- `dispatched` (sorted set key → when its "sent" mark is due for a check) and `resent` (hash key → copies
+  re-sent): a key is marked sent before its task is handed to the broker, so a process killed in between
+  (the controller during a burst, a worker between `done()` and the send) leaves a key marked sent whose task
+  never was. A dirty key not claimed within `redispatch_after` (a few seconds) is dispatched again by
+  `reap_expired()`, and again after each doubling of that wait, capped at `redispatch_max`. The task may only
+  be waiting behind a long backlog, so the copies are claimed `only_if_dirty`: the first task to claim
+  consumes the dirty mark, and every later copy finds nothing queued and does nothing (one Redis call); the
+  doubling bounds the copies of one waiting key to about log2(backlog / redispatch_after). `retry_now()` (the
+  admin control, and manual reconcile requests) sends a key stuck in "sent" at once.
 
 Every state change is one Lua script (atomic). All keys live under `wq:{<name>}:` (one hash slot), so several
 queues share a Redis. Times come from the injected `clock`, or from Redis `TIME` when none is given, so
@@ -33,10 +38,11 @@ from typing import Any
 
 import redis
 
-_PARTS = ("dirty", "processing", "leases", "delayed", "failures", "bucket", "dispatched")
+_PARTS = ("dirty", "processing", "leases", "delayed", "failures", "bucket", "dispatched", "resent")
 
-# KEYS: 1 dirty, 2 processing, 3 leases, 4 delayed, 5 failures, 6 bucket, 7 dispatched. ARGV[1]: now, or < 0
-# for the Redis server's clock. Times are formatted with 6 decimals: Lua numbers returned to Redis truncate.
+# KEYS: 1 dirty, 2 processing, 3 leases, 4 delayed, 5 failures, 6 bucket, 7 dispatched, 8 resent. ARGV[1]: now,
+# or < 0 for the Redis server's clock. Times are formatted with 6 decimals: Lua numbers returned to Redis truncate.
+# RESEND and RESEND_MAX (the queue's redispatch_after and redispatch_max) are set per queue by the prologue.
 _PRELUDE = """
 local now = tonumber(ARGV[1])
 if now < 0 then local t = redis.call('TIME'); now = tonumber(t[1]) + tonumber(t[2]) / 1000000 end
@@ -46,13 +52,17 @@ local function owner_of(key)
   if raw then return cjson.decode(raw) end
   return nil
 end
+local function sent(key)  -- key handed to the broker now: check that a worker claimed it after RESEND s
+  redis.call('ZADD', KEYS[7], f(now + RESEND), key)
+  redis.call('HDEL', KEYS[8], key)
+  return 1
+end
 local function mark(key, at)  -- make key dirty (queued at `at`); 1 when the caller must dispatch it now
   if redis.call('ZSCORE', KEYS[1], key) then return 0 end
   redis.call('ZADD', KEYS[1], at or f(now), key)
   redis.call('ZREM', KEYS[4], key)
   if redis.call('HEXISTS', KEYS[2], key) == 1 then return 0 end
-  redis.call('ZADD', KEYS[7], f(now), key)
-  return 1
+  return sent(key)
 end
 local function delay(key, due)  -- the earlier of the new and any existing due time wins
   local cur = tonumber(redis.call('ZSCORE', KEYS[4], key))
@@ -101,6 +111,7 @@ if cur then
 end
 local queued = redis.call('ZSCORE', KEYS[1], key) or (cur and cur.owner == owner and cur.queued) or f(now)
 redis.call('ZREM', KEYS[1], key); redis.call('ZREM', KEYS[4], key); redis.call('ZREM', KEYS[7], key)
+redis.call('HDEL', KEYS[8], key)
 local expires = now + lease
 redis.call('HSET', KEYS[2], key, cjson.encode({owner = owner, since = f(since), expires = f(expires),
   queued = queued}))
@@ -122,8 +133,7 @@ local cur = owner_of(key)
 if not cur or cur.owner ~= ARGV[3] then return 0 end
 redis.call('HDEL', KEYS[2], key); redis.call('ZREM', KEYS[3], key)
 if not redis.call('ZSCORE', KEYS[1], key) then return 0 end
-redis.call('ZADD', KEYS[7], f(now), key)
-return 1
+return sent(key)
 """,
     "release_due": """
 local out = {}
@@ -146,16 +156,17 @@ for _, key in ipairs(redis.call('ZRANGEBYSCORE', KEYS[3], '-inf', f(now), 'LIMIT
   else
     redis.call('HDEL', KEYS[2], key); redis.call('ZREM', KEYS[3], key)
     if not redis.call('ZSCORE', KEYS[1], key) then redis.call('ZADD', KEYS[1], f(now), key) end
-    redis.call('ZADD', KEYS[7], f(now), key)
+    sent(key)
     table.insert(out, key)
   end
 end
-local stale = redis.call('ZRANGEBYSCORE', KEYS[7], '-inf', f(now - tonumber(ARGV[3])), 'LIMIT', 0, limit)
+local stale = redis.call('ZRANGEBYSCORE', KEYS[7], '-inf', f(now), 'LIMIT', 0, limit)
 for _, key in ipairs(stale) do
   if redis.call('HEXISTS', KEYS[2], key) == 1 or not redis.call('ZSCORE', KEYS[1], key) then
-    redis.call('ZREM', KEYS[7], key)
-  else
-    redis.call('ZADD', KEYS[7], f(now), key)
+    redis.call('ZREM', KEYS[7], key); redis.call('HDEL', KEYS[8], key)
+  else  -- marked sent, never claimed: its task was lost (or waits in a backlog: the copy then finds nothing)
+    local n = redis.call('HINCRBY', KEYS[8], key, 1)
+    redis.call('ZADD', KEYS[7], f(now + math.min(RESEND_MAX, RESEND * 2 ^ math.min(n, 60))), key)
     table.insert(out, key)
   end
 end
@@ -209,9 +220,13 @@ end
 return flat
 """,
     "retry_now": """
-if not redis.call('ZSCORE', KEYS[4], ARGV[2]) then return 0 end
-redis.call('ZREM', KEYS[4], ARGV[2])
-return mark(ARGV[2])
+local key = ARGV[2]
+local was_delayed = redis.call('ZREM', KEYS[4], key) == 1
+if was_delayed and mark(key) == 1 then return 1 end
+if redis.call('ZSCORE', KEYS[1], key) and redis.call('HEXISTS', KEYS[2], key) == 0 then
+  return sent(key)  -- queued, not processing: maybe stuck in "sent"; a copy is harmless (claimed only if dirty)
+end
+return 0
 """,
 }
 
@@ -300,13 +315,18 @@ class WorkQueue:
         backoff_cap: float = 1000.0,
         bucket_qps: float = 10.0,
         bucket_burst: int = 100,
-        redispatch_after: float = 300.0,
+        redispatch_after: float = 5.0,
+        redispatch_max: float | None = None,
         batch: int = 500,
         clock: Callable[[], float] | None = None,
     ) -> None:
         """`clock` None uses the Redis server's clock (consistent across hosts); tests inject a fake one.
-        `bucket_qps` <= 0 disables the token bucket. `batch` bounds the keys one release/reap step moves."""
-        if lease_seconds <= 0 or backoff_base < 0 or backoff_cap < backoff_base or bucket_burst < 1 or batch < 1:
+        `bucket_qps` <= 0 disables the token bucket. `batch` bounds the keys one release/reap step moves.
+        A key marked sent but not claimed within `redispatch_after` seconds is re-sent, then again after a wait
+        doubling up to `redispatch_max` (None: no doubling, every `redispatch_after`)."""
+        redispatch_max = redispatch_after if redispatch_max is None else redispatch_max
+        if (lease_seconds <= 0 or backoff_base < 0 or backoff_cap < backoff_base or bucket_burst < 1 or batch < 1
+                or redispatch_after <= 0 or redispatch_max < redispatch_after):
             raise ValueError("invalid workqueue parameters")
         self.redis = redis
         self.name = name
@@ -316,11 +336,13 @@ class WorkQueue:
         self.bucket_qps = float(bucket_qps)
         self.bucket_burst = int(bucket_burst)
         self.redispatch_after = float(redispatch_after)
+        self.redispatch_max = float(redispatch_max)
         self.batch = int(batch)
         self.clock = clock
         self.prefix = f"wq:{{{name}}}:"
         self.keys = [self.prefix + part for part in _PARTS]
-        self._scripts = {op: redis.register_script(_PRELUDE + src) for op, src in _SCRIPTS.items()}
+        prologue = f"local RESEND, RESEND_MAX = {self.redispatch_after!r}, {self.redispatch_max!r}\n"
+        self._scripts = {op: redis.register_script(prologue + _PRELUDE + src) for op, src in _SCRIPTS.items()}
 
     def _run(self, op: str, *args: object) -> Any:
         now = self.clock() if self.clock is not None else -1.0
@@ -384,9 +406,10 @@ class WorkQueue:
         return [_text(k) for k in self._run("release_due", str(self.batch))]
 
     def reap_expired(self) -> list[str]:
-        """One step: re-queue keys whose lease expired (killed worker) and dirty keys dispatched longer than
-        redispatch_after ago but never claimed (lost task). Returns the keys to dispatch."""
-        keys = self._run("reap_expired", str(self.batch), repr(self.redispatch_after))
+        """One step: re-queue keys whose lease expired (killed worker) and dirty keys marked sent but not claimed
+        within redispatch_after (doubling per copy, up to redispatch_max): their task was lost, or waits in a
+        backlog. Returns the keys to dispatch."""
+        keys = self._run("reap_expired", str(self.batch))
         return list(dict.fromkeys(_text(k) for k in keys))
 
     def snapshot(self, limit: int = 1000) -> QueueSnapshot:
@@ -416,8 +439,9 @@ class WorkQueue:
                 for i in range(0, len(flat), 4)}
 
     def retry_now(self, key: str) -> bool:
-        """Admin: release a delayed/backing-off key now. True: the caller must dispatch it (False: it was not
-        delayed, or it is already pending or processing)."""
+        """Admin (and manual requests): release a delayed/backing-off key now, or re-send a key queued but not
+        processing (it may be stuck in "sent": its task lost). True: the caller must dispatch it (a copy of a task
+        that was only waiting finds nothing to claim). False: not queued, or processing (done() re-sends it)."""
         return self._run("retry_now", key) == 1
 
     def reset_backoff(self, key: str) -> None:

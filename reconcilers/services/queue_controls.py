@@ -27,7 +27,9 @@ def queue_key_parse(key: str) -> Request:
 
 
 def queue_retry_now(key: str) -> QueueControlResult:
-    """Release a delayed or backing-off key now (dispatching it). `changed` False: it was not waiting."""
+    """Release a delayed or backing-off key now (dispatching it), or re-send a queued key whose task may have been
+    lost (stuck in "sent"; a copy of a task only waiting finds nothing to claim). `changed` False: it was
+    neither waiting nor queued (or it is processing: its run's end sends it again)."""
     queue_key_parse(key)
     failures = dispatch.get_queue().failures(key)
     return QueueControlResult(key, dispatch.retry_now(key), failures)

@@ -103,8 +103,9 @@ def reconcile_request_create(
             ReconcileRequest.objects.filter(pk=request.pk, state=RequestState.REQUESTED).update(
                 state=RequestState.FAILED, finished_at=timezone.now(), error=f"could not set the annotation: {exc}")
             raise ReconcileRequestError(f"could not annotate {req.namespaced_name}: {exc}") from exc
-        if not dispatch.enqueue(key):
-            # coalesced: a task for the key is already queued (e.g. the controller saw the annotation first), so
+        if not dispatch.enqueue_now(key):
+            # coalesced: the key is being reconciled (its run's end sends it again: the run after picks the token
+            # up; a key queued but not processing is sent again, since its task may have been lost), so
             # the run continues that task's trace; this request keeps its own trace id (set above) and the run
             # records both (ReconcileRun.trace_id and the request's `opsconsole.request.trace_id` attribute)
             trace.get_current_span().add_event("reconcile coalesced", {"opsconsole.key": key})
