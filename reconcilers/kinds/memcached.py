@@ -28,6 +28,7 @@ from reconcilers.core.meta import parse_rfc3339, rfc3339
 from reconcilers.core.reconciler import Context, Reconciler, ResourceKind
 from reconcilers.core.statemachine import StateMachine
 from reconcilers.core.types import Result
+from reconcilers.kinds.names import label_value
 
 PENDING = "Pending"
 RUNNING = "Running"
@@ -113,8 +114,14 @@ class MemcachedStatus(KindModel):
 
 
 def selector_labels(name: str) -> dict[str, str]:
-    """The labels that select one Memcached's pods."""
-    return {"app.kubernetes.io/name": "memcached", "app.kubernetes.io/instance": name}
+    """The labels that select one Memcached's pods (a name over 63 characters hashed to fit a label value)."""
+    return {"app.kubernetes.io/name": "memcached", "app.kubernetes.io/instance": label_value(name)}
+
+
+def child_name(name: str) -> str:
+    """The name of a Memcached's Deployment and Service: its own, hashed to 63 characters when longer (a
+    Service's name is a DNS label; a Deployment's pods and ReplicaSets add suffixes to it)."""
+    return label_value(name)
 
 
 def deployment_manifest(obj: dict[str, Any], spec: MemcachedSpec) -> dict[str, Any]:
@@ -124,7 +131,7 @@ def deployment_manifest(obj: dict[str, Any], spec: MemcachedSpec) -> dict[str, A
     return {
         "apiVersion": "apps/v1",
         "kind": "Deployment",
-        "metadata": {"name": meta["name"], "namespace": meta.get("namespace", ""), "labels": labels},
+        "metadata": {"name": child_name(meta["name"]), "namespace": meta.get("namespace", ""), "labels": labels},
         "spec": {
             "replicas": spec.size,
             "selector": {"matchLabels": selector_labels(meta["name"])},
@@ -149,7 +156,7 @@ def service_manifest(obj: dict[str, Any], spec: MemcachedSpec) -> dict[str, Any]
     return {
         "apiVersion": "v1",
         "kind": "Service",
-        "metadata": {"name": meta["name"], "namespace": meta.get("namespace", ""),
+        "metadata": {"name": child_name(meta["name"]), "namespace": meta.get("namespace", ""),
                      "labels": {**selector_labels(meta["name"]), "app.kubernetes.io/managed-by": "opsconsole"}},
         "spec": {
             "selector": selector_labels(meta["name"]),

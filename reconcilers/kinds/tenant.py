@@ -21,6 +21,7 @@ from reconcilers.core.kind import KindModel, PrinterColumn
 from reconcilers.core.reconciler import Context, Reconciler, ResourceKind
 from reconcilers.core.statemachine import StateMachine
 from reconcilers.core.types import PermanentError, Result
+from reconcilers.kinds.names import LABEL_MAX, label_value
 
 PENDING = "Pending"
 RUNNING = "Running"
@@ -123,13 +124,19 @@ class TenantReconciler(Reconciler):
         spec: TenantSpec = ctx.spec
         name = obj["metadata"]["name"]
         namespace = spec.namespace or f"tenant-{name}"
+        if not spec.namespace and len(namespace) > LABEL_MAX:
+            raise PermanentError(
+                f"the default namespace tenant-<name> is {len(namespace)} characters; a namespace name is at most "
+                f"{LABEL_MAX} (a Tenant name at most {LABEL_MAX - len('tenant-')}): set spec.namespace",
+                reason="InvalidSpec")
         if not _DNS_LABEL.match(namespace):
             raise PermanentError(f"spec.namespace {namespace!r} is not a valid namespace name", reason="InvalidSpec")
+        owner_label = {TENANT_LABEL: label_value(name)}  # a name over 63 characters hashed to fit a label value
         hard = tenant_quota(spec.quota)
         admins = list(dict.fromkeys(spec.admins))
         ns = ctx.apply_child({
             "apiVersion": "v1", "kind": "Namespace",
-            "metadata": {"name": namespace, "labels": {TENANT_LABEL: name}},
+            "metadata": {"name": namespace, "labels": owner_label},
         })
         ns_phase = (ns.get("status") or {}).get("phase") or "Active"
         if (ns.get("metadata") or {}).get("deletionTimestamp") or ns_phase == "Terminating":
@@ -138,12 +145,12 @@ class TenantReconciler(Reconciler):
                           requeue_after=self.cleanup_poll_seconds)
         ctx.apply_child({
             "apiVersion": "v1", "kind": "ResourceQuota",
-            "metadata": {"name": QUOTA_NAME, "namespace": namespace, "labels": {TENANT_LABEL: name}},
+            "metadata": {"name": QUOTA_NAME, "namespace": namespace, "labels": owner_label},
             "spec": {"hard": hard},
         })
         ctx.apply_child({
             "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
-            "metadata": {"name": ROLE_BINDING_NAME, "namespace": namespace, "labels": {TENANT_LABEL: name}},
+            "metadata": {"name": ROLE_BINDING_NAME, "namespace": namespace, "labels": owner_label},
             "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": ADMIN_CLUSTER_ROLE},
             "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": a} for a in admins],
         })
@@ -162,7 +169,7 @@ class TenantReconciler(Reconciler):
         if _DNS_LABEL.match(namespace):
             ns = ctx.get(NAMESPACE, "", namespace)
             labels = ((ns or {}).get("metadata") or {}).get("labels") or {}
-            if ns is not None and labels.get(TENANT_LABEL) == obj["metadata"]["name"]:
+            if ns is not None and labels.get(TENANT_LABEL) == label_value(obj["metadata"]["name"]):
                 ctx.delete(ROLE_BINDING, namespace, ROLE_BINDING_NAME)
                 ctx.delete(RESOURCE_QUOTA, namespace, QUOTA_NAME)
                 ctx.delete(NAMESPACE, "", namespace)
