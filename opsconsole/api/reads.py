@@ -29,7 +29,7 @@ from opsconsole.api import serializers as s
 from opsconsole.api.exceptions import Unavailable
 from opsconsole.api.pagination import IdCursorPagination, NewestFirstPagination
 from reconcilers.models import ReconcileRequest, Resource
-from reconcilers.services.metrics_source import metrics_source_get, metrics_summary
+from reconcilers.services.metrics_source import metrics_source_for, metrics_summary
 from reconcilers.services.selectors import kinds, queue, resources, transitions
 from reconcilers.services.selectors.filters import namespace_q
 
@@ -257,13 +257,14 @@ class QueueView(NamespacedMixin, APIView):
         return Response(s.QueueSerializer(queue.queue_snapshot(namespaces=self.namespaces)).data)
 
 
-class MetricsSummaryView(APIView):
-    """Rates, errors, latencies and phase counts from the metrics source."""
+class MetricsSummaryView(NamespacedMixin, APIView):
+    """Rates, errors, latencies and phase counts from the metrics source (for a caller limited to namespaces:
+    from the database, over its namespaces only)."""
 
     @extend_schema(summary="Metrics summary over a time range", parameters=[s.MetricsQuerySerializer],
                    responses={200: s.MetricsSummarySerializer, **ERRORS})
     def get(self, request: Request) -> Response:
         q = _query(s.MetricsQuerySerializer, request)
         kind = resources.kind_names(q["kind"])[0] if q.get("kind") else None
-        summary = metrics_summary(metrics_source_get(), q["start"], q["end"], kind)
+        summary = metrics_summary(metrics_source_for(self.namespaces), q["start"], q["end"], kind)
         return Response(s.MetricsSummarySerializer(summary).data)

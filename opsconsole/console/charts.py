@@ -11,7 +11,7 @@ from django.utils.safestring import SafeString
 
 from opsconsole.console.diagrams import line_chart_svg
 from opsconsole.console.templatetags.console import duration
-from reconcilers.services.metrics_source import MetricsSource, metrics_source_get
+from reconcilers.services.metrics_source import MetricsSource, metrics_source_for
 
 log = logging.getLogger(__name__)
 
@@ -23,12 +23,14 @@ def _buckets(end: datetime, span: timedelta, n: int) -> list[tuple[datetime, dat
 
 
 def overview_charts(
-    *, span: timedelta = timedelta(hours=1), buckets: int = 12, source: MetricsSource | None = None
+    *, span: timedelta = timedelta(hours=1), buckets: int = 12, source: MetricsSource | None = None,
+    namespaces: frozenset[str] | None = None,
 ) -> dict[str, object]:
-    """{"source", "error", "charts": [svg, ...]} for the last `span` in `buckets` buckets."""
+    """{"source", "error", "charts": [svg, ...]} for the last `span` in `buckets` buckets, over the caller's
+    `namespaces` (`metrics_source_for`)."""
     end = timezone.now()
     try:
-        src = source or metrics_source_get()
+        src = source or metrics_source_for(namespaces)
         rate, errors, p50, p99 = [], [], [], []
         for a, b in _buckets(end, span, buckets):
             rate.append(src.reconcile_rate(a, b))

@@ -20,6 +20,7 @@ from django.utils.module_loading import import_string
 
 from reconcilers.models import ReconcileRun, Resource, RunResult, Transition
 from reconcilers.services.metrics_protocol import QUANTILES, MetricsSource  # still importable from here
+from reconcilers.services.selectors.filters import namespace_q
 
 log = logging.getLogger(__name__)
 
@@ -29,12 +30,18 @@ def _seconds(start: datetime, end: datetime) -> float:
 
 
 class DatabaseMetricsSource:
-    """MetricsSource computed from the database and the workqueue."""
+    """MetricsSource computed from the database and the workqueue; with `namespaces`, over those namespaces
+    only (runs by their resource's namespace: a run whose object was never mirrored is left out; the queue
+    depth over the keys of those namespaces)."""
 
     name = "database"
 
+    def __init__(self, namespaces: frozenset[str] | None = None) -> None:
+        self.namespaces = namespaces
+
     def _runs(self, start: datetime, end: datetime, kind: str | None):  # noqa: ANN202 - a QuerySet
-        qs = ReconcileRun.objects.filter(started_at__gte=start, started_at__lt=end)
+        qs = ReconcileRun.objects.filter(namespace_q(self.namespaces, column="resource__namespace"),
+                                         started_at__gte=start, started_at__lt=end)
         return qs.filter(kind=kind) if kind else qs
 
     def reconcile_rate(self, start: datetime, end: datetime, kind: str | None = None) -> float:
@@ -64,6 +71,10 @@ class DatabaseMetricsSource:
     def queue_depth(self) -> int | None:
         """The workqueue's depth, read from Redis."""
         try:
+            if self.namespaces is not None:
+                from reconcilers.services.selectors.queue import queue_snapshot
+
+                return int(queue_snapshot(namespaces=self.namespaces, limit=0)["depth"])
             from reconcilers.engine import dispatch
 
             return int(dispatch.get_queue().snapshot(limit=0).depth)
@@ -73,14 +84,14 @@ class DatabaseMetricsSource:
 
     def transitions_per_kind(self, start: datetime, end: datetime) -> dict[str, int]:
         """Transitions per Kind over the range."""
-        rows = (Transition.objects.filter(created_at__gte=start, created_at__lt=end)
+        rows = (Transition.objects.filter(namespace_q(self.namespaces), created_at__gte=start, created_at__lt=end)
                 .values("kind").annotate(n=Count("id")).order_by("kind"))
         return {row["kind"]: row["n"] for row in rows}
 
     def phase_counts(self) -> dict[str, dict[str, int]]:
         """Resources per Kind and phase."""
         out: dict[str, dict[str, int]] = {}
-        rows = (Resource.objects.filter(deleted=False).values("kind", "phase")
+        rows = (Resource.objects.filter(namespace_q(self.namespaces), deleted=False).values("kind", "phase")
                 .annotate(n=Count("id")).order_by("kind", "phase"))
         for row in rows:
             out.setdefault(row["kind"], {})[row["phase"] or "(none)"] = row["n"]
@@ -101,6 +112,16 @@ def metrics_source_get() -> MetricsSource:
         return PrometheusMetricsSource(url)
     # -- end observability ---------------------------------------------------------------------------------
     return DatabaseMetricsSource()
+
+
+def metrics_source_for(namespaces: frozenset[str] | None) -> MetricsSource:
+    """The source for a caller limited to `namespaces`: the configured one (`metrics_source_get`) for a caller
+    with every namespace; for a limited caller the database, over its namespaces only, whatever is configured
+    (the Prometheus series -- controller_runtime_reconcile_*, opsconsole_transitions_total, opsconsole_resources,
+    workqueue_depth -- carry no namespace label, so they cannot be narrowed to a caller's namespaces)."""
+    if namespaces is None:
+        return metrics_source_get()
+    return DatabaseMetricsSource(namespaces)
 
 
 def metrics_summary(source: MetricsSource, start: datetime, end: datetime, kind: str | None = None) -> dict:

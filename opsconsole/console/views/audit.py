@@ -4,6 +4,7 @@ and the hash chain's verification status."""
 
 from __future__ import annotations
 
+import math
 from datetime import datetime
 from typing import Any
 from urllib.parse import urlencode
@@ -17,10 +18,11 @@ from django.views.decorators.http import require_POST
 
 from opsconsole.accounts.roles import ADMIN, user_has_role, user_namespaces
 from opsconsole.accounts.services import action_record_list
+from opsconsole.console.access import Refused, audited_action
 from opsconsole.console.live import page
 from opsconsole.console.paging import keyset_page
-from opsconsole.console.security import console_page
-from reconcilers.services.audit_status import audit_chain_status
+from opsconsole.console.security import console_action, console_page
+from reconcilers.services.audit_status import ChainStatus, audit_chain_status, audit_verify_interval, audit_verify_wait
 from reconcilers.services.selectors import transitions
 from reconcilers.services.selectors.filters import InvalidFilter
 
@@ -49,8 +51,9 @@ def audit_log(request: HttpRequest) -> HttpResponse:
     after, before = _when(g.get("after", ""), "after", errors), _when(g.get("before", ""), "before", errors)
     keys = A_KEYS if view == "actions" else T_KEYS
     kept = {k: g[k] for k in keys if g.get(k)}
+    chain = audit_chain_status(namespaces=user_namespaces(request.user))
     context: dict[str, Any] = {"view": view, "is_admin": is_admin, "filters": g, "rows": [], "next_url": "",
-                               "chain": audit_chain_status(), "errors": errors, "kept": urlencode(kept)}
+                               "chain": chain, "errors": errors, "kept": urlencode(kept)}
     if not errors and view == "transitions":
         try:
             qs = transitions.transition_list(transitions.TransitionFilters(
@@ -76,9 +79,30 @@ def audit_log(request: HttpRequest) -> HttpResponse:
     return page(request, "console/audit.html", context, FRAGMENTS)
 
 
-@console_page
+@console_action
 @require_POST
 def audit_verify(request: HttpRequest) -> HttpResponse:
-    """Verify every chain now (reads every transition), then back to the audit log."""
-    audit_chain_status(refresh=True)
+    """Admins: verify every chain now (reads every transition), at most once a minute per user; recorded as
+    `audit.verify` (refusals too); then back to the audit log."""
+    user = request.user
+
+    def do(detail: dict[str, Any]) -> ChainStatus | None:
+        wait = audit_verify_wait(user.get_username())
+        if wait > 0:
+            detail["retry_after"] = math.ceil(wait)
+            raise Refused(429, f"Every chain was verified at your request less than {audit_verify_interval():.0f} s "
+                               f"ago; try again in {math.ceil(wait)} s.")
+        status = audit_chain_status(refresh=True, namespaces=user_namespaces(user))
+        if status is not None:
+            detail.update({"ok": status.ok, "chains": status.chains, "transitions": status.transitions})
+        return status
+
+    result = audited_action(request, action="audit.verify", role=ADMIN, target="audit chains", reason="", do=do)
+    if result.status >= 400:
+        response = page(request, "console/refused.html", {"message": result.message,
+                                                          "back": reverse("console:audit") + "#chain"},
+                        status=result.status)
+        if "retry_after" in result.detail:
+            response["Retry-After"] = str(result.detail["retry_after"])
+        return response
     return redirect(reverse("console:audit") + "#chain")

@@ -74,5 +74,5 @@ def overview(request: HttpRequest) -> HttpResponse:
     if "engine" in wanted:
         context["engine"] = _engine(namespaces)
     if "charts" in wanted:
-        context["charts"] = overview_charts()
+        context["charts"] = overview_charts(namespaces=namespaces)
     return page(request, "console/overview.html", context, FRAGMENTS)

@@ -10,6 +10,7 @@ from typing import Any
 from django.conf import settings
 from django.http import Http404, HttpRequest, HttpResponse
 
+from opsconsole.accounts.roles import user_namespaces
 from opsconsole.console.live import page
 from opsconsole.console.security import console_page
 from reconcilers.services.selectors import stats
@@ -49,7 +50,11 @@ def trace_detail(request: HttpRequest, trace_id: str) -> HttpResponse:
     """The waterfall page."""
     if not _TRACE_ID.match(trace_id):
         raise Http404("Not a trace id (32 hex digits).")
-    rows, total = waterfall(stats.trace_spans(trace_id))
+    try:
+        spans = stats.trace_spans(trace_id, namespaces=user_namespaces(request.user))
+    except stats.TraceNotVisible as exc:
+        raise Http404("No such trace, or it is outside your namespaces.") from exc
+    rows, total = waterfall(spans)
     template = getattr(settings, "OPSCONSOLE_TRACE_URL_TEMPLATE", "") or ""
     external = template.replace("{trace_id}", trace_id.lower()) if template else ""
     return page(request, "console/trace.html", {"trace_id": trace_id.lower(), "rows": rows, "total_ms": total,

@@ -21,25 +21,35 @@ def _when(ts: float) -> str:
     return datetime.fromtimestamp(ts, UTC).isoformat().replace("+00:00", "Z")
 
 
+#: how many items per list a limited caller's snapshot reads to count the keys it may see
+VISIBLE_COUNT_LIMIT = 1_000_000
+
+
 def queue_snapshot(*, namespaces: frozenset[str] | None = None, limit: int = 1000) -> dict[str, Any]:
-    """The queue's state now. Counts are the whole queue's; the item lists hold only visible keys."""
-    snap = dispatch.get_queue().snapshot(limit=limit)
+    """The queue's state now; the item lists hold only visible keys, at most `limit` each. Counts (depth,
+    processing, backing off) are the whole queue's for a caller with every namespace, and for a limited caller
+    the counts of the keys it may see (the whole lists are read from Redis to count them)."""
+    limited = namespaces is not None
+    snap = dispatch.get_queue().snapshot(limit=VISIBLE_COUNT_LIMIT if limited else limit)
 
     def visible(key: str) -> bool:
-        return namespaces is None or _namespace_of(key) in namespaces
+        return not limited or _namespace_of(key) in namespaces
 
+    pending = [p for p in snap.pending if visible(p.key)]
+    processing = [p for p in snap.processing if visible(p.key)]
+    backing_off = [d for d in snap.backing_off if visible(d.key)]
     return {
         "name": snap.name,
         "now": _when(snap.now),
-        "depth": snap.depth,
-        "processing_count": snap.processing_count,
-        "delayed_count": snap.delayed_count,
+        "depth": len(pending) if limited else snap.depth,
+        "processing_count": len(processing) if limited else snap.processing_count,
+        "delayed_count": len(backing_off) if limited else snap.delayed_count,
         "pending": [{"key": p.key, "queued_at": _when(p.queued_at), "waiting_seconds": max(0.0, snap.now - p.queued_at)}
-                    for p in snap.pending if visible(p.key)],
+                    for p in pending[:limit]],
         "processing": [{"key": p.key, "owner": p.owner, "since": _when(p.since),
                         "lease_expires": _when(p.lease_expires), "dirty": p.dirty}
-                       for p in snap.processing if visible(p.key)],
+                       for p in processing[:limit]],
         "backing_off": [{"key": d.key, "failures": d.failures, "next_retry": _when(d.next_retry),
                          "retry_in_seconds": max(0.0, d.next_retry - snap.now)}
-                        for d in snap.backing_off if visible(d.key)],
+                        for d in backing_off[:limit]],
     }

@@ -28,6 +28,7 @@ from django.db.models import (
 from django.utils import timezone
 
 from reconcilers.core.meta import parse_rfc3339
+from reconcilers.core.types import Request
 from reconcilers.engine import apiclient, kube
 from reconcilers.engine.controller.leader import LEASE, LEASE_NAME
 from reconcilers.models import ReconcileRequest, Resource, Span, Transition
@@ -209,9 +210,50 @@ def reconcile_request_visible(request_id: object, *, namespaces: frozenset[str] 
             .filter(namespace_q(namespaces, column="resource__namespace")).get(pk=request_id))
 
 
-def trace_spans(trace_id: str, *, limit: int = 2000) -> list[Span]:
-    """The stored spans of one trace, in start order."""
-    return list(Span.objects.filter(trace_id=trace_id.lower()).order_by("start_time", "id")[:limit])
+class TraceNotVisible(LookupError):
+    """The trace belongs to a namespace outside the caller's (or to none, and the caller is limited)."""
+
+
+def _key_namespace(key: object) -> str | None:
+    if not isinstance(key, str):
+        return None
+    try:
+        return Request.from_key(key).namespace
+    except ValueError:
+        return None
+
+
+def trace_namespaces(trace_id: str, spans: Iterable[Span]) -> set[str]:
+    """The namespaces a trace belongs to ('' for cluster-scoped resources): a span belongs to its resource's
+    namespace, named by the reconcile span's `opsconsole.namespace` / `opsconsole.key` attributes (and the keys
+    its events name), and a trace that carried a manual reconcile request belongs to that request's resource's
+    namespace. Empty: the trace is about no resource (a page view, a controller's own work)."""
+    found: set[str] = set()
+    for span in spans:
+        attributes = span.attributes if isinstance(span.attributes, dict) else {}
+        if isinstance(attributes.get("opsconsole.namespace"), str):
+            found.add(attributes["opsconsole.namespace"])
+        for attrs in [attributes, *(e.get("attributes") or {} for e in (span.events or []) if isinstance(e, dict))]:
+            ns = _key_namespace(attrs.get("opsconsole.key")) if isinstance(attrs, dict) else None
+            if ns is not None:
+                found.add(ns)
+    for key in ReconcileRequest.objects.filter(trace_id=trace_id.lower()).values_list("key", flat=True)[:100]:
+        ns = _key_namespace(key)
+        if ns is not None:
+            found.add(ns)
+    return found
+
+
+def trace_spans(trace_id: str, *, namespaces: frozenset[str] | None = None, limit: int = 2000) -> list[Span]:
+    """The stored spans of one trace, in start order. For a caller limited to `namespaces`, TraceNotVisible
+    unless every namespace the trace belongs to (`trace_namespaces`) is theirs: a trace about no resource, or
+    with no stored span, is visible only to callers with every namespace."""
+    spans = list(Span.objects.filter(trace_id=trace_id.lower()).order_by("start_time", "id")[:limit])
+    if namespaces is not None:
+        belongs = trace_namespaces(trace_id, spans)
+        if not belongs or not belongs <= namespaces:
+            raise TraceNotVisible(trace_id)
+    return spans
 
 
 def controller_leader(*, ttl: float = 5.0) -> dict[str, Any]:

@@ -249,7 +249,7 @@ def test_the_chain_status_is_verified_on_request(as_role):
 
     a = f.resource("chain")
     f.transition(a, "Pending")
-    client = as_role("viewer")
+    client = as_role("admin")
     response = csrf_post(client, "/audit/verify", {})
     assert response.status_code == 302
     html = client.get("/audit/").content.decode()
