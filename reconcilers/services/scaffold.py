@@ -385,6 +385,7 @@ this file: `OPSCONSOLE_RECONCILERS=$package.kind.${kind}Reconciler python manage
 
 from __future__ import annotations
 
+import hashlib
 import re
 from typing import Annotated, Any
 
@@ -439,15 +440,24 @@ $fields    labels: Annotated[dict[str, str], AfterValidator(_valid_labels)] = Fi
     """Labels added to $labels_target."""
 
 $status_model
+def short_name(name: str) -> str:
+    """`name` when it fits a label value and a DNS label (63 characters; names go to 253), else its first 50
+    characters (dots made dashes), '-' and 8 hex digits of its sha256, as Kubernetes controllers shorten names."""
+    if len(name) <= 63:
+        return name
+    return name[:50].replace(".", "-") + "-" + hashlib.sha256(name.encode()).hexdigest()[:8]
+
+
 def selector_labels(obj: dict[str, Any]) -> dict[str, str]:
-    """The labels that pick out what one $kind created."""
-    return {"app.kubernetes.io/name": "$lower", "app.kubernetes.io/instance": obj["metadata"]["name"]}
+    """The labels that pick out what one $kind created (a long name hashed to fit a label value)."""
+    return {"app.kubernetes.io/name": "$lower", "app.kubernetes.io/instance": short_name(obj["metadata"]["name"])}
 
 
 def child_metadata(obj: dict[str, Any], spec: ${kind}Spec) -> dict[str, Any]:
-    """A child's metadata: named after the $kind$in_namespace, with its labels."""
+    """A child's metadata: named after the $kind$in_namespace (shortened like its label when longer than 63
+    characters: a Service's name is a DNS label), with its labels."""
     labels = {**spec.labels, **selector_labels(obj), "app.kubernetes.io/managed-by": "opsconsole"}
-    return {"name": obj["metadata"]["name"],$namespace_field "labels": labels}
+    return {"name": short_name(obj["metadata"]["name"]),$namespace_field "labels": labels}
 $manifests
 
 class ${kind}Reconciler(Reconciler):
@@ -554,7 +564,7 @@ def _child_functions(s: Scaffold) -> str:
         out.append(_CONTAINER.substitute(kind=s.kind, lower=s.kind.lower()))
     for o in s.owns:
         if o.workload:
-            service_name = '\n            "serviceName": meta["name"],' if o.kind == "StatefulSet" else ""
+            service_name = '\n            "serviceName": short_name(meta["name"]),' if o.kind == "StatefulSet" else ""
             out.append(_WORKLOAD.substitute(kind=s.kind, name=o.name, child=o.kind, api_version=o.api_version,
                                             service_name=service_name))
         elif (o.group, o.kind) == ("", "Service"):
