@@ -5,9 +5,11 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+import os
 import secrets
 import signal
 import sys
+from pathlib import Path
 
 from kubesim.kubeconfig import write_kubeconfig
 from kubesim.options import Faults, KubeletOptions, Options
@@ -55,6 +57,31 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+TOKEN_FILE = "token"
+
+
+def generated_token(data_dir: str | None) -> str:
+    """A random bearer token; with a data dir, the one stored there (`<data-dir>/token`, owner-only), minted and
+    stored on the first start, so that clients holding it keep working across restarts."""
+    if not data_dir:
+        return secrets.token_urlsafe(24)
+    path = Path(data_dir) / TOKEN_FILE
+    try:
+        stored = path.read_text().strip()
+    except FileNotFoundError:
+        stored = ""
+    if stored:
+        return stored
+    token = secrets.token_urlsafe(24)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{TOKEN_FILE}.{os.getpid()}")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write(token + "\n")
+    os.replace(tmp, path)
+    return token
+
+
 def options_from_args(args: argparse.Namespace) -> Options:
     """Options from parsed arguments."""
     kubelet = KubeletOptions(schedule_delay=args.schedule_delay, start_delay=args.start_delay,
@@ -67,7 +94,7 @@ def options_from_args(args: argparse.Namespace) -> Options:
                     retry_after=args.fault_retry_after, latency=args.fault_latency_ms / 1000.0,
                     latency_rate=args.fault_latency_rate, watch_cut_after=args.fault_watch_cut_after,
                     watch_cut_interval=args.fault_watch_cut_interval)
-    token = None if args.no_auth else (args.token or secrets.token_urlsafe(24))
+    token = None if args.no_auth else (args.token or generated_token(args.data_dir))
     return Options(host=args.host, port=args.port, token=token, data_dir=args.data_dir,
                    tls=bool(token) and not args.no_tls, tls_cert=args.tls_cert, tls_key=args.tls_key,
                    history_size=args.history_size, bookmark_interval=args.bookmark_interval,
