@@ -7,6 +7,7 @@ embedded setup: a SQLite file in the data folder, the Redis on 127.0.0.1, the ku
 
 import os
 import secrets
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -66,6 +67,7 @@ INSTALLED_APPS = [
     "django.contrib.sessions",
     "django.contrib.messages",
     "django.contrib.staticfiles",
+    "axes",
     "rest_framework",
     "drf_spectacular",
     "drf_spectacular_sidecar",
@@ -84,6 +86,7 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "axes.middleware.AxesMiddleware",  # last: turns a login refused during a lockout into its answer
 ]
 
 ROOT_URLCONF = "opsconsole.urls"
@@ -120,6 +123,17 @@ AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
     {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
 ]
+# Failed logins (django-axes): per account and per address, OPSCONSOLE_LOGIN_FAILURE_LIMIT failures (5) lock
+# that account and that address out for OPSCONSOLE_LOGIN_LOCKOUT_MINUTES (15), counted in the database (axes'
+# tables) and recorded as auth.login_failed / auth.locked_out actions; the login page says why. Token auth
+# (the API) does not go through Django's authenticate and is not affected.
+AUTHENTICATION_BACKENDS = ["axes.backends.AxesStandaloneBackend", "django.contrib.auth.backends.ModelBackend"]
+AXES_FAILURE_LIMIT = int(os.environ.get("OPSCONSOLE_LOGIN_FAILURE_LIMIT", "5"))
+AXES_COOLOFF_TIME = timedelta(minutes=float(os.environ.get("OPSCONSOLE_LOGIN_LOCKOUT_MINUTES", "15")))
+AXES_LOCKOUT_PARAMETERS = ["username", "ip_address"]
+AXES_RESET_ON_SUCCESS = True
+AXES_RESET_COOL_OFF_ON_FAILURE_DURING_LOCKOUT = False  # attempts during a lockout are refused, not counted
+AXES_LOCKOUT_CALLABLE = "opsconsole.console.views.login.login_locked_out"
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "console:overview"
 LOGOUT_REDIRECT_URL = "login"

@@ -9,3 +9,6 @@ class AccountsConfig(AppConfig):
     name = "opsconsole.accounts"
     label = "accounts"
     default_auto_field = "django.db.models.BigAutoField"
+
+    def ready(self) -> None:
+        from opsconsole.accounts import logins  # noqa: F401 - connects the failed-login and lockout records
