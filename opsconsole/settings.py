@@ -239,6 +239,9 @@ OPSCONSOLE_WORKQUEUE_BACKOFF_CAP = env_number("OPSCONSOLE_WORKQUEUE_BACKOFF_CAP"
 OPSCONSOLE_WORKQUEUE_QPS = env_number("OPSCONSOLE_WORKQUEUE_QPS", 10)
 OPSCONSOLE_WORKQUEUE_BURST = env_number("OPSCONSOLE_WORKQUEUE_BURST", 100, int)
 OPSCONSOLE_WORKQUEUE_REDISPATCH_AFTER = env_number("OPSCONSOLE_WORKQUEUE_REDISPATCH_AFTER", 300)
+# a key dispatched but claimed by no worker within this many seconds is sent again (the wait doubles per copy,
+# up to OPSCONSOLE_WORKQUEUE_REDISPATCH_AFTER): a task lost with a killed controller strands nothing
+OPSCONSOLE_WORKQUEUE_UNCLAIMED_AFTER = env_number("OPSCONSOLE_WORKQUEUE_UNCLAIMED_AFTER", 5)
 
 # The controller: periodic resync of every key and leader election through a coordination.k8s.io Lease
 # (client-go's defaults: 15 s lease, 10 s renew deadline, 2 s retry).
