@@ -253,6 +253,16 @@ OPSCONSOLE_LEADER_LEASE_SECONDS = env_number("OPSCONSOLE_LEADER_LEASE_SECONDS", 
 OPSCONSOLE_LEADER_RENEW_DEADLINE_SECONDS = env_number("OPSCONSOLE_LEADER_RENEW_DEADLINE_SECONDS", 10)
 OPSCONSOLE_LEADER_RETRY_SECONDS = env_number("OPSCONSOLE_LEADER_RETRY_SECONDS", 2)
 
+# Signed checkpoints of the audit record (reconcilers.engine.checkpoint): the Ed25519 key's PEM file (not in the
+# database; in Kubernetes a mounted Secret; created with mode 0600 when missing), the directory of checkpoint
+# files, the ConfigMap (in the leader namespace) and how often the leading controller writes one (0: never).
+OPSCONSOLE_AUDIT_KEY_FILE = os.environ.get("OPSCONSOLE_AUDIT_KEY_FILE", str(DATA_DIR / "audit-signing.key"))
+OPSCONSOLE_AUDIT_CHECKPOINT_DIR = os.environ.get("OPSCONSOLE_AUDIT_CHECKPOINT_DIR",
+                                                 str(DATA_DIR / "audit-checkpoints"))
+OPSCONSOLE_AUDIT_CHECKPOINT_CONFIGMAP = os.environ.get("OPSCONSOLE_AUDIT_CHECKPOINT_CONFIGMAP",
+                                                       "opsconsole-audit-checkpoint")
+OPSCONSOLE_AUDIT_CHECKPOINT_SECONDS = env_number("OPSCONSOLE_AUDIT_CHECKPOINT_SECONDS", 300)
+
 # API: the limits of one export and of one bulk reconcile, and the readiness probe's timeouts.
 OPSCONSOLE_API_EXPORT_MAX_ROWS = env_number("OPSCONSOLE_API_EXPORT_MAX_ROWS", 100000, int)
 OPSCONSOLE_API_BULK_MAX = env_number("OPSCONSOLE_API_BULK_MAX", 500, int)

@@ -6,11 +6,14 @@ No logic lives here: `opsconsole.accounts.services` creates, checks and revokes 
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.conf import settings
-from django.db import models
+from django.db import models, router, transaction
 from django.utils import timezone
 
 from reconcilers.models.base import AppendOnlyModel
+from reconcilers.models.chain import action_hash
 
 
 class ApiToken(models.Model):
@@ -64,7 +67,11 @@ class Outcome(models.TextChoices):
 
 class ActionRecord(AppendOnlyModel):
     """One action asked of the API: who (user, how authenticated), what (action, target), why (reason),
-    and the outcome with its HTTP status. Append-only like the transition log."""
+    and the outcome with its HTTP status. Append-only like the transition log, and one global hash chain
+    (migration 0005): `seq` counts 1, 2, 3…, `prev_hash` is the previous record's `hash` and `hash` covers this
+    record's fields (`reconcilers.models.chain.ACTION_HASHED_FIELDS`) and `prev_hash`. Inserts are serialised
+    (a transaction-scoped advisory lock on PostgreSQL; SQLite's writes are serial already);
+    `reconcilers.engine.audit.actions_verify` checks the chain."""
 
     created_at = models.DateTimeField(default=timezone.now)
     actor = models.CharField(max_length=150, blank=True, help_text="the username, '' when unauthenticated")
@@ -79,6 +86,9 @@ class ActionRecord(AppendOnlyModel):
     status_code = models.PositiveSmallIntegerField()
     detail = models.JSONField(default=dict, blank=True)
     remote_addr = models.CharField(max_length=64, blank=True)
+    seq = models.PositiveBigIntegerField(unique=True, help_text="the record's place in the chain: 1, 2, 3…")
+    prev_hash = models.CharField(max_length=64, blank=True)
+    hash = models.CharField(max_length=64)
 
     class Meta:
         base_manager_name = "objects"
@@ -87,6 +97,22 @@ class ActionRecord(AppendOnlyModel):
             models.Index(fields=["actor", "created_at"], name="actionrecord_actor_created"),
             models.Index(fields=["outcome", "created_at"], name="actionrecord_outcome_created"),
         ]
+
+    def save(self, *args: Any, **kwargs: Any) -> None:
+        """Insert the record at the end of the chain (refused for a stored row, as for every append-only row)."""
+        if not self._state.adding:
+            super().save(*args, **kwargs)  # refused
+            return
+        using = kwargs.get("using") or router.db_for_write(type(self), instance=self)
+        with transaction.atomic(using=using):
+            connection = transaction.get_connection(using)
+            if connection.vendor == "postgresql":
+                with connection.cursor() as cursor:
+                    cursor.execute("SELECT pg_advisory_xact_lock(hashtext('opsconsole.actionrecord.chain'))")
+            last = type(self).objects.using(using).order_by("-seq").values_list("seq", "hash").first()
+            self.seq, self.prev_hash = (last[0] + 1, last[1]) if last else (1, "")
+            self.hash = action_hash(self, self.prev_hash)
+            super().save(*args, **kwargs)
 
     def __str__(self) -> str:
         return f"{self.actor or '(anonymous)'} {self.action} {self.target}: {self.outcome} ({self.status_code})"

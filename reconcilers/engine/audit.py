@@ -62,6 +62,11 @@ HASHED_FIELDS: tuple[str, ...] = (
     "created_at",
 )
 ENCODING_VERSION = 1
+#: hash format 2 (rows written since migration 0007, `hash_version` 2) also covers the row's `resource_id`, the
+#: Resource it is filed under, so a row cannot be moved into another resource's history; format 1 rows keep
+#: verifying with format 1 (their `resource_id` is checked against their `resource_uid` instead)
+HASH_VERSION = 2
+HASHED_FIELDS_V2: tuple[str, ...] = (*HASHED_FIELDS, "resource_id")
 
 #: the fields covered by a spec revision's hash (prev_hash and `"link": "revision"` are added to them)
 REVISION_HASHED_FIELDS: tuple[str, ...] = (
@@ -81,9 +86,24 @@ REVISION_HASHED_FIELDS: tuple[str, ...] = (
     "changed_at",
     "created_at",
 )
+REVISION_HASHED_FIELDS_V2: tuple[str, ...] = (*REVISION_HASHED_FIELDS, "resource_id")
 TRANSITION, REVISION = "transition", "revision"
 
-EDITED, REMOVED, REORDERED, INSERTED = "edited", "removed", "reordered", "inserted"
+EDITED, REMOVED, REORDERED, INSERTED, MOVED = "edited", "removed", "reordered", "inserted", "moved"
+
+
+def _version(fields: Mapping[str, Any]) -> int:
+    version = fields.get("hash_version", ENCODING_VERSION)
+    if version not in (1, 2):
+        raise ValueError(f"unknown hash format {version!r}")
+    return int(version)
+
+
+def hashed_fields(version: int = ENCODING_VERSION, *, revision: bool = False) -> tuple[str, ...]:
+    """The fields a transition's (or a revision's) hash covers in hash format `version`."""
+    if revision:
+        return REVISION_HASHED_FIELDS if version == 1 else REVISION_HASHED_FIELDS_V2
+    return HASHED_FIELDS if version == 1 else HASHED_FIELDS_V2
 
 
 def _canonical_value(value: Any) -> Any:
@@ -95,14 +115,17 @@ def _canonical_value(value: Any) -> Any:
 
 
 def canonical_encoding(fields: Mapping[str, Any], prev_hash: str) -> bytes:
-    """The bytes a transition's hash covers: a JSON object of HASHED_FIELDS + prev_hash + the encoding
-    version, keys sorted, no whitespace, UTF-8, times as UTC ISO-8601 with microseconds."""
-    missing = [name for name in HASHED_FIELDS if name not in fields]
+    """The bytes a transition's hash covers: a JSON object of the hashed fields of its format
+    (`fields["hash_version"]`, 1 when absent: HASHED_FIELDS; 2: HASHED_FIELDS_V2) + prev_hash + the format
+    as `v`, keys sorted, no whitespace, UTF-8, times as UTC ISO-8601 with microseconds."""
+    version = _version(fields)
+    names = hashed_fields(version)
+    missing = [name for name in names if name not in fields]
     if missing:
         raise KeyError(f"missing transition fields: {missing}")
-    doc = {name: _canonical_value(fields[name]) for name in HASHED_FIELDS}
+    doc = {name: _canonical_value(fields[name]) for name in names}
     doc["prev_hash"] = prev_hash
-    doc["v"] = ENCODING_VERSION
+    doc["v"] = version
     return json.dumps(doc, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
 
 
@@ -114,13 +137,15 @@ def transition_hash(fields: Mapping[str, Any], prev_hash: str) -> str:
 def revision_encoding(fields: Mapping[str, Any], prev_hash: str) -> bytes:
     """The bytes a spec revision's hash covers: as `canonical_encoding`, over REVISION_HASHED_FIELDS, with
     `"link": "revision"` (JSON values such as the spec are encoded with sorted keys too)."""
-    missing = [name for name in REVISION_HASHED_FIELDS if name not in fields]
+    version = _version(fields)
+    names = hashed_fields(version, revision=True)
+    missing = [name for name in names if name not in fields]
     if missing:
         raise KeyError(f"missing revision fields: {missing}")
-    doc = {name: _canonical_value(fields[name]) for name in REVISION_HASHED_FIELDS}
+    doc = {name: _canonical_value(fields[name]) for name in names}
     doc["prev_hash"] = prev_hash
     doc["link"] = REVISION
-    doc["v"] = ENCODING_VERSION
+    doc["v"] = version
     return json.dumps(doc, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
 
 
@@ -129,18 +154,25 @@ def revision_hash(fields: Mapping[str, Any], prev_hash: str) -> str:
     return hashlib.sha256(revision_encoding(fields, prev_hash)).hexdigest()
 
 
+def _fields_of(row: Any, revision: bool) -> dict[str, Any]:
+    get = row.get if isinstance(row, Mapping) else lambda name, default=None: getattr(row, name, default)
+    version = get("hash_version", ENCODING_VERSION) or ENCODING_VERSION
+    fields = {name: (row[name] if isinstance(row, Mapping) else getattr(row, name))
+              for name in hashed_fields(version, revision=revision)}
+    fields["hash_version"] = version
+    return fields
+
+
 def revision_fields(row: Any) -> dict[str, Any]:
-    """The hashed fields of a SpecRevision instance (or of a dict from `.values()`)."""
-    if isinstance(row, Mapping):
-        return {name: row[name] for name in REVISION_HASHED_FIELDS}
-    return {name: getattr(row, name) for name in REVISION_HASHED_FIELDS}
+    """The hashed fields of a SpecRevision instance (or of a dict from `.values()`), for its hash format
+    (`hash_version`, included)."""
+    return _fields_of(row, revision=True)
 
 
 def row_fields(row: Any) -> dict[str, Any]:
-    """The hashed fields of a Transition instance (or of a dict from `.values()`)."""
-    if isinstance(row, Mapping):
-        return {name: row[name] for name in HASHED_FIELDS}
-    return {name: getattr(row, name) for name in HASHED_FIELDS}
+    """The hashed fields of a Transition instance (or of a dict from `.values()`), for its hash format
+    (`hash_version`, included)."""
+    return _fields_of(row, revision=False)
 
 
 @dataclass(frozen=True)
@@ -197,8 +229,8 @@ class _Head:
     revisions: int = 0
 
 
-_COLUMNS = ("id", "hash", "prev_hash", *HASHED_FIELDS)
-_REVISION_COLUMNS = ("id", "hash", "prev_hash", *REVISION_HASHED_FIELDS)
+_COLUMNS = ("id", "hash", "prev_hash", "hash_version", *HASHED_FIELDS_V2)
+_REVISION_COLUMNS = ("id", "hash", "prev_hash", "hash_version", *REVISION_HASHED_FIELDS_V2)
 
 
 def _chain_rows(resource_uid: str | None, model: Any = Transition, columns: tuple[str, ...] = _COLUMNS
@@ -385,6 +417,22 @@ def verify_links(uid: str, transitions: list[dict[str, Any]], revisions: list[di
     return None
 
 
+def _moved(uid: str, transitions: list[dict[str, Any]], revisions: list[dict[str, Any]],
+           uid_of: dict[int, str]) -> ChainBreak | None:
+    """The first link of `uid`'s chain filed under another Resource row (`resource_id`) than its own uid's:
+    a row moved into another resource's history (and so perhaps another namespace's)."""
+    for item, rows in ((TRANSITION, transitions), (REVISION, revisions)):
+        for row in rows:
+            owner = uid_of.get(row["resource_id"])
+            if owner != uid:
+                where = (f"resource {owner}" if owner
+                         else f"a resource row that does not exist (id {row['resource_id']})")
+                return ChainBreak(uid, row["seq"], row["id"], MOVED,
+                                  f"it is filed under {where}, not under its own resource {uid}",
+                                  row["kind"], row["namespace"], row["name"], item)
+    return None
+
+
 @contextmanager
 def _consistent_read() -> Iterator[None]:
     """One snapshot for the heads and the chains, so a reconcile committing meanwhile raises no false alarm:
@@ -405,6 +453,7 @@ def chain_verify(resource_uid: str | None = None) -> VerifyReport:
     report = VerifyReport()
     with _consistent_read():
         heads = _heads(resource_uid)
+        uid_of = dict(Resource.objects.values_list("id", "uid"))
         # revisions are few per resource (one per generation): held in memory, the transitions streamed
         revisions = dict(_chain_rows(resource_uid, SpecRevision, _REVISION_COLUMNS))
         seen: set[str] = set()
@@ -412,14 +461,80 @@ def chain_verify(resource_uid: str | None = None) -> VerifyReport:
             seen.add(uid)
             report.chains += 1
             report.transitions += len(rows)
-            found = verify_links(uid, rows, revisions.get(uid, []), heads.get(uid))
+            found = (_moved(uid, rows, revisions.get(uid, []), uid_of)
+                     or verify_links(uid, rows, revisions.get(uid, []), heads.get(uid)))
             if found is not None:
                 report.breaks.append(found)
     for uid in sorted((set(heads) | set(revisions)) - seen):
         report.chains += 1
-        found = verify_links(uid, [], revisions.get(uid, []), heads.get(uid))
+        found = (_moved(uid, [], revisions.get(uid, []), uid_of)
+                 or verify_links(uid, [], revisions.get(uid, []), heads.get(uid)))
         if found is not None:
             report.breaks.append(found)
     report.revisions = sum(len(rows) for rows in revisions.values())
     report.breaks.sort(key=lambda b: (b.transition_id is None, b.transition_id or 0, b.resource_uid))
     return report
+
+
+# -- the action record's chain and the reconcile requests' identities (issue 20) -----------------------------
+
+
+@dataclass(frozen=True)
+class RecordProblem:
+    """Something wrong with the record outside the per-resource chains: `record` is `action` (the action
+    record's chain), `request` (a reconcile request's identity) or `checkpoint` (the database against the newest
+    signed checkpoint); `ident` names the row or the chain."""
+
+    record: str
+    ident: str
+    problem: str
+    detail: str
+
+    def describe(self) -> str:
+        """One line: what, which row, the problem, the detail."""
+        return f"{self.record} {self.ident}: {self.problem}: {self.detail}"
+
+
+def actions_verify() -> list[RecordProblem]:
+    """Walk the action record's chain in seq order: the first edited, removed or reordered record (one problem
+    at most: what follows a break cannot be trusted either). A cut tail is found against a checkpoint only."""
+    from opsconsole.accounts.models import ActionRecord
+    from reconcilers.models.chain import ACTION_HASHED_FIELDS, action_hash
+
+    expected_prev, expected_seq = "", 1
+    qs = ActionRecord.objects.order_by("seq", "id").values("id", "prev_hash", "hash", *ACTION_HASHED_FIELDS)
+    for row in qs.iterator(chunk_size=2000):
+        ident = f"seq={row['seq']} id={row['id']}"
+        if row["seq"] < expected_seq:
+            return [RecordProblem("action", ident, REORDERED, f"seq {row['seq']} appears twice or out of order")]
+        if row["seq"] > expected_seq:
+            gap = f"seq {expected_seq}" if row["seq"] == expected_seq + 1 else f"seqs {expected_seq}..{row['seq'] - 1}"
+            return [RecordProblem("action", ident, REMOVED, f"{gap} missing before it")]
+        if action_hash(row, row["prev_hash"]) != row["hash"]:
+            return [RecordProblem("action", ident, EDITED, "its fields no longer match its hash")]
+        if row["prev_hash"] != expected_prev:
+            return [RecordProblem("action", ident, EDITED, "its prev_hash is not the previous record's hash")]
+        expected_prev, expected_seq = row["hash"], row["seq"] + 1
+    return []
+
+
+def requests_verify() -> list[RecordProblem]:
+    """Every reconcile request whose identity (key, token, actor, reason, idempotency key, requested_at) no longer
+    matches the hash taken when it was made. A deleted request is found against a checkpoint's count."""
+    from reconcilers.models import ReconcileRequest
+    from reconcilers.models.chain import REQUEST_IDENTITY_FIELDS, request_identity_hash
+
+    problems = []
+    qs = ReconcileRequest.objects.order_by("requested_at", "id").values("identity_hash", *REQUEST_IDENTITY_FIELDS)
+    for row in qs.iterator(chunk_size=2000):
+        if request_identity_hash(row) != row["identity_hash"]:
+            problems.append(RecordProblem("request", f"id={row['id']} ({row['key']})", EDITED,
+                                          "its identity (key, token, actor, reason, requested_at) no longer matches "
+                                          "its hash"))
+    return problems
+
+
+def record_verify() -> list[RecordProblem]:
+    """The action record's chain and the reconcile requests' identities, read in one snapshot."""
+    with _consistent_read():
+        return actions_verify() + requests_verify()

@@ -38,6 +38,8 @@ class Transition(AppendOnlyModel):
     created_at = models.DateTimeField(default=timezone.now)
     prev_hash = models.CharField(max_length=64, blank=True)
     hash = models.CharField(max_length=64)
+    hash_version = models.PositiveSmallIntegerField(
+        default=2, db_default=2, help_text="the hash format (reconcilers.engine.audit): 1 before migration 0007")
 
     class Meta:
         base_manager_name = "objects"
@@ -71,7 +73,7 @@ class AnomalyCategory(models.TextChoices):
     OUT_OF_BAND = "out_of_band"  # a status phase written by another field manager than the engine
 
 
-class Anomaly(models.Model):
+class Anomaly(AppendOnlyModel):
     """A phase change the kind's state machine refused (one row per (resource, from, to, generation): a
     repeated run asking for the same refused change at the same generation does not add another), or an
     out-of-band status change: a phase another field manager wrote (`actor` `manager:<name>`, what it wrote
@@ -94,6 +96,7 @@ class Anomaly(models.Model):
                                 help_text="out of band: the status written and its managedFields entry")
 
     class Meta:
+        base_manager_name = "objects"
         verbose_name_plural = "anomalies"
         constraints = [
             models.UniqueConstraint(
@@ -138,6 +141,8 @@ class SpecRevision(AppendOnlyModel):
     created_at = models.DateTimeField(default=timezone.now)
     prev_hash = models.CharField(max_length=64, blank=True)
     hash = models.CharField(max_length=64)
+    hash_version = models.PositiveSmallIntegerField(
+        default=2, db_default=2, help_text="the hash format (reconcilers.engine.audit): 1 before migration 0007")
 
     class Meta:
         base_manager_name = "objects"

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import uuid
+from typing import Any
 
 from django.db import models
 from django.db.models import Q
 from django.utils import timezone
 
 from reconcilers.models.base import AppendOnlyModel
+from reconcilers.models.chain import request_identity_hash
 
 
 class RunResult(models.TextChoices):
@@ -62,7 +64,13 @@ class RequestState(models.TextChoices):
 
 
 class ReconcileRequest(models.Model):
-    """A manual reconcile (Flux's requestedAt convention): who asked, why, and what came of it."""
+    """A manual reconcile (Flux's requestedAt convention): who asked, why, and what came of it.
+
+    Its lifecycle columns change (state, times, run, transition, trace, error, resource); its identity does not:
+    `identity_hash` (set at insert) covers `chain.REQUEST_IDENTITY_FIELDS` (id, key, token, actor, reason,
+    idempotency key, requested_at) and `audit_verify` checks it. On PostgreSQL a trigger refuses an UPDATE of
+    those columns, DELETE and TRUNCATE (migration 0008); a deleted row is caught by the signed checkpoint's
+    row count."""
 
     OPEN_STATES = (RequestState.REQUESTED, RequestState.PICKED_UP)
 
@@ -87,6 +95,7 @@ class ReconcileRequest(models.Model):
     )
     trace_id = models.CharField(max_length=32, blank=True)
     error = models.TextField(blank=True)
+    identity_hash = models.CharField(max_length=64, blank=True, help_text="sha256 of the request's identity")
 
     class Meta:
         constraints = [
@@ -101,6 +110,12 @@ class ReconcileRequest(models.Model):
             models.Index(fields=["token"], name="request_token"),
             models.Index(fields=["requested_at"], name="request_requested_at"),
         ]
+
+    def save(self, *args: Any, **kwargs: Any) -> None:
+        """Hash the identity at insert."""
+        if self._state.adding:
+            self.identity_hash = request_identity_hash(self)
+        super().save(*args, **kwargs)
 
     def __str__(self) -> str:
         return f"reconcile {self.key} by {self.actor}: {self.state}"

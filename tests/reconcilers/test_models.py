@@ -99,7 +99,9 @@ def test_the_append_only_trigger_exists_on_postgresql_only_and_refuses_raw_updat
         assert model.objects.get(id=row_id).trace_id == "ab" * 16
 
 
-def test_truncate_is_not_refused_on_postgresql_so_test_flushes_still_work(rows):
+def test_truncate_is_let_through_only_for_the_test_flush_on_postgresql(rows):
+    """Migration 0006 refuses TRUNCATE, except for Django's flush in a `test_` database whose sessions say
+    `opsconsole.test_flush = 'on'` (tests/security/test_audit_append_only.py: refused otherwise)."""
     if connection.vendor != "postgresql":
         with connection.cursor() as cursor:
             cursor.execute("DELETE FROM reconcilers_transition")  # no trigger on SQLite
@@ -109,7 +111,10 @@ def test_truncate_is_not_refused_on_postgresql_so_test_flushes_still_work(rows):
         cursor.execute(
             "SELECT tgname FROM pg_trigger WHERE tgrelid = 'reconcilers_transition'::regclass AND NOT tgisinternal"
         )
-        assert [name for (name,) in cursor.fetchall()] == ["reconcilers_transition_append_only"]
+        assert sorted(name for (name,) in cursor.fetchall()) == [
+            "reconcilers_transition_append_only", "reconcilers_transition_no_truncate"]
+        cursor.execute("SHOW opsconsole.test_flush")
+        assert cursor.fetchone()[0] == "on"
         cursor.execute("SET CONSTRAINTS ALL IMMEDIATE")  # fire the deferred FK checks of the fixture's inserts
         cursor.execute("TRUNCATE reconcilers_transition CASCADE")
     assert Transition.objects.count() == 0

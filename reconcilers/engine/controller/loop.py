@@ -66,6 +66,20 @@ def default_resync_seconds() -> float:
     return float(getattr(settings, "OPSCONSOLE_RESYNC_SECONDS", 300))
 
 
+def default_checkpoint_seconds() -> float:
+    """settings.OPSCONSOLE_AUDIT_CHECKPOINT_SECONDS (default 300; 0: none)."""
+    from django.conf import settings
+
+    return float(getattr(settings, "OPSCONSOLE_AUDIT_CHECKPOINT_SECONDS", 300))
+
+
+def _default_checkpoint_write(api: Any) -> Any:
+    from reconcilers.engine.checkpoint import checkpoint_write
+
+    _close_old_db_connections()
+    return checkpoint_write(api)
+
+
 def _default_enqueue_many(keys: list[str]) -> list[str]:
     from reconcilers.engine import dispatch
 
@@ -165,6 +179,8 @@ class Controller:
         clock: Callable[[], float] = time.monotonic,
         queue_depths: Callable[[], dict[str, Any]] | None = None,
         metrics_interval: float = 1.0,
+        checkpoint_seconds: float | None = None,
+        checkpoint_write: Callable[[Any], Any] | None = None,
     ) -> None:
         self.api = api
         self.reconcilers = list(reconcilers)
@@ -187,6 +203,11 @@ class Controller:
         self.queue_depths = queue_depths or _default_queue_depths
         self.metrics_interval = metrics_interval
         self._next_metrics = -float("inf")
+        # signed audit checkpoints (reconcilers.engine.checkpoint), written only while leading
+        self.checkpoint_seconds = default_checkpoint_seconds() if checkpoint_seconds is None else checkpoint_seconds
+        self.checkpoint_write = checkpoint_write or _default_checkpoint_write
+        self._next_checkpoint = float("inf")
+        self.checkpoints = 0
 
         # which kinds are reconciled, which are owned, and by whom
         self.primary: dict[KindId, ResourceKind] = {}
@@ -255,6 +276,7 @@ class Controller:
             informer.start()
         self.running = True
         self._next_resync = self.clock() + self.resync_seconds
+        self._next_checkpoint = self.clock() + self.checkpoint_seconds
         log.info("controller: informers started for %s", ", ".join(f"{g or 'core'}/{p}" for g, p in order))
 
     def _stop_informers(self) -> None:
@@ -322,10 +344,23 @@ class Controller:
                 self._queue_recovered()
         if self._resync_now or (self.resync_seconds > 0 and now >= self._next_resync):
             did |= self.resync()
+        if self.checkpoint_seconds > 0 and now >= self._next_checkpoint:
+            self._next_checkpoint = now + self.checkpoint_seconds
+            did |= self._checkpoint()
         if self.metrics_interval > 0 and now >= self._next_metrics:
             self._next_metrics = now + self.metrics_interval
             self._queue_metrics()
         return did
+
+    def _checkpoint(self) -> bool:
+        """Write a signed checkpoint of the audit record (a failure is logged; the next one comes on time)."""
+        try:
+            self.checkpoint_write(self.api)
+        except Exception:
+            log.warning("controller: could not write an audit checkpoint", exc_info=True)
+            return False
+        self.checkpoints += 1
+        return True
 
     def _queue_metrics(self) -> None:
         """The workqueue gauges from the per-kind depths (not counted as work: metrics never keep the loop busy)."""

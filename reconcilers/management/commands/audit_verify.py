@@ -1,5 +1,6 @@
-"""`manage.py audit_verify`: check every resource's hash chain (transitions and spec revisions); exit 1 naming the
-first broken row."""
+"""`manage.py audit_verify`: check every resource's hash chain (transitions and spec revisions), the action
+record's chain, the reconcile requests' identities and the database against the newest signed checkpoint
+(reconcilers.engine.checkpoint); exit 1 naming the first broken row or the first thing the checkpoint misses."""
 
 from __future__ import annotations
 
@@ -7,14 +8,16 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from reconcilers.engine.audit import chain_verify
+from reconcilers.engine.audit import chain_verify, record_verify
+from reconcilers.engine.checkpoint import checkpoint_verify
 
 
 class Command(BaseCommand):
-    """Verify the audit trail (DESIGN.md §4): edited, removed, reordered or inserted transitions and revisions."""
+    """Verify the audit trail (DESIGN.md §4): edited, removed, reordered, inserted or moved transitions and
+    revisions; edited or removed action records; reconcile requests whose identity changed."""
 
-    help = ("Verify the per-resource hash chains (transitions and spec revisions); exit 1 and name the first "
-            "broken row if any.")
+    help = ("Verify the per-resource hash chains (transitions and spec revisions), the action record's chain and "
+            "the reconcile requests' identities; exit 1 and name the first broken row if any.")
 
     def add_arguments(self, parser: CommandParser) -> None:
         """--resource UID limits the check to one object's chain."""
@@ -22,21 +25,36 @@ class Command(BaseCommand):
 
     def handle(self, *args: Any, **options: Any) -> None:
         """Print a summary when intact; otherwise each broken chain's first broken row, then fail."""
-        report = chain_verify(options.get("resource"))
-        if report.ok:
+        uid = options.get("resource")
+        report = chain_verify(uid)
+        problems = [] if uid else record_verify()
+        against = None if uid else checkpoint_verify()
+        if against is not None:
+            problems += against.problems or []
+        if report.ok and not problems:
             revisions = f" and {report.revisions} spec revisions" if report.revisions else ""
+            records = "" if uid else "; action record chain and reconcile request identities verified"
+            if against is not None:
+                records += (f"; matches signed checkpoint {against.seq} of {against.created_at}"
+                            if against.seq is not None else "; no signed checkpoint yet")
             self.stdout.write(
                 self.style.SUCCESS(
                     f"audit trail intact: {report.transitions} transitions{revisions} in {report.chains} chains "
-                    "verified"
+                    f"verified{records}"
                 )
             )
             return
         for found in report.breaks:
             self.stderr.write(f"BROKEN {found.describe()}")
-        first = report.breaks[0]
-        ident = first.transition_id if first.transition_id is not None else "-"
-        raise CommandError(
-            f"audit trail broken in {len(report.breaks)} of {report.chains} chains; first broken row: "
-            f"resource={first.resource_uid} {first.position} id={ident} ({first.problem})"
-        )
+        for problem in problems:
+            self.stderr.write(f"BROKEN {problem.describe()}")
+        if report.breaks:
+            first = report.breaks[0]
+            ident = first.transition_id if first.transition_id is not None else "-"
+            raise CommandError(
+                f"audit trail broken in {len(report.breaks)} of {report.chains} chains; first broken row: "
+                f"resource={first.resource_uid} {first.position} id={ident} ({first.problem})"
+            )
+        first_problem = problems[0]
+        raise CommandError(f"audit record broken: {first_problem.record} {first_problem.ident} "
+                           f"({first_problem.problem})")

@@ -1,0 +1,377 @@
+"""Signed checkpoints of the audit record: its heads anchored outside the database (issue 20).
+
+The hash chains (`reconcilers.engine.audit`) detect a change behind the ORM's back, but their heads (the
+`Resource` rows' `last_transition_seq/_hash`, the newest action record) live in the same database: whoever can
+write it can cut a chain's tail, empty a table or rewrite a whole history and its head. A checkpoint is the
+record's signed tree head, as in certificate transparency:
+
+- one leaf per resource chain: `[uid, transitions, revisions, head hash]` (from the resource's head), leaf hash
+  `sha256(0x00 || canonical JSON of the leaf)`; the leaves sorted by uid;
+- `root`: the Merkle tree hash over the leaves (RFC 6962: interior `sha256(0x01 || left || right)`, the split
+  at the largest power of two below the size; the empty tree `sha256("")`);
+- `actions`: the action record's chain head (`seq`, `hash`); `counts`: the rows of every append-only table (and
+  of the reconcile requests);
+- `seq` (1, 2, 3… per checkpoint directory), `created_at`, `tree_size`, `format` (1), `key_id` (sha256 of the
+  public key, hex, first 16) — all of these are what is signed: the canonical JSON of the document without
+  `signature` and `leaves`, signed with Ed25519; `signature` is base64.
+
+The signing key is not in the database: a PEM file (`settings.OPSCONSOLE_AUDIT_KEY_FILE`, default
+`<data dir>/audit-signing.key`, created on first use with mode 0600; in Kubernetes a mounted Secret). A
+checkpoint is written where a database writer cannot reach: a JSON file (with its leaves) in
+`settings.OPSCONSOLE_AUDIT_CHECKPOINT_DIR` (`checkpoint-<seq>.json`, created exclusively, never rewritten) and,
+when a Kubernetes client is given, the ConfigMap `opsconsole-audit-checkpoint` in the leader namespace (the
+signed document without its leaves, replaced by each checkpoint).
+
+`checkpoint_verify()` checks the newest file: its signature with the key, its leaves against its root, then the
+database against it — each resource chain it saw still has its links (not fewer: a cut tail or a rewound head)
+and the head it saw is still a link of that chain (not a rewritten history), no table has fewer rows (a
+truncate or a delete), the action record's head it saw is still there. Together with `chain_verify` (every chain
+intact up to its head) this says the record up to the checkpoint is the one that was signed.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import logging
+import os
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from django.conf import settings
+from django.db.models import Count, Q
+
+from reconcilers.core.reconciler import ResourceKind
+from reconcilers.engine import kube
+from reconcilers.engine.audit import REMOVED, RecordProblem, _consistent_read
+from reconcilers.models import Anomaly, ReconcileRequest, ReconcileRun, Resource, SpecRevision, Transition
+
+log = logging.getLogger(__name__)
+
+FORMAT = 1
+CONFIGMAP = ResourceKind("", "v1", "configmaps", "ConfigMap")
+FIELD_MANAGER = "opsconsole-audit"
+#: what a checkpoint's document may not have fewer rows of than the database (runs: retention deletes old ones)
+_COUNTED = {"transitions": Transition, "spec_revisions": SpecRevision, "anomalies": Anomaly,
+            "reconcile_requests": ReconcileRequest, "runs": ReconcileRun}
+_NEVER_FEWER = ("transitions", "spec_revisions", "anomalies", "reconcile_requests", "actions")
+TRUNCATED, CUT, ZEROED, REWRITTEN, FORGED = "truncated", "cut", "zeroed", "rewritten", "forged"
+
+
+# -- keys -------------------------------------------------------------------------------------------------
+
+
+def key_path() -> Path:
+    """The signing key's file (settings.OPSCONSOLE_AUDIT_KEY_FILE)."""
+    return Path(settings.OPSCONSOLE_AUDIT_KEY_FILE)
+
+
+def signing_key(*, create: bool = True) -> Any:
+    """The Ed25519 private key from its file; generated (mode 0600) when missing and `create`; None when
+    missing and not `create`."""
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+    path = key_path()
+    if not path.exists():
+        if not create:
+            return None
+        path.parent.mkdir(parents=True, exist_ok=True)
+        pem = Ed25519PrivateKey.generate().private_bytes(
+            serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        except FileExistsError:
+            pass  # another process made it first
+        else:
+            with os.fdopen(fd, "wb") as out:
+                out.write(pem)
+            log.info("audit checkpoints: a new signing key in %s", path)
+    return serialization.load_pem_private_key(path.read_bytes(), password=None)
+
+
+def _public_raw(private: Any) -> bytes:
+    from cryptography.hazmat.primitives import serialization
+
+    return private.public_key().public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
+
+
+def key_id(private: Any) -> str:
+    """The key's id: sha256 of its raw public key, hex, first 16."""
+    return hashlib.sha256(_public_raw(private)).hexdigest()[:16]
+
+
+# -- the tree ---------------------------------------------------------------------------------------------
+
+
+def _canonical(doc: Any) -> bytes:
+    return json.dumps(doc, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+
+
+def leaf_hash(leaf: list[Any]) -> bytes:
+    """sha256(0x00 || canonical JSON of [uid, transitions, revisions, head hash])."""
+    return hashlib.sha256(b"\x00" + _canonical(leaf)).digest()
+
+
+def merkle_root(hashes: list[bytes]) -> bytes:
+    """RFC 6962's Merkle tree hash of the leaf hashes."""
+    if not hashes:
+        return hashlib.sha256(b"").digest()
+    if len(hashes) == 1:
+        return hashes[0]
+    split = 1 << ((len(hashes) - 1).bit_length() - 1)
+    return hashlib.sha256(b"\x01" + merkle_root(hashes[:split]) + merkle_root(hashes[split:])).digest()
+
+
+def _leaves() -> list[list[Any]]:
+    rows = (Resource.objects.filter(Q(last_transition_seq__gt=0) | Q(last_revision_seq__gt=0)).order_by("uid")
+            .values_list("uid", "last_transition_seq", "last_revision_seq", "last_transition_hash"))
+    return [[uid, seq, revisions, head] for uid, seq, revisions, head in rows]
+
+
+def _state() -> dict[str, Any]:
+    """The record's heads and counts, read in one snapshot."""
+    from opsconsole.accounts.models import ActionRecord
+
+    with _consistent_read():
+        leaves = _leaves()
+        counts = {name: model.objects.count() for name, model in _COUNTED.items()}
+        counts["actions"] = ActionRecord.objects.count()
+        head = ActionRecord.objects.order_by("-seq").values("seq", "hash").first() or {"seq": 0, "hash": ""}
+    return {"leaves": leaves, "counts": counts, "actions": head}
+
+
+def _signed_part(doc: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in doc.items() if k not in ("signature", "leaves")}
+
+
+# -- writing ----------------------------------------------------------------------------------------------
+
+
+def checkpoint_dir() -> Path:
+    """Where the checkpoint files go (settings.OPSCONSOLE_AUDIT_CHECKPOINT_DIR)."""
+    return Path(settings.OPSCONSOLE_AUDIT_CHECKPOINT_DIR)
+
+
+def _files() -> list[tuple[int, Path]]:
+    found = []
+    for path in checkpoint_dir().glob("checkpoint-*.json"):
+        try:
+            found.append((int(path.stem.split("-", 1)[1]), path))
+        except ValueError:
+            continue
+    return sorted(found)
+
+
+@dataclass(frozen=True)
+class Written:
+    """A checkpoint written: its document (leaves included), its file, and whether the ConfigMap took it."""
+
+    doc: dict[str, Any]
+    path: Path
+    configmap: bool | None  # None: no client given
+
+
+def checkpoint_write(api: Any = None) -> Written:
+    """Take, sign and write a checkpoint: a new file, and the ConfigMap when `api` is given (a failure to write
+    it is logged, the file stays)."""
+    state = _state()
+    private = signing_key()
+    root = merkle_root([leaf_hash(leaf) for leaf in state["leaves"]])
+    directory = checkpoint_dir()
+    directory.mkdir(parents=True, exist_ok=True)
+    while True:
+        seq = (_files()[-1][0] if _files() else 0) + 1
+        doc: dict[str, Any] = {
+            "format": FORMAT, "seq": seq, "created_at": datetime.now(UTC).isoformat(timespec="microseconds"),
+            "tree_size": len(state["leaves"]), "root": root.hex(), "actions": state["actions"],
+            "counts": state["counts"], "key_id": key_id(private),
+        }
+        doc["signature"] = base64.b64encode(private.sign(_canonical(_signed_part(doc)))).decode()
+        doc["leaves"] = state["leaves"]
+        path = directory / f"checkpoint-{seq:08d}.json"
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        except FileExistsError:
+            continue  # another writer took this seq: the next one
+        with os.fdopen(fd, "w", encoding="utf-8") as out:
+            json.dump(doc, out, sort_keys=True, indent=1)
+        break
+    published = None
+    if api is not None:
+        published = _configmap_write(api, _signed_part(doc) | {"signature": doc["signature"]})
+    log.info("audit checkpoint %d: %d chains, root %s", seq, len(state["leaves"]), doc["root"][:16])
+    return Written(doc, path, published)
+
+
+def _configmap_write(api: Any, signed: dict[str, Any]) -> bool:
+    namespace = settings.OPSCONSOLE_LEADER_NAMESPACE
+    manifest = {"apiVersion": "v1", "kind": "ConfigMap",
+                "metadata": {"name": settings.OPSCONSOLE_AUDIT_CHECKPOINT_CONFIGMAP, "namespace": namespace},
+                "data": {"checkpoint.json": json.dumps(signed, sort_keys=True)}}
+    try:
+        kube.apply_object(api, CONFIGMAP, namespace, manifest["metadata"]["name"], manifest,
+                          field_manager=FIELD_MANAGER)
+    except Exception:
+        log.warning("audit checkpoint %s: could not write the ConfigMap %s/%s", signed.get("seq"), namespace,
+                    manifest["metadata"]["name"], exc_info=True)
+        return False
+    return True
+
+
+def configmap_read(api: Any) -> dict[str, Any] | None:
+    """The signed document in the cluster's ConfigMap (None when there is none)."""
+    namespace, name = settings.OPSCONSOLE_LEADER_NAMESPACE, settings.OPSCONSOLE_AUDIT_CHECKPOINT_CONFIGMAP
+    try:
+        obj = kube.request_json(api, "GET", kube.object_path(CONFIGMAP, namespace, name))
+    except Exception as exc:
+        if getattr(exc, "status", None) == 404:
+            return None
+        raise
+    return json.loads((obj.get("data") or {}).get("checkpoint.json") or "null")
+
+
+# -- verifying --------------------------------------------------------------------------------------------
+
+
+def signature_ok(doc: dict[str, Any], private: Any) -> bool:
+    """Whether `doc`'s signature is the key's over its signed part."""
+    from cryptography.exceptions import InvalidSignature
+
+    try:
+        private.public_key().verify(base64.b64decode(doc.get("signature") or ""), _canonical(_signed_part(doc)))
+    except (InvalidSignature, ValueError):
+        return False
+    return True
+
+
+def newest() -> tuple[Path, dict[str, Any]] | None:
+    """The newest checkpoint file and its document (None when there is none)."""
+    files = _files()
+    if not files:
+        return None
+    path = files[-1][1]
+    return path, json.loads(path.read_text(encoding="utf-8"))
+
+
+@dataclass
+class CheckpointReport:
+    """What `checkpoint_verify` checked (`seq` None: no checkpoint yet) and what it found."""
+
+    seq: int | None = None
+    created_at: str = ""
+    problems: list[RecordProblem] | None = None
+
+    def __post_init__(self) -> None:
+        if self.problems is None:
+            self.problems = []
+
+
+def _problem(seq: Any, ident: str, problem: str, detail: str) -> RecordProblem:
+    return RecordProblem("checkpoint", f"{seq} {ident}".strip(), problem, detail)
+
+
+def _in_batches(items: list[str], size: int = 1000) -> Iterable[list[str]]:
+    for i in range(0, len(items), size):
+        yield items[i:i + size]
+
+
+def checkpoint_verify(doc: dict[str, Any] | None = None) -> CheckpointReport:
+    """Check the newest checkpoint (or `doc`): signature, leaves, then the database against it."""
+    from opsconsole.accounts.models import ActionRecord
+
+    if doc is None:
+        found = newest()
+        if found is None:
+            return CheckpointReport()
+        doc = found[1]
+    seq = doc.get("seq")
+    report = CheckpointReport(seq=seq, created_at=str(doc.get("created_at", "")))
+    problems = report.problems
+    assert problems is not None
+    private = signing_key(create=False)
+    if private is None:
+        problems.append(_problem(seq, "", FORGED, f"no signing key at {key_path()}: the checkpoint cannot be checked"))
+        return report
+    if doc.get("key_id") != key_id(private) or not signature_ok(doc, private):
+        problems.append(_problem(seq, "", FORGED, "its signature is not the audit key's (a forged or altered "
+                                 "checkpoint)"))
+        return report
+    leaves = doc.get("leaves") or []
+    if merkle_root([leaf_hash(leaf) for leaf in leaves]).hex() != doc.get("root") or len(leaves) != doc.get(
+            "tree_size"):
+        problems.append(_problem(seq, "", FORGED, "its leaves do not make its signed root"))
+        return report
+
+    with _consistent_read():
+        counts = {name: model.objects.count() for name, model in _COUNTED.items()}
+        counts["actions"] = ActionRecord.objects.count()
+        for name in _NEVER_FEWER:
+            then, now = (doc.get("counts") or {}).get(name, 0), counts[name]
+            if now < then:
+                problem = TRUNCATED if now == 0 else REMOVED
+                problems.append(_problem(seq, f"table={name}", problem,
+                                         f"{now} rows now, the checkpoint counted {then}"))
+        actions = doc.get("actions") or {}
+        if actions.get("seq"):
+            row = ActionRecord.objects.filter(seq=actions["seq"]).values("hash").first()
+            top = ActionRecord.objects.order_by("-seq").values_list("seq", flat=True).first() or 0
+            if row is None:
+                problems.append(_problem(seq, f"action seq={actions['seq']}", CUT,
+                                         f"the action record ends at seq {top}, the checkpoint saw "
+                                         f"{actions['seq']}"))
+            elif row["hash"] != actions["hash"]:
+                problems.append(_problem(seq, f"action seq={actions['seq']}", REWRITTEN,
+                                         "its hash is not the one the checkpoint saw"))
+        problems.extend(_chains_against(seq, leaves))
+    return report
+
+
+def _chains_against(seq: Any, leaves: list[list[Any]]) -> list[RecordProblem]:
+    uids = [leaf[0] for leaf in leaves]
+    heads: dict[str, tuple[int, int, str, str]] = {}
+    transitions: dict[str, int] = {}
+    revisions: dict[str, int] = {}
+    linked: set[tuple[str, str]] = set()
+    wanted = [leaf[3] for leaf in leaves]
+    for batch in _in_batches(uids):
+        for uid, t, r, h, kind, ns, name in Resource.objects.filter(uid__in=batch).values_list(
+                "uid", "last_transition_seq", "last_revision_seq", "last_transition_hash", "kind", "namespace", "name"):
+            heads[uid] = (t, r, h, f"{kind} {ns + '/' if ns else ''}{name}")
+        transitions.update(Transition.objects.filter(resource_uid__in=batch).values_list("resource_uid")
+                           .annotate(n=Count("id")).values_list("resource_uid", "n"))
+        revisions.update(SpecRevision.objects.filter(resource_uid__in=batch).values_list("resource_uid")
+                         .annotate(n=Count("id")).values_list("resource_uid", "n"))
+    for batch in _in_batches(wanted):
+        linked.update(Transition.objects.filter(hash__in=batch).values_list("resource_uid", "hash"))
+        linked.update(SpecRevision.objects.filter(hash__in=batch).values_list("resource_uid", "hash"))
+    problems = []
+    for uid, t_then, r_then, h_then in leaves:
+        ident = f"resource={uid}"
+        t_rows, r_rows = transitions.get(uid, 0), revisions.get(uid, 0)
+        head = heads.get(uid)
+        what = head[3] if head else "(its resource row is gone)"
+        if t_rows == 0 and r_rows == 0:
+            problems.append(_problem(seq, ident, REMOVED, f"{what}: its whole history is gone (the checkpoint saw "
+                                     f"{t_then} transitions and {r_then} revisions)"))
+            continue
+        if t_rows < t_then or r_rows < r_then:
+            problems.append(_problem(seq, ident, CUT, f"{what}: {t_rows} transitions and {r_rows} revisions now, "
+                                     f"the checkpoint saw {t_then} and {r_then}"))
+            continue
+        if head is None or (head[0], head[1]) == (0, 0) or not head[2]:
+            problems.append(_problem(seq, ident, ZEROED, f"{what}: its head is empty, the checkpoint saw "
+                                     f"{t_then} transitions and {r_then} revisions"))
+            continue
+        if head[0] < t_then or head[1] < r_then:
+            problems.append(_problem(seq, ident, CUT, f"{what}: its head was rewound to {head[0]} transitions and "
+                                     f"{head[1]} revisions, the checkpoint saw {t_then} and {r_then}"))
+            continue
+        if (uid, h_then) not in linked:
+            problems.append(_problem(seq, ident, REWRITTEN, f"{what}: the head the checkpoint saw ({h_then[:16]}…) "
+                                     "is no longer a link of its chain"))
+    return problems
