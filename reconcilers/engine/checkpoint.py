@@ -375,3 +375,23 @@ def _chains_against(seq: Any, leaves: list[list[Any]]) -> list[RecordProblem]:
             problems.append(_problem(seq, ident, REWRITTEN, f"{what}: the head the checkpoint saw ({h_then[:16]}…) "
                                      "is no longer a link of its chain"))
     return problems
+
+
+def configmap_check(api: Any) -> list[RecordProblem]:
+    """The cluster's copy against the newest file: its signature, and that the files are not behind it (a
+    deleted newest file would let an attacker fall back to an older checkpoint) nor differ from it."""
+    published = configmap_read(api)
+    if published is None:
+        return []
+    seq = published.get("seq")
+    private = signing_key(create=False)
+    if private is None or published.get("key_id") != key_id(private) or not signature_ok(published, private):
+        return [_problem(seq, "configmap", FORGED, "the cluster's copy is not signed with the audit key")]
+    found = newest()
+    top = found[1].get("seq", 0) if found else 0
+    if top < seq:
+        return [_problem(seq, "configmap", REMOVED, f"the cluster holds checkpoint {seq}, the newest file is "
+                         f"{top or 'none'}: checkpoint files were removed")]
+    if found and top == seq and found[1].get("root") != published.get("root"):
+        return [_problem(seq, "configmap", FORGED, "the cluster's copy and the file differ")]
+    return []

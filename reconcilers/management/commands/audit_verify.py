@@ -9,7 +9,7 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from reconcilers.engine.audit import chain_verify, record_verify
-from reconcilers.engine.checkpoint import checkpoint_verify
+from reconcilers.engine.checkpoint import checkpoint_verify, configmap_check
 
 
 class Command(BaseCommand):
@@ -22,6 +22,8 @@ class Command(BaseCommand):
     def add_arguments(self, parser: CommandParser) -> None:
         """--resource UID limits the check to one object's chain."""
         parser.add_argument("--resource", metavar="UID", help="verify only this resource's chain")
+        parser.add_argument("--cluster", action="store_true",
+                            help="also check the cluster's checkpoint ConfigMap against the newest file")
 
     def handle(self, *args: Any, **options: Any) -> None:
         """Print a summary when intact; otherwise each broken chain's first broken row, then fail."""
@@ -31,6 +33,10 @@ class Command(BaseCommand):
         against = None if uid else checkpoint_verify()
         if against is not None:
             problems += against.problems or []
+        if options.get("cluster"):
+            from reconcilers.engine.apiclient import get_api_client
+
+            problems += configmap_check(get_api_client())
         if report.ok and not problems:
             revisions = f" and {report.revisions} spec revisions" if report.revisions else ""
             records = "" if uid else "; action record chain and reconcile request identities verified"

@@ -60,3 +60,13 @@ def test_a_standby_writes_none(api, widget_kind):
         assert controller.checkpoints == 0 and not checkpoint.checkpoint_dir().exists()
     finally:
         controller.shutdown()
+
+
+def test_the_cluster_copy_catches_removed_checkpoint_files(api):
+    first = checkpoint.checkpoint_write(api)
+    second = checkpoint.checkpoint_write(api)
+    assert checkpoint.configmap_check(api) == []
+    second.path.unlink()  # fall back to checkpoint 1, as someone hiding what checkpoint 2 saw would
+    assert [(p.ident, p.problem) for p in checkpoint.configmap_check(api)] == [("2 configmap", "removed")]
+    first.path.unlink()
+    assert "the newest file is none" in checkpoint.configmap_check(api)[0].detail
