@@ -2,7 +2,8 @@
 the last full result is kept (with when it ran and how long it took) and re-run only when asked; one
 resource's chain is cheap and is verified on demand. What a caller limited to namespaces sees of a verification
 is its own namespaces' part (`ChainStatus.visible_to`); asking for a full verification is throttled per
-user (`audit_verify_wait`)."""
+user (`audit_verify_wait`). A full verification checks what `manage.py audit_verify` checks: every chain, the
+action record's chain, the reconcile requests' identities and the newest signed checkpoint."""
 
 from __future__ import annotations
 
@@ -16,7 +17,8 @@ from django.conf import settings
 from django.db.models import Count
 from django.utils import timezone
 
-from reconcilers.engine.audit import chain_verify
+from reconcilers.engine.audit import chain_verify, record_verify
+from reconcilers.engine.checkpoint import checkpoint_verify
 from reconcilers.models import Transition
 
 #: shown breaks per status
@@ -25,6 +27,8 @@ SHOWN_BREAKS = 10
 KEPT_BREAKS = 1000
 #: Redis key prefix of the per-user verification slots (each expires after the interval)
 VERIFY_SLOT_PREFIX = "opsconsole-audit-verify:"
+#: the "namespace" of problems of the whole record (not one resource's): shown only to callers limited to none
+RECORD_WIDE = "\x00record"
 
 
 @dataclass(frozen=True)
@@ -54,6 +58,14 @@ class ChainStatus:
                        transitions=sum(t for _, t in counts), found=(), per_namespace={})
 
 
+def _record_problems() -> list:
+    """What `manage.py audit_verify` checks besides the chains: the action record's chain, the reconcile
+    requests' identities and the database against the newest signed checkpoint."""
+    problems = list(record_verify())
+    problems += checkpoint_verify().problems or []
+    return problems
+
+
 _lock = threading.Lock()
 _last: ChainStatus | None = None
 
@@ -75,7 +87,9 @@ def audit_chain_status(
     started = time.monotonic()
     report = chain_verify(resource_uid)
     found = tuple((b.namespace, b.describe()) for b in report.breaks[:KEPT_BREAKS])
-    status = ChainStatus(report.ok, report.chains, report.transitions, [text for _, text in found[:SHOWN_BREAKS]],
+    if resource_uid is None:  # the whole record: also the action chain, request identities, the newest checkpoint
+        found += tuple((RECORD_WIDE, p.describe()) for p in _record_problems()[:KEPT_BREAKS])
+    status = ChainStatus(not found, report.chains, report.transitions, [text for _, text in found[:SHOWN_BREAKS]],
                          timezone.now(), time.monotonic() - started, found,
                          _per_namespace() if resource_uid is None else {})
     if resource_uid is None:

@@ -120,7 +120,7 @@ def test_tenants_with_invalid_quotas_or_names_fail_once_with_a_reason_and_create
         f"malformed-{tag}": ({"quota": {"memory": "1.5.5Gi"}}, "InvalidQuota", "is not a quantity"),
         f"unnamed-{tag}": ({"quota": {"CPU Cores": "2"}}, "InvalidQuota", "is not a resource name"),
         f"markup-{tag}": ({"quota": {"pods": "<img src=x onerror=alert(1)>"}}, "InvalidQuota", "is not a quantity"),
-        f"{'long-' * 11}{tag}": ({}, "InvalidSpec", "is not a valid namespace name"),  # tenant-<61>
+        f"{'long-' * 11}{tag}": ({}, "InvalidSpec", "a namespace name is at most 63"),  # tenant-<61>
     }
     uids = {name: kube.create_object(kapi, TENANT, tenant(name, **spec))["metadata"]["uid"]
             for name, (spec, _, _) in cases.items()}

@@ -98,3 +98,16 @@ def test_the_request_trigger_refuses_identity_updates_deletes_and_truncate(sql):
         cursor.execute("SET LOCAL opsconsole.test_flush = 'off'")
         cursor.execute(sql)
     assert ReconcileRequest.objects.get().actor == "user:alice"
+
+
+def test_the_consoles_full_verification_checks_the_action_record_too():
+    """The console's "Verify" (admins) runs what audit_verify runs, not only the transition chains; a limited
+    caller does not see a problem of the whole record."""
+    from reconcilers.services.audit_status import audit_chain_status
+
+    _actions(3)
+    assert audit_chain_status(refresh=True).ok
+    _as_owner(["UPDATE accounts_actionrecord SET actor = 'mallory' WHERE seq = 2"])
+    status = audit_chain_status(refresh=True)
+    assert not status.ok and any("action" in text and "edited" in text for text in status.breaks), status.breaks
+    assert audit_chain_status(namespaces=frozenset({"team-a"})).ok
