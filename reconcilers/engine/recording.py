@@ -187,12 +187,14 @@ def revision_record(resource: Resource, live: dict[str, Any], at: datetime) -> S
     generation = int(meta.get("generation") or 0)
     if generation <= 0 or not meta.get("uid") or meta["uid"] != resource.uid:
         return None
-    last = (SpecRevision.objects.filter(resource_uid=resource.uid).order_by("-seq")
-            .values("generation", "spec").first())
-    if last is not None and generation <= last["generation"]:
+    revisions = SpecRevision.objects.filter(resource_uid=resource.uid).order_by("-seq")
+    # every run asks; only a new generation reads the previous spec (it may be large) for the diff
+    last_generation = revisions.values_list("generation", flat=True).first()
+    if last_generation is not None and generation <= last_generation:
         return None
+    previous = revisions.values_list("spec", flat=True).first() if last_generation is not None else None
     spec = live.get("spec") or {}
-    diff = spec_diff(last["spec"] if last else {}, spec)
+    diff = spec_diff(previous or {}, spec)
     writers = spec_writers(live, diff) or []
     top = writers[0] if writers else {}
     prev_hash = resource.last_transition_hash
