@@ -72,6 +72,17 @@ def namespace(kapi) -> str:
 
 
 @pytest.fixture
+def builtin_kinds_only(settings) -> Iterator:
+    """Exactly the built-in kinds registered (no settings kinds, no installed entry points) for one test."""
+    settings.OPSCONSOLE_RECONCILERS = []
+    settings.OPSCONSOLE_BUILTIN_KINDS = True
+    settings.OPSCONSOLE_KIND_ENTRY_POINTS = False
+    registry.reset()
+    yield
+    registry.reset()
+
+
+@pytest.fixture
 def reconcilers(settings) -> Iterator:
     """Register exactly these kinds for one test (built-in kinds off): `reconcilers(["dotted.Path", ...])`."""
 

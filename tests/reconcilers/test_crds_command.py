@@ -10,19 +10,12 @@ import pytest
 import yaml
 from django.core.management import CommandError, call_command
 
-from reconcilers.engine import registry
-
 DEPLOY_CRDS = Path(__file__).resolve().parents[2] / "deploy" / "crds"
 
 
 @pytest.fixture(autouse=True)
-def builtins_only(settings):
-    settings.OPSCONSOLE_RECONCILERS = []
-    settings.OPSCONSOLE_BUILTIN_KINDS = True
-    settings.OPSCONSOLE_KIND_ENTRY_POINTS = False
-    registry.reset()
-    yield
-    registry.reset()
+def builtins_only(builtin_kinds_only):
+    """Every test here sees exactly the built-in kinds."""
 
 
 def run(*args: str) -> str:

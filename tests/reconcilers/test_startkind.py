@@ -31,13 +31,8 @@ CASES = {
 
 
 @pytest.fixture(autouse=True)
-def builtins_only(settings):
-    settings.OPSCONSOLE_RECONCILERS = []
-    settings.OPSCONSOLE_BUILTIN_KINDS = True
-    settings.OPSCONSOLE_KIND_ENTRY_POINTS = False
-    registry.reset()
-    yield
-    registry.reset()
+def builtins_only(builtin_kinds_only):
+    """Every test here sees exactly the built-in kinds."""
 
 
 def startkind(*args: str) -> str:
