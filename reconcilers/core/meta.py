@@ -203,3 +203,11 @@ def spec_writers(obj: dict[str, Any], changes: list[dict[str, Any]]) -> list[dic
     floor = datetime.min.replace(tzinfo=UTC)
     owners.sort(key=lambda e: parse_rfc3339(e.get("time")) or floor, reverse=True)
     return [manager_summary(e) for e in owners]
+
+#: self-healing's annotations: suspend the object's reconciles (the value is the reason), until when (RFC 3339,
+#: optional), and turn automatic rollback on or off for this one object ("true" / "false")
+SUSPENDED = "opsconsole.io/suspended"
+SUSPENDED_UNTIL = "opsconsole.io/suspended-until"
+AUTO_ROLLBACK = "opsconsole.io/auto-rollback"
+#: the field manager a rollback writes the restored spec with: the revision it makes names it as the actor
+ROLLBACK_FIELD_MANAGER = "opsconsole-rollback"

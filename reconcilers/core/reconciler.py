@@ -16,6 +16,7 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import Any, ClassVar, Protocol
 
+from reconcilers.core.healing import Healing
 from reconcilers.core.kind import PrinterColumn, ScaleSubresource
 from reconcilers.core.statemachine import StateMachine
 from reconcilers.core.types import Condition, ConditionStatus, Request, Result
@@ -136,6 +137,12 @@ class Reconciler(ABC):
     #: moved and the reconcile concludes another phase (except the failed one), the engine records this phase
     #: (reason SpecChanged) and runs the key again at once, so a scale-up never reads as Running → Degraded
     spec_change_phase: ClassVar[str | None] = None
+    #: anomaly rules and automatic rollback (`reconcilers.core.healing`); the defaults: the settings' rules, no
+    #: automatic rollback
+    healing: ClassVar[Healing] = Healing()
+    #: the phase a resource is in while a rollback's restored generation is verified (e.g. "RollingBack"), when
+    #: the kind's state machine declares it; without one the rollback shows in conditions and healing records
+    rollback_phase: ClassVar[str | None] = None
 
     # -- typed kinds: the models and what the generated CRD says besides them -------------------------------
 

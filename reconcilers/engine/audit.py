@@ -26,6 +26,12 @@ and the revision count (`last_revision_seq`). Transition seqs stay 1, 2, 3… wi
 is transitions by seq with each revision right after the transition it follows. An edited, removed, reordered
 or inserted revision is reported like a transition (`ChainBreak.item == "revision"`), and so is a transition
 whose predecessor revision was tampered with.
+
+Healing records (`HealingRecord`: anomalies, rollbacks, suspends, pins) are links of the same chain too, placed
+like revisions: after the transition they follow (`chain_after`) and after the revision they follow
+(`revision_after`), with their own seq (1, 2, 3…), `"link": "healing"` in the encoding, and their count in the
+resource's head (`last_healing_seq`). The chain's order is therefore: transition t, then the revisions and
+healing records that follow it, a revision r before the healing records that follow r.
 """
 
 from __future__ import annotations
@@ -41,7 +47,7 @@ from typing import Any
 from django.db import connection, transaction
 from django.db.models import Q
 
-from reconcilers.models import Resource, SpecRevision, Transition
+from reconcilers.models import HealingRecord, Resource, SpecRevision, Transition
 
 #: the fields covered by a transition's hash, in the canonical encoding (prev_hash is added to them)
 HASHED_FIELDS: tuple[str, ...] = (
@@ -87,7 +93,28 @@ REVISION_HASHED_FIELDS: tuple[str, ...] = (
     "created_at",
 )
 REVISION_HASHED_FIELDS_V2: tuple[str, ...] = (*REVISION_HASHED_FIELDS, "resource_id")
-TRANSITION, REVISION = "transition", "revision"
+#: the fields covered by a healing record's hash (prev_hash and `"link": "healing"` are added); format 2 only
+HEALING_HASHED_FIELDS: tuple[str, ...] = (
+    "resource_uid",
+    "resource_id",
+    "kind",
+    "namespace",
+    "name",
+    "seq",
+    "chain_after",
+    "revision_after",
+    "action",
+    "rule",
+    "actor",
+    "reason",
+    "message",
+    "generation",
+    "target_generation",
+    "detail",
+    "expires_at",
+    "created_at",
+)
+TRANSITION, REVISION, HEALING = "transition", "revision", "healing"
 
 EDITED, REMOVED, REORDERED, INSERTED, MOVED = "edited", "removed", "reordered", "inserted", "moved"
 
@@ -154,6 +181,31 @@ def revision_hash(fields: Mapping[str, Any], prev_hash: str) -> str:
     return hashlib.sha256(revision_encoding(fields, prev_hash)).hexdigest()
 
 
+def healing_encoding(fields: Mapping[str, Any], prev_hash: str) -> bytes:
+    """The bytes a healing record's hash covers: HEALING_HASHED_FIELDS + prev_hash, `"link": "healing"`, format 2
+    (JSON values such as the evidence are encoded with sorted keys)."""
+    missing = [name for name in HEALING_HASHED_FIELDS if name not in fields]
+    if missing:
+        raise KeyError(f"missing healing record fields: {missing}")
+    doc = {name: _canonical_value(fields[name]) for name in HEALING_HASHED_FIELDS}
+    doc["prev_hash"] = prev_hash
+    doc["link"] = HEALING
+    doc["v"] = HASH_VERSION
+    return json.dumps(doc, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str).encode("utf-8")
+
+
+def healing_hash(fields: Mapping[str, Any], prev_hash: str) -> str:
+    """sha256 (hex) of `healing_encoding(fields, prev_hash)`."""
+    return hashlib.sha256(healing_encoding(fields, prev_hash)).hexdigest()
+
+
+def healing_fields(row: Any) -> dict[str, Any]:
+    """The hashed fields of a HealingRecord instance (or of a dict from `.values()`)."""
+    if isinstance(row, Mapping):
+        return {name: row[name] for name in HEALING_HASHED_FIELDS}
+    return {name: getattr(row, name) for name in HEALING_HASHED_FIELDS}
+
+
 def _fields_of(row: Any, revision: bool) -> dict[str, Any]:
     get = row.get if isinstance(row, Mapping) else lambda name, default=None: getattr(row, name, default)
     version = get("hash_version", ENCODING_VERSION) or ENCODING_VERSION
@@ -187,12 +239,16 @@ class ChainBreak:
     kind: str = ""
     namespace: str = ""
     name: str = ""
-    item: str = TRANSITION  # or REVISION: `seq` and `transition_id` are then the revision's seq and id
+    item: str = TRANSITION  # or REVISION / HEALING: `seq` and `transition_id` are then that link's seq and id
 
     @property
     def position(self) -> str:
-        """`seq=N` for a transition, `revision=N` for a spec revision."""
-        return f"revision={self.seq}" if self.item == REVISION else f"seq={self.seq}"
+        """`seq=N` for a transition, `revision=N` for a spec revision, `healing=N` for a healing record."""
+        if self.item == REVISION:
+            return f"revision={self.seq}"
+        if self.item == HEALING:
+            return f"healing={self.seq}"
+        return f"seq={self.seq}"
 
     def describe(self) -> str:
         """One line naming the row: resource, seq (or revision), id, then what is wrong."""
@@ -211,6 +267,7 @@ class VerifyReport:
     chains: int = 0
     transitions: int = 0
     revisions: int = 0
+    healing: int = 0
     breaks: list[ChainBreak] = field(default_factory=list)
 
     @property
@@ -227,10 +284,12 @@ class _Head:
     namespace: str
     name: str
     revisions: int = 0
+    healing: int = 0
 
 
 _COLUMNS = ("id", "hash", "prev_hash", "hash_version", *HASHED_FIELDS_V2)
 _REVISION_COLUMNS = ("id", "hash", "prev_hash", "hash_version", *REVISION_HASHED_FIELDS_V2)
+_HEALING_COLUMNS = ("id", "hash", "prev_hash", *HEALING_HASHED_FIELDS)
 
 
 def _chain_rows(resource_uid: str | None, model: Any = Transition, columns: tuple[str, ...] = _COLUMNS
@@ -252,14 +311,15 @@ def _chain_rows(resource_uid: str | None, model: Any = Transition, columns: tupl
 
 
 def _heads(resource_uid: str | None) -> dict[str, _Head]:
-    qs = Resource.objects.filter(Q(last_transition_seq__gt=0) | Q(last_revision_seq__gt=0))
+    qs = Resource.objects.filter(Q(last_transition_seq__gt=0) | Q(last_revision_seq__gt=0)
+                                 | Q(last_healing_seq__gt=0))
     if resource_uid is not None:
         qs = qs.filter(uid=resource_uid)
     return {
         r["uid"]: _Head(r["last_transition_seq"], r["last_transition_hash"], r["kind"], r["namespace"], r["name"],
-                        r["last_revision_seq"])
+                        r["last_revision_seq"], r["last_healing_seq"])
         for r in qs.values("uid", "last_transition_seq", "last_transition_hash", "kind", "namespace", "name",
-                           "last_revision_seq")
+                           "last_revision_seq", "last_healing_seq")
     }
 
 
@@ -321,32 +381,53 @@ def verify_chain(uid: str, rows: list[dict[str, Any]], head: _Head | None) -> Ch
     return None
 
 
-def _link_order(row: dict[str, Any]) -> tuple[int, int, int, int]:
-    """A link's place in the chain: transitions by seq, each revision right after the transition it follows."""
+def _link_order(row: dict[str, Any]) -> tuple[int, int, int, int, int]:
+    """A link's place in the chain: transitions by seq; after each, the revisions that follow it, each healing
+    record after the revision it follows (see the module docstring)."""
     if row["_link"] == REVISION:
-        return (row["chain_after"], 1, row["seq"], row["id"])
-    return (row["seq"], 0, 0, row["id"])
+        return (row["chain_after"], row["seq"], 0, 0, row["id"])
+    if row["_link"] == HEALING:
+        return (row["chain_after"], row["revision_after"], 1, row["seq"], row["id"])
+    return (row["seq"], -1, 0, 0, row["id"])
 
 
 def _link_hash(row: dict[str, Any]) -> str:
     if row["_link"] == REVISION:
         return revision_hash(revision_fields(row), row["prev_hash"])
+    if row["_link"] == HEALING:
+        return healing_hash(healing_fields(row), row["prev_hash"])
     return transition_hash(row_fields(row), row["prev_hash"])
 
 
+_NOUNS = {TRANSITION: "seq", REVISION: "revision", HEALING: "healing"}
+
+
 def _link_name(row: dict[str, Any]) -> str:
-    noun = "revision" if row["_link"] == REVISION else "seq"
-    return f"{noun} {row['seq']} (id {row['id']})"
+    return f"{_NOUNS[row['_link']]} {row['seq']} (id {row['id']})"
+
+
+def _numbered_gap(rows: list[dict[str, Any]], recorded: int, item: str) -> tuple[int, str] | None:
+    """The first seq missing from a revision or healing record sequence (1..max(recorded, the highest seq)) and
+    where it is missing, or None."""
+    present = {row["seq"] for row in rows}
+    top = max([recorded, *present])
+    missing = sorted(set(range(1, top + 1)) - present)
+    if not missing:
+        return None
+    where = "at the end" if missing[0] > max(present, default=0) else "before a later one"
+    noun = "revisions" if item == REVISION else "healing records"
+    return missing[0], f"{_NOUNS[item]} {missing[0]} missing {where} (the resource records {top} {noun})"
 
 
 def verify_links(uid: str, transitions: list[dict[str, Any]], revisions: list[dict[str, Any]],
-                 head: _Head | None) -> ChainBreak | None:
-    """Check one resource's chain of transitions and spec revisions (each in (seq, id) order, as dicts with id,
-    hash, prev_hash and their hashed fields) against its head; return its first broken link, or None. A chain
-    without revisions is checked by `verify_chain`."""
-    if not revisions and (head is None or head.revisions == 0):
+                 head: _Head | None, healing: list[dict[str, Any]] | None = None) -> ChainBreak | None:
+    """Check one resource's chain of transitions, spec revisions and healing records (each in (seq, id) order,
+    as dicts with id, hash, prev_hash and their hashed fields) against its head; return its first broken link,
+    or None. A chain of transitions only is checked by `verify_chain`."""
+    healing = healing or []
+    if not revisions and not healing and (head is None or (head.revisions == 0 and head.healing == 0)):
         return verify_chain(uid, transitions, head)
-    named = transitions[0] if transitions else revisions[0] if revisions else None
+    named = transitions[0] if transitions else revisions[0] if revisions else healing[0] if healing else None
     kind, namespace, name = (
         (named["kind"], named["namespace"], named["name"]) if named else (head.kind, head.namespace, head.name)
         if head else ("", "", "")
@@ -355,27 +436,25 @@ def verify_links(uid: str, transitions: list[dict[str, Any]], revisions: list[di
     def broken(row: dict[str, Any] | None, seq: int, problem: str, detail: str, item: str) -> ChainBreak:
         return ChainBreak(uid, seq, row["id"] if row else None, problem, detail, kind, namespace, name, item)
 
-    present = {row["seq"] for row in revisions}
-    top = max([head.revisions if head else 0, *present])
-    missing = sorted(set(range(1, top + 1)) - present)
-    if missing:
-        where = "at the end" if missing[0] > max(present, default=0) else "before a later one"
-        return broken(None, missing[0], REMOVED,
-                      f"revision {missing[0]} missing {where} (the resource records {top} revisions)", REVISION)
+    for item, rows, recorded in ((REVISION, revisions, head.revisions if head else 0),
+                                 (HEALING, healing, head.healing if head else 0)):
+        gap = _numbered_gap(rows, recorded, item)
+        if gap is not None:
+            return broken(None, gap[0], REMOVED, gap[1], item)
 
-    links = sorted([{**r, "_link": TRANSITION} for r in transitions] + [{**r, "_link": REVISION} for r in revisions],
-                   key=_link_order)
+    links = sorted([{**r, "_link": TRANSITION} for r in transitions] + [{**r, "_link": REVISION} for r in revisions]
+                   + [{**r, "_link": HEALING} for r in healing], key=_link_order)
     position_of_hash = {row["hash"]: i for i, row in enumerate(links)}
     expected_prev = ""
-    expected = {TRANSITION: 1, REVISION: 1}
+    expected = {TRANSITION: 1, REVISION: 1, HEALING: 1}
     last_id: dict[str, int] = {}
     for i, row in enumerate(links):
         item, seq = row["_link"], row["seq"]
-        noun = "revision" if item == REVISION else "seq"
+        noun = _NOUNS[item]
         if row["prev_hash"] != expected_prev and position_of_hash.get(row["prev_hash"], -1) > i:
             later = links[position_of_hash[row["prev_hash"]]]
             return broken(row, seq, REORDERED, f"it chains onto {_link_name(later)}, after it", item)
-        if seq < expected[item] or (seq > expected[item] and item == REVISION):
+        if seq < expected[item] or (seq > expected[item] and item != TRANSITION):
             return broken(row, seq, REORDERED, f"{noun} {seq} appears twice or out of order "
                           f"(expected {expected[item]})", item)
         if seq > expected[item]:
@@ -396,7 +475,7 @@ def verify_links(uid: str, transitions: list[dict[str, Any]], revisions: list[di
         last_id[item] = row["id"]
         expected_prev, expected[item] = row["hash"], seq + 1
 
-    last_seq, last_revision = expected[TRANSITION] - 1, expected[REVISION] - 1
+    last_seq, last_revision, last_healing = expected[TRANSITION] - 1, expected[REVISION] - 1, expected[HEALING] - 1
     if head is None:
         return broken(links[0], links[0]["seq"], INSERTED, "the resource records no transitions or revisions",
                       links[0]["_link"]) if links else None
@@ -411,6 +490,10 @@ def verify_links(uid: str, transitions: list[dict[str, Any]], revisions: list[di
         extra = next(r for r in links if r["_link"] == REVISION and r["seq"] == head.revisions + 1)
         return broken(extra, extra["seq"], INSERTED, f"the resource records only {head.revisions} revisions",
                       REVISION)
+    if head.healing < last_healing:
+        extra = next(r for r in links if r["_link"] == HEALING and r["seq"] == head.healing + 1)
+        return broken(extra, extra["seq"], INSERTED,
+                      f"the resource records only {head.healing} healing records", HEALING)
     if links and head.hash != links[-1]["hash"]:
         return broken(links[-1], links[-1]["seq"], EDITED, "its hash differs from the head the resource recorded",
                       links[-1]["_link"])
@@ -418,10 +501,10 @@ def verify_links(uid: str, transitions: list[dict[str, Any]], revisions: list[di
 
 
 def _moved(uid: str, transitions: list[dict[str, Any]], revisions: list[dict[str, Any]],
-           uid_of: dict[int, str]) -> ChainBreak | None:
+           uid_of: dict[int, str], healing: list[dict[str, Any]] | None = None) -> ChainBreak | None:
     """The first link of `uid`'s chain filed under another Resource row (`resource_id`) than its own uid's:
     a row moved into another resource's history (and so perhaps another namespace's)."""
-    for item, rows in ((TRANSITION, transitions), (REVISION, revisions)):
+    for item, rows in ((TRANSITION, transitions), (REVISION, revisions), (HEALING, healing or [])):
         for row in rows:
             owner = uid_of.get(row["resource_id"])
             if owner != uid:
@@ -456,22 +539,24 @@ def chain_verify(resource_uid: str | None = None) -> VerifyReport:
         uid_of = dict(Resource.objects.values_list("id", "uid"))
         # revisions are few per resource (one per generation): held in memory, the transitions streamed
         revisions = dict(_chain_rows(resource_uid, SpecRevision, _REVISION_COLUMNS))
+        healing = dict(_chain_rows(resource_uid, HealingRecord, _HEALING_COLUMNS))
         seen: set[str] = set()
         for uid, rows in _chain_rows(resource_uid):
             seen.add(uid)
             report.chains += 1
             report.transitions += len(rows)
-            found = (_moved(uid, rows, revisions.get(uid, []), uid_of)
-                     or verify_links(uid, rows, revisions.get(uid, []), heads.get(uid)))
+            found = (_moved(uid, rows, revisions.get(uid, []), uid_of, healing.get(uid))
+                     or verify_links(uid, rows, revisions.get(uid, []), heads.get(uid), healing.get(uid)))
             if found is not None:
                 report.breaks.append(found)
-    for uid in sorted((set(heads) | set(revisions)) - seen):
+    for uid in sorted((set(heads) | set(revisions) | set(healing)) - seen):
         report.chains += 1
-        found = (_moved(uid, [], revisions.get(uid, []), uid_of)
-                 or verify_links(uid, [], revisions.get(uid, []), heads.get(uid)))
+        found = (_moved(uid, [], revisions.get(uid, []), uid_of, healing.get(uid))
+                 or verify_links(uid, [], revisions.get(uid, []), heads.get(uid), healing.get(uid)))
         if found is not None:
             report.breaks.append(found)
     report.revisions = sum(len(rows) for rows in revisions.values())
+    report.healing = sum(len(rows) for rows in healing.values())
     report.breaks.sort(key=lambda b: (b.transition_id is None, b.transition_id or 0, b.resource_uid))
     return report
 

@@ -5,7 +5,8 @@ The hash chains (`reconcilers.engine.audit`) detect a change behind the ORM's ba
 write it can cut a chain's tail, empty a table or rewrite a whole history and its head. A checkpoint is the
 record's signed tree head, as in certificate transparency:
 
-- one leaf per resource chain: `[uid, transitions, revisions, head hash]` (from the resource's head), leaf hash
+- one leaf per resource chain: `[uid, transitions, revisions, head hash]` (from the resource's head; a chain with
+  healing records adds their count as a fifth item, so a checkpoint of a chain without any reads as before), leaf hash
   `sha256(0x00 || canonical JSON of the leaf)`; the leaves sorted by uid;
 - `root`: the Merkle tree hash over the leaves (RFC 6962: interior `sha256(0x01 || left || right)`, the split
   at the largest power of two below the size; the empty tree `sha256("")`);
@@ -48,7 +49,16 @@ from django.db.models import Count, Q
 from reconcilers.core.reconciler import ResourceKind
 from reconcilers.engine import kube
 from reconcilers.engine.audit import REMOVED, RecordProblem, _consistent_read
-from reconcilers.models import Anomaly, ReconcileRequest, ReconcileRun, Resource, SpecRevision, Transition
+from reconcilers.models import (
+    Anomaly,
+    HealingRecord,
+    KubeEvent,
+    ReconcileRequest,
+    ReconcileRun,
+    Resource,
+    SpecRevision,
+    Transition,
+)
 
 log = logging.getLogger(__name__)
 
@@ -57,8 +67,9 @@ CONFIGMAP = ResourceKind("", "v1", "configmaps", "ConfigMap")
 FIELD_MANAGER = "opsconsole-audit"
 #: what a checkpoint's document may not have fewer rows of than the database (runs: retention deletes old ones)
 _COUNTED = {"transitions": Transition, "spec_revisions": SpecRevision, "anomalies": Anomaly,
-            "reconcile_requests": ReconcileRequest, "runs": ReconcileRun}
-_NEVER_FEWER = ("transitions", "spec_revisions", "anomalies", "reconcile_requests", "actions")
+            "reconcile_requests": ReconcileRequest, "runs": ReconcileRun, "healing_records": HealingRecord,
+            "kube_events": KubeEvent}
+_NEVER_FEWER = ("transitions", "spec_revisions", "anomalies", "reconcile_requests", "actions", "healing_records")
 TRUNCATED, CUT, ZEROED, REWRITTEN, FORGED = "truncated", "cut", "zeroed", "rewritten", "forged"
 
 
@@ -128,9 +139,11 @@ def merkle_root(hashes: list[bytes]) -> bytes:
 
 
 def _leaves() -> list[list[Any]]:
-    rows = (Resource.objects.filter(Q(last_transition_seq__gt=0) | Q(last_revision_seq__gt=0)).order_by("uid")
-            .values_list("uid", "last_transition_seq", "last_revision_seq", "last_transition_hash"))
-    return [[uid, seq, revisions, head] for uid, seq, revisions, head in rows]
+    rows = (Resource.objects.filter(Q(last_transition_seq__gt=0) | Q(last_revision_seq__gt=0)
+                                    | Q(last_healing_seq__gt=0)).order_by("uid")
+            .values_list("uid", "last_transition_seq", "last_revision_seq", "last_transition_hash", "last_healing_seq"))
+    return [[uid, seq, revisions, head, *([healing] if healing else [])]
+            for uid, seq, revisions, head, healing in rows]
 
 
 def _state() -> dict[str, Any]:
@@ -333,29 +346,35 @@ def checkpoint_verify(doc: dict[str, Any] | None = None) -> CheckpointReport:
 
 def _chains_against(seq: Any, leaves: list[list[Any]]) -> list[RecordProblem]:
     uids = [leaf[0] for leaf in leaves]
-    heads: dict[str, tuple[int, int, str, str]] = {}
+    heads: dict[str, tuple[int, int, str, str, int]] = {}
     transitions: dict[str, int] = {}
     revisions: dict[str, int] = {}
+    healing: dict[str, int] = {}
     linked: set[tuple[str, str]] = set()
     wanted = [leaf[3] for leaf in leaves]
     for batch in _in_batches(uids):
-        for uid, t, r, h, kind, ns, name in Resource.objects.filter(uid__in=batch).values_list(
-                "uid", "last_transition_seq", "last_revision_seq", "last_transition_hash", "kind", "namespace", "name"):
-            heads[uid] = (t, r, h, f"{kind} {ns + '/' if ns else ''}{name}")
-        transitions.update(Transition.objects.filter(resource_uid__in=batch).values_list("resource_uid")
+        for uid, t, r, h, kind, ns, name, k in Resource.objects.filter(uid__in=batch).values_list(
+                "uid", "last_transition_seq", "last_revision_seq", "last_transition_hash", "kind", "namespace", "name",
+                "last_healing_seq"):
+            heads[uid] = (t, r, h, f"{kind} {ns + '/' if ns else ''}{name}", k)
+        for model, counted in ((Transition, transitions), (SpecRevision, revisions), (HealingRecord, healing)):
+            counted.update(model.objects.filter(resource_uid__in=batch).values_list("resource_uid")
                            .annotate(n=Count("id")).values_list("resource_uid", "n"))
-        revisions.update(SpecRevision.objects.filter(resource_uid__in=batch).values_list("resource_uid")
-                         .annotate(n=Count("id")).values_list("resource_uid", "n"))
     for batch in _in_batches(wanted):
-        linked.update(Transition.objects.filter(hash__in=batch).values_list("resource_uid", "hash"))
-        linked.update(SpecRevision.objects.filter(hash__in=batch).values_list("resource_uid", "hash"))
+        for model in (Transition, SpecRevision, HealingRecord):
+            linked.update(model.objects.filter(hash__in=batch).values_list("resource_uid", "hash"))
     problems = []
-    for uid, t_then, r_then, h_then in leaves:
+    for uid, t_then, r_then, h_then, *rest in leaves:
+        k_then = int(rest[0]) if rest else 0
         ident = f"resource={uid}"
         t_rows, r_rows = transitions.get(uid, 0), revisions.get(uid, 0)
+        if healing.get(uid, 0) < k_then or (uid in heads and heads[uid][4] < k_then):
+            problems.append(_problem(seq, ident, CUT, f"{heads[uid][3] if uid in heads else uid}: "
+                                     f"{healing.get(uid, 0)} healing records now, the checkpoint saw {k_then}"))
+            continue
         head = heads.get(uid)
         what = head[3] if head else "(its resource row is gone)"
-        if t_rows == 0 and r_rows == 0:
+        if t_rows == 0 and r_rows == 0 and not healing.get(uid):
             problems.append(_problem(seq, ident, REMOVED, f"{what}: its whole history is gone (the checkpoint saw "
                                      f"{t_then} transitions and {r_then} revisions)"))
             continue
@@ -363,7 +382,7 @@ def _chains_against(seq: Any, leaves: list[list[Any]]) -> list[RecordProblem]:
             problems.append(_problem(seq, ident, CUT, f"{what}: {t_rows} transitions and {r_rows} revisions now, "
                                      f"the checkpoint saw {t_then} and {r_then}"))
             continue
-        if head is None or (head[0], head[1]) == (0, 0) or not head[2]:
+        if head is None or (head[0], head[1], head[4]) == (0, 0, 0) or not head[2]:
             problems.append(_problem(seq, ident, ZEROED, f"{what}: its head is empty, the checkpoint saw "
                                      f"{t_then} transitions and {r_then} revisions"))
             continue

@@ -1,10 +1,12 @@
 """The engine's tables: the Resource mirror, the audit trail and runs, manual requests, spans.
 
-`Transition`, `SpecRevision` and `ReconcileRun` are append-only (see `reconcilers.models.base`).
+`Transition`, `SpecRevision`, `HealingRecord`, `KubeEvent` and `ReconcileRun` are append-only (see
+`reconcilers.models.base`).
 """
 
 from reconcilers.models.audit import Anomaly, AnomalyCategory, SpecRevision, Transition
 from reconcilers.models.base import AppendOnlyError, AppendOnlyModel
+from reconcilers.models.healing import HealingAction, HealingRecord, KubeEvent
 from reconcilers.models.resource import Resource
 from reconcilers.models.runs import ReconcileRequest, ReconcileRun, RequestState, RunResult
 from reconcilers.models.spans import Span
@@ -14,6 +16,9 @@ __all__ = [
     "AnomalyCategory",
     "AppendOnlyError",
     "AppendOnlyModel",
+    "HealingAction",
+    "HealingRecord",
+    "KubeEvent",
     "ReconcileRequest",
     "ReconcileRun",
     "RequestState",

@@ -30,7 +30,9 @@ class Transition(AppendOnlyModel):
     message = models.TextField(blank=True)
     generation = models.BigIntegerField(default=0)
     resource_version = models.CharField(max_length=64, blank=True)
-    actor = models.CharField(max_length=255, default="controller", help_text="'controller' or 'user:<name>'")
+    actor = models.CharField(max_length=255, default="controller",
+                             help_text="'controller', 'user:<name>', or 'rollback:auto' / "
+                                       "'rollback:user:<name>' while a rollback is being verified")
     run = models.ForeignKey(
         "reconcilers.ReconcileRun", on_delete=models.PROTECT, null=True, blank=True, related_name="transitions"
     )
@@ -47,7 +49,8 @@ class Transition(AppendOnlyModel):
             models.UniqueConstraint(fields=["resource_uid", "seq"], name="transition_uid_seq_unique"),
             models.CheckConstraint(condition=Q(seq__gte=1), name="transition_seq_positive"),
             models.CheckConstraint(
-                condition=Q(actor="controller") | Q(actor__startswith="user:"), name="transition_actor_valid"
+                condition=Q(actor="controller") | Q(actor__startswith="user:") | Q(actor__startswith="rollback:"),
+                name="transition_actor_valid_v2",
             ),
         ]
         indexes = [

@@ -48,6 +48,19 @@ class Resource(models.Model):
     last_transition_seq = models.PositiveIntegerField(default=0)
     last_transition_hash = models.CharField(max_length=64, blank=True)
     last_revision_seq = models.PositiveIntegerField(default=0)
+    #: healing records in the chain (`HealingRecord`); kept with the row locked, like the other counts
+    last_healing_seq = models.PositiveIntegerField(default=0)
+
+    #: self-healing's current state, changed with the row locked in the same transaction as the healing record
+    #: that says why (`reconcilers.engine.healing`): the anomaly rules matching now ({rule: {since, record,
+    #: message}}), the suspension ({actor, reason, at, until}), the rollback in progress or last concluded
+    #: ({state, actor, from_generation, to_generation, generation, started_at, deadline, record}) and the
+    #: generation a person pinned (automatic rollback never restores an older one)
+    active_anomalies = models.JSONField(default=dict, blank=True)
+    suspended = models.BooleanField(default=False)
+    suspension = models.JSONField(null=True, blank=True)
+    rollback = models.JSONField(null=True, blank=True)
+    pinned_generation = models.BigIntegerField(null=True, blank=True)
 
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
@@ -60,6 +73,10 @@ class Resource(models.Model):
             # The console's overview: live resources per kind and phase, read from the index alone.
             models.Index(fields=["kind", "phase", "namespace"], condition=models.Q(deleted=False),
                          name="resource_live_kind_phase"),
+            # self-healing's evaluator and the overview: the few live resources with something to heal
+            models.Index(fields=["kind"], condition=models.Q(deleted=False) & (
+                ~models.Q(active_anomalies={}) | models.Q(suspended=True) | models.Q(rollback__isnull=False)),
+                name="resource_live_healing"),
         ]
 
     def __str__(self) -> str:

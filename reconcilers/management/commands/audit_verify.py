@@ -38,7 +38,8 @@ class Command(BaseCommand):
 
             problems += configmap_check(get_api_client())
         if report.ok and not problems:
-            revisions = f" and {report.revisions} spec revisions" if report.revisions else ""
+            revisions = f", {report.revisions} spec revisions" if report.revisions else ""
+            revisions += f", {report.healing} healing records" if report.healing else ""
             records = "" if uid else "; action record chain and reconcile request identities verified"
             if against is not None:
                 records += (f"; matches signed checkpoint {against.seq} of {against.created_at}"

@@ -1,0 +1,49 @@
+"""Appending a healing link (`HealingRecord`) to a resource's hash chain.
+
+The caller holds the resource's row locked (`select_for_update`) inside its transaction and saves the row after:
+the record chains onto the chain's newest link (`last_transition_hash`), follows the current transition and
+revision counts, and moves the head, as a transition or a revision does (`reconcilers.engine.audit`).
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+from typing import Any
+
+from django.utils import timezone
+
+from reconcilers.engine.audit import healing_fields, healing_hash
+from reconcilers.models import HealingRecord, Resource
+
+
+def healing_append(
+    resource: Resource,
+    action: str,
+    *,
+    actor: str,
+    reason: str = "",
+    message: str = "",
+    rule: str = "",
+    target_generation: int | None = None,
+    detail: dict[str, Any] | None = None,
+    expires_at: datetime | None = None,
+    at: datetime | None = None,
+) -> HealingRecord:
+    """Append one healing record to `resource`'s chain (locked by the caller; the caller saves the row)."""
+    if not actor:
+        raise ValueError("a healing record needs an actor")
+    # the evidence is stored as JSON: hash what the database will give back
+    evidence = json.loads(json.dumps(detail or {}, default=str))
+    prev_hash = resource.last_transition_hash
+    row = HealingRecord(
+        resource=resource, resource_uid=resource.uid, kind=resource.kind, namespace=resource.namespace,
+        name=resource.name, seq=resource.last_healing_seq + 1, chain_after=resource.last_transition_seq,
+        revision_after=resource.last_revision_seq, action=action, rule=rule[:63], actor=actor[:255], reason=reason,
+        message=message, generation=resource.generation, target_generation=target_generation, detail=evidence,
+        expires_at=expires_at, created_at=at or timezone.now(), prev_hash=prev_hash,
+    )
+    row.hash = healing_hash(healing_fields(row), prev_hash)
+    row.save(force_insert=True)
+    resource.last_healing_seq, resource.last_transition_hash = row.seq, row.hash
+    return row
