@@ -39,6 +39,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--ready-delay", type=float, default=k.ready_delay, help="seconds until a running Pod is Ready")
     p.add_argument("--terminate-delay", type=float, default=k.terminate_delay,
                    help="seconds a gracefully deleted Pod stays Terminating")
+    p.add_argument("--image-pull-backoff", type=float, default=k.image_pull_backoff,
+                   help="seconds from a failed image pull's ImagePullBackOff to the next attempt (doubles)")
+    p.add_argument("--image-pull-backoff-max", type=float, default=k.image_pull_backoff_max,
+                   help="the most seconds between two image pull attempts")
     p.add_argument("--broken-image-marker", action="append", default=None,
                    help="image tags containing this stay in ImagePullBackOff (repeatable)")
     p.add_argument("--crash-image-marker", action="append", default=None,
@@ -85,7 +89,9 @@ def generated_token(data_dir: str | None) -> str:
 def options_from_args(args: argparse.Namespace) -> Options:
     """Options from parsed arguments."""
     kubelet = KubeletOptions(schedule_delay=args.schedule_delay, start_delay=args.start_delay,
-                             ready_delay=args.ready_delay, terminate_delay=args.terminate_delay)
+                             ready_delay=args.ready_delay, terminate_delay=args.terminate_delay,
+                             image_pull_backoff=args.image_pull_backoff,
+                             image_pull_backoff_max=args.image_pull_backoff_max)
     if args.broken_image_marker:
         kubelet.broken_image_markers = args.broken_image_marker
     if args.crash_image_marker:

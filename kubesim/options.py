@@ -57,6 +57,8 @@ class KubeletOptions:
     start_delay: float = 0.2  # bound -> Running (containers started)
     ready_delay: float = 0.2  # Running -> Ready
     terminate_delay: float = 0.1  # a gracefully deleted Pod's containers stop, then the Pod goes
+    image_pull_backoff: float = 10.0  # ImagePullBackOff -> next pull attempt, doubling per failed attempt
+    image_pull_backoff_max: float = 300.0  # the cap of that doubling (the real kubelet's 10 s and 300 s)
     broken_image_markers: list[str] = field(default_factory=lambda: ["broken", "imagepullbackoff", "doesnotexist"])
     crash_image_markers: list[str] = field(default_factory=lambda: ["crashloop", "crash"])
     node_name: str = "kubesim-node"

@@ -4,17 +4,22 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
+from collections import OrderedDict
 from collections.abc import Hashable, Iterable
 from typing import TYPE_CHECKING, Any
 
 from kubesim import errors
-from kubesim.meta import clone, now, random_suffix
+from kubesim.meta import clone, now
 from kubesim.store import Event, controller_uid
 
 if TYPE_CHECKING:
     from kubesim.simulator import Simulator
 
 log = logging.getLogger("kubesim.controllers")
+
+#: Events remembered for aggregation per controller (client-go's EventCorrelator keeps an LRU of 4096)
+EVENT_INDEX_SIZE = 4096
 
 
 class Controller:
@@ -29,6 +34,7 @@ class Controller:
         self._dirty: dict[Hashable, None] = {}
         self._wake: asyncio.Event | None = None
         self._timers: dict[Hashable, asyncio.TimerHandle] = {}
+        self._event_index: OrderedDict[tuple[str, ...], str] = OrderedDict()
 
     # ---- to implement -------------------------------------------------------------------------------
     def keys_for(self, ev: Event) -> Iterable[Hashable]:
@@ -112,27 +118,64 @@ class Controller:
 
     # ---- helpers ------------------------------------------------------------------------------------
     def record_event(self, obj: dict[str, Any], etype: str, reason: str, message: str, component: str) -> None:
-        """Post a core/v1 Event about ``obj`` (as the real controllers do)."""
+        """Post a core/v1 Event about ``obj`` as client-go's EventCorrelator does: a repeat of an Event (same
+        namespace, involved object, type, reason, message and source component) bumps its ``count`` and
+        ``lastTimestamp``; otherwise a new Event named ``<involved name>.<16 hex>`` is created with count 1."""
         rt = self.cluster.resource("", "events")
         meta = obj["metadata"]
         ns = meta.get("namespace") or "default"
         if self.store.get(("", "namespaces"), "", ns) is None:
             return
+        key = (ns, meta.get("uid") or meta["name"], etype, reason, message, component)
+        try:
+            if self._bump_event(rt, key):
+                return
+            self._create_event(rt, key, obj)
+        except errors.ApiError:
+            pass
+
+    def _bump_event(self, rt: Any, key: tuple[str, ...]) -> bool:
+        """Count one more occurrence on the indexed Event of ``key``; False when there is none any more."""
+        name = self._event_index.get(key)
+        if name is None:
+            return False
+        old = self.cluster.find(rt, key[0], name)
+        if old is None or _event_key(old) != key:
+            del self._event_index[key]
+            return False
+        new = clone(old)
+        new["count"] = int(old.get("count") or 1) + 1
+        new["lastTimestamp"] = now()
+        self.cluster.replace(rt, old, new)
+        self._event_index.move_to_end(key)
+        return True
+
+    def _create_event(self, rt: Any, key: tuple[str, ...], obj: dict[str, Any]) -> None:
+        ns, _, etype, reason, message, component = key
+        meta = obj["metadata"]
         stamp = now()
-        api_version = obj.get("apiVersion", "v1")
         event = {
-            "metadata": {"name": f"{meta['name']}.{random_suffix(8)}", "namespace": ns},
+            "metadata": {"namespace": ns},
             "involvedObject": {"kind": obj.get("kind"), "namespace": meta.get("namespace"), "name": meta["name"],
-                               "uid": meta.get("uid"), "apiVersion": api_version,
+                               "uid": meta.get("uid"), "apiVersion": obj.get("apiVersion", "v1"),
                                "resourceVersion": meta.get("resourceVersion")},
             "reason": reason, "message": message, "type": etype, "count": 1,
             "source": {"component": component}, "firstTimestamp": stamp, "lastTimestamp": stamp,
             "reportingComponent": component, "reportingInstance": "",
         }
-        try:
-            self.cluster.create(rt, ns, event)
-        except errors.ApiError:
-            pass
+        stamp_ns = time.time_ns()
+        for attempt in range(5):
+            event["metadata"]["name"] = f"{meta['name']}.{stamp_ns + attempt:016x}"
+            try:
+                created = self.cluster.create(rt, ns, clone(event))
+            except errors.ApiError as e:
+                if e.code == 409:
+                    continue
+                raise
+            self._event_index[key] = created["metadata"]["name"]
+            if len(self._event_index) > EVENT_INDEX_SIZE:
+                self._event_index.popitem(last=False)
+            return
 
     @staticmethod
     def owner_ref(obj: dict[str, Any], controller: bool = True) -> dict[str, Any]:
@@ -153,3 +196,10 @@ class Controller:
         new["metadata"] = clone(obj["metadata"])
         new["status"] = status
         return self.cluster.replace(rt, obj, new, subresource="status")
+
+
+def _event_key(event: dict[str, Any]) -> tuple[str, ...]:
+    """What makes two Events the same for aggregation (the key ``record_event`` indexes them by)."""
+    involved = event.get("involvedObject") or {}
+    return (event["metadata"]["namespace"], involved.get("uid") or involved.get("name"), event.get("type"),
+            event.get("reason"), event.get("message"), (event.get("source") or {}).get("component"))

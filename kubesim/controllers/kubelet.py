@@ -1,7 +1,10 @@
 """Scheduler and kubelet simulation: Pods are bound to the node, start and become Ready after delays.
 
-Images whose tag contains a broken marker stay in ErrImagePull/ImagePullBackOff; a crash marker gives
-CrashLoopBackOff with a growing restartCount. Failed or Succeeded Pods are left alone.
+Images whose tag contains a broken marker cycle as the real kubelet's pulls do: ErrImagePull, a short pause,
+ImagePullBackOff, then after a backoff delay (``image_pull_backoff`` doubling up to ``image_pull_backoff_max``)
+another failed pull, until the Pod's image is changed or the Pod goes. A crash marker gives CrashLoopBackOff with a
+growing restartCount. Repeated Events aggregate (``Controller.record_event``). Failed or Succeeded Pods are left
+alone.
 """
 
 from __future__ import annotations
@@ -26,7 +29,8 @@ def _tag(image: str) -> str:
 
 
 class Kubelet(Controller):
-    """One step per Pod; ``self.since`` remembers when a Pod entered its current stage."""
+    """One step per Pod; ``self.since`` remembers when a Pod entered its current stage, ``self.pulls`` how many
+    image pulls of its current images have failed."""
 
     name = "kubelet"
 
@@ -34,6 +38,7 @@ class Kubelet(Controller):
         super().__init__(sim)
         self.opts = sim.options.kubelet
         self.since: dict[tuple[str, str], float] = {}
+        self.pulls: dict[tuple[str, str], int] = {}
 
     def initial_keys(self) -> Iterable[Hashable]:
         return [(p["metadata"]["namespace"], p["metadata"]["name"]) for p in self.store.items(POD_KEY)]
@@ -45,6 +50,8 @@ class Kubelet(Controller):
             uid = ev.obj["metadata"]["uid"]
             for k in [k for k in self.since if k[0] == uid]:
                 del self.since[k]
+            for k in [k for k in self.pulls if k[0] == uid]:
+                del self.pulls[k]
             return ()
         return [(ev.namespace, ev.obj["metadata"]["name"])]
 
@@ -62,6 +69,10 @@ class Kubelet(Controller):
         started = self.since.setdefault(key, time.monotonic())
         left = delay - (time.monotonic() - started)
         return left if left > 0 else None
+
+    def pull_backoff(self, attempt: int) -> float:
+        """Seconds in ImagePullBackOff after the ``attempt``-th failed pull (1-based)."""
+        return min(self.opts.image_pull_backoff * 2 ** min(attempt - 1, 62), self.opts.image_pull_backoff_max)
 
     def sync(self, key: tuple[str, str]) -> float | None:
         ns, name = key
@@ -96,13 +107,7 @@ class Kubelet(Controller):
             return self._start(rt, pod)
         states = [self._image_state(c.get("image", "")) for c in containers]
         if "broken" in states:
-            if any((statuses.get(c["name"], {}).get("state") or {}).get("waiting", {}).get("reason") == "ErrImagePull"
-                   for c in containers):
-                left = self._wait(pod, "backoff", max(self.opts.start_delay, 0.05))
-                if left is not None:
-                    return left
-                return self._image_backoff(rt, pod)
-            return None
+            return self._pull_cycle(rt, pod, containers, statuses)
         if "crash" in states:
             left = self._wait(pod, f"crash:{sum(s.get('restartCount', 0) for s in statuses.values())}",
                               max(self.opts.start_delay * 2, 0.2))
@@ -115,6 +120,24 @@ class Kubelet(Controller):
             if left is not None:
                 return left
             return self._ready(rt, pod)
+        return None
+
+    def _pull_cycle(self, rt: Any, pod: dict[str, Any], containers: list[dict[str, Any]],
+                    statuses: dict[str, dict[str, Any]]) -> float | None:
+        images = ",".join(c.get("image", "") for c in containers)
+        attempt = self.pulls.get((pod["metadata"]["uid"], images), 1)
+        reasons = {(statuses.get(c["name"], {}).get("state") or {}).get("waiting", {}).get("reason")
+                   for c in containers}
+        if "ErrImagePull" in reasons:
+            left = self._wait(pod, f"pulled:{images}:{attempt}", max(self.opts.start_delay, 0.05))
+            if left is not None:
+                return left
+            return self._image_backoff(rt, pod, images, attempt)
+        if "ImagePullBackOff" in reasons:
+            left = self._wait(pod, f"backoff:{images}:{attempt}", self.pull_backoff(attempt))
+            if left is not None:
+                return left
+            return self._pull_again(rt, pod, images, attempt)
         return None
 
     # ---- transitions ----------------------------------------------------------------------------------
@@ -149,15 +172,18 @@ class Kubelet(Controller):
             st["podIPs"] = [{"ip": st["podIP"]}]
         st.setdefault("startTime", stamp)
         old = {s["name"]: s for s in st.get("containerStatuses") or []}
+        uid = pod["metadata"]["uid"]
+        for k in [k for k in self.pulls if k[0] == uid]:
+            del self.pulls[k]
+        for k in [k for k in self.since if k[0] == uid and k[1].startswith(("pulled:", "backoff:"))]:
+            del self.since[k]
         statuses, broken = [], []
         for c in pod["spec"].get("containers") or []:
             kind = self._image_state(c.get("image", ""))
             restarts = old.get(c["name"], {}).get("restartCount", 0)
             if kind == "broken":
                 broken.append(c)
-                statuses.append(self._container_status(c, {"waiting": {
-                    "reason": "ErrImagePull",
-                    "message": f'failed to pull and unpack image "{c.get("image")}": not found'}}, False, restarts))
+                statuses.append(self._container_status(c, _pull_failed(c.get("image", "")), False, restarts))
             else:
                 statuses.append(self._container_status(c, {"running": {"startedAt": stamp}}, False, restarts))
         st["containerStatuses"] = statuses
@@ -173,22 +199,48 @@ class Kubelet(Controller):
         st["conditions"] = conds
         self.cluster.replace(rt, pod, new, subresource="status", opts=WriteOptions(field_manager="kubelet"))
         for c in broken:
-            self.record_event(new, "Warning", "Failed", f'Failed to pull image "{c.get("image")}": not found',
-                              "kubelet")
+            self._pull_events(new, c.get("image", ""))
         if not broken:
             self.record_event(new, "Normal", "Started", "Started container "
                               + ",".join(c["name"] for c in pod["spec"]["containers"]), "kubelet")
         return 0.0
 
-    def _image_backoff(self, rt: Any, pod: dict[str, Any]) -> float | None:
+    def _pull_events(self, pod: dict[str, Any], image: str) -> None:
+        self.record_event(pod, "Normal", "Pulling", f'Pulling image "{image}"', "kubelet")
+        self.record_event(pod, "Warning", "Failed", f'Failed to pull image "{image}": not found', "kubelet")
+        self.record_event(pod, "Warning", "Failed", "Error: ErrImagePull", "kubelet")
+
+    def _image_backoff(self, rt: Any, pod: dict[str, Any], images: str, attempt: int) -> float | None:
         new = clone(pod)
+        backing_off = []
         for s in new["status"].get("containerStatuses") or []:
             if (s.get("state") or {}).get("waiting", {}).get("reason") == "ErrImagePull":
                 s["state"] = {"waiting": {"reason": "ImagePullBackOff",
                                           "message": f'Back-off pulling image "{s.get("image")}"'}}
+                backing_off.append(s.get("image", ""))
         self.cluster.replace(rt, pod, new, subresource="status", opts=WriteOptions(field_manager="kubelet"))
-        self.record_event(new, "Normal", "BackOff", "Back-off pulling image", "kubelet")
-        return None
+        uid = pod["metadata"]["uid"]
+        self.since.pop((uid, f"pulled:{images}:{attempt}"), None)
+        self.since[(uid, f"backoff:{images}:{attempt}")] = time.monotonic()
+        for image in backing_off:
+            self.record_event(new, "Normal", "BackOff", f'Back-off pulling image "{image}"', "kubelet")
+            self.record_event(new, "Warning", "Failed", "Error: ImagePullBackOff", "kubelet")
+        return self.pull_backoff(attempt)
+
+    def _pull_again(self, rt: Any, pod: dict[str, Any], images: str, attempt: int) -> float | None:
+        new = clone(pod)
+        pulled = []
+        for s in new["status"].get("containerStatuses") or []:
+            if (s.get("state") or {}).get("waiting", {}).get("reason") == "ImagePullBackOff":
+                s["state"] = _pull_failed(s.get("image", ""))
+                pulled.append(s.get("image", ""))
+        self.cluster.replace(rt, pod, new, subresource="status", opts=WriteOptions(field_manager="kubelet"))
+        uid = pod["metadata"]["uid"]
+        self.since.pop((uid, f"backoff:{images}:{attempt}"), None)
+        self.pulls[(uid, images)] = attempt + 1
+        for image in pulled:
+            self._pull_events(new, image)
+        return max(self.opts.start_delay, 0.05)
 
     def _crash(self, rt: Any, pod: dict[str, Any]) -> float | None:
         stamp = now()
@@ -214,6 +266,11 @@ class Kubelet(Controller):
         st["conditions"] = _set_cond(_set_cond(st.get("conditions"), "ContainersReady", "True"), "Ready", "True")
         self.cluster.replace(rt, pod, new, subresource="status", opts=WriteOptions(field_manager="kubelet"))
         return None
+
+
+def _pull_failed(image: str) -> dict[str, Any]:
+    return {"waiting": {"reason": "ErrImagePull",
+                        "message": f'failed to pull and unpack image "{image}": not found'}}
 
 
 def _set_cond(conds: list[dict[str, Any]] | None, ctype: str, status: str, reason: str | None = None,
