@@ -116,7 +116,10 @@ class _ProcessServer:
                self.kubeconfig, "--history-size", str(o.history_size), "--bookmark-interval",
                str(o.bookmark_interval), "--schedule-delay", str(o.kubelet.schedule_delay), "--start-delay",
                str(o.kubelet.start_delay), "--ready-delay", str(o.kubelet.ready_delay), "--terminate-delay",
-               str(o.kubelet.terminate_delay), "--log-level", "WARNING"]
+               str(o.kubelet.terminate_delay), "--image-pull-backoff", str(o.kubelet.image_pull_backoff),
+               "--image-pull-backoff-max", str(o.kubelet.image_pull_backoff_max), "--log-level", "WARNING"]
+        for marker in o.kubelet.broken_image_markers:
+            cmd += ["--broken-image-marker", marker]
         cmd += ["--token", o.token] if o.token else ["--no-auth"]
         if o.token and not o.tls:
             cmd.append("--no-tls")
