@@ -2,7 +2,9 @@
 
 Keys are coalesced (a key put twice before the loop takes it is taken once, in first-put order); mirror
 updates are coalesced per uid keeping the newest state; mirror sweeps (after an informer's list) per kind,
-keeping the newest list's time. A put wakes the loop at once.
+keeping the newest list's time; Kubernetes Events for the archive per Event uid keeping the newest state, at most
+`max_events` waiting (beyond, the oldest are dropped: the archive never holds the loop's memory hostage while the
+database is away). A put wakes the loop at once.
 """
 
 from __future__ import annotations
@@ -35,14 +37,23 @@ class MirrorSweep:
     listed_at: datetime
 
 
+#: Kubernetes Events waiting for the archive, at most (the oldest are dropped beyond)
+MAX_EVENTS = 10000
+
+EventPair = tuple[dict[str, Any], dict[str, Any] | None]  # (an Event as seen, its previous state or None)
+
+
 class Handoff:
     """Keys to enqueue and mirror updates to write, handed from threads to the loop."""
 
-    def __init__(self) -> None:
+    def __init__(self, max_events: int = MAX_EVENTS) -> None:
         self._lock = threading.Lock()
         self._keys: dict[str, None] = {}
         self._mirror: dict[str, MirrorUpdate] = {}
         self._sweeps: dict[tuple[str, str], MirrorSweep] = {}
+        self._events: dict[str, EventPair] = {}
+        self.max_events = max_events
+        self.events_dropped = 0  # Events dropped because too many waited (logs, tests)
         self._wake = threading.Event()
 
     def put_key(self, key: str) -> None:
@@ -78,6 +89,36 @@ class Handoff:
         with self._lock:
             self._sweeps = {**{s.kind: s for s in sweeps}, **self._sweeps}
 
+    def put_event(self, uid: str, event: EventPair) -> None:
+        """An Event for the archive; a newer state of the same Event (uid) replaces the waiting one, keeping the
+        first previous state (what the archive compares against)."""
+        with self._lock:
+            waiting = self._events.pop(uid, None)
+            self._events[uid] = (event[0], waiting[1] if waiting is not None else event[1])
+            self._trim_events()
+        self._wake.set()
+
+    def put_events_back(self, events: list[tuple[str, EventPair]]) -> None:
+        """Give back Events the loop could not archive, ahead of newer ones (a newer state of the same uid wins)."""
+        with self._lock:
+            self._events = {**{uid: pair for uid, pair in events if uid not in self._events}, **self._events}
+            self._trim_events()
+
+    def _trim_events(self) -> None:
+        while len(self._events) > self.max_events:
+            del self._events[next(iter(self._events))]
+            self.events_dropped += 1
+
+    def take_events(self, limit: int) -> list[tuple[str, EventPair]]:
+        """Up to `limit` Events (uid, (event, previous)), oldest first."""
+        with self._lock:
+            taken = []
+            for uid in self._events:
+                if len(taken) >= limit:
+                    break
+                taken.append(uid)
+            return [(uid, self._events.pop(uid)) for uid in taken]
+
     def take_keys(self, limit: int) -> list[str]:
         """Up to `limit` keys, oldest first."""
         with self._lock:
@@ -105,12 +146,18 @@ class Handoff:
         with self._lock:
             return len(self._keys), len(self._mirror)
 
+    def events_pending(self) -> int:
+        """Events waiting for the archive."""
+        with self._lock:
+            return len(self._events)
+
     def clear(self) -> None:
         """Drop everything (on losing leadership)."""
         with self._lock:
             self._keys.clear()
             self._mirror.clear()
             self._sweeps.clear()
+            self._events.clear()
 
     def wait(self, timeout: float) -> bool:
         """Sleep until something is put (or `wake()`), at most `timeout` seconds; re-arms the wakeup."""

@@ -9,14 +9,17 @@ batch; an object found deleted gets its deletion recorded in it, recording.resou
 every (re-)list of a reconciled kind, record as deleted the mirror's live rows the cluster no longer has
 (recording.resource_mirror_sweep: objects deleted while no controller watched); pump the delayed and expired
 keys (dispatch.pump) every `pump_interval`; enqueue every cached key
-every `resync_seconds`; set the workqueue gauges (depth, unfinished work, longest running) from a queue
+every `resync_seconds`; archive the Kubernetes Events the events informer handed off (healing.archive: one
+INSERT per batch; while the database fails, the batch is kept and retried with a growing pause, and after
+ARCHIVE_MAX_ATTEMPTS failures written one by one, dropping only what still fails); set the workqueue gauges
+(depth, unfinished work, longest running) from a queue
 depth count every `metrics_interval`. While the workqueue (Redis) cannot be reached, enqueues and pumps back off
 exponentially (`QUEUE_BACKOFF_MIN` doubling to `QUEUE_BACKOFF_MAX`) and the keys are kept: the loop neither
 spins nor logs a traceback per step. When it answers again, a resync follows at once: a Redis that restarted
 without persistence lost every queued key, and nothing else would bring them back before the next resync.
 
 The informers run in threads (one per kind) and only talk HTTP and fill their caches; the handler they
-call filters the event (events.py) and hands keys and mirror updates to this loop, which alone touches
+call filters the event (events.py) and hands keys, mirror updates and Events to this loop, which alone touches
 Redis and the database.
 """
 
@@ -38,7 +41,7 @@ from reconcilers.engine.controller.events import (
     owner_keys,
     primary_wants_reconcile,
 )
-from reconcilers.engine.controller.handoff import Handoff, MirrorSweep, MirrorUpdate
+from reconcilers.engine.controller.handoff import EventPair, Handoff, MirrorSweep, MirrorUpdate
 from reconcilers.engine.controller.informer import Informer
 from reconcilers.engine.controller.leader import LeaderElector
 
@@ -51,6 +54,12 @@ QUEUE_BACKOFF_MIN = 0.1
 QUEUE_BACKOFF_MAX = 5.0
 #: the pause before a mirror sweep that failed (the database away) is tried again
 SWEEP_RETRY_SECONDS = 5.0
+#: the Events archive: the pause after a failed batch (doubling, capped) and the failures before one by one
+ARCHIVE_RETRY_MIN = 1.0
+ARCHIVE_RETRY_MAX = 30.0
+ARCHIVE_MAX_ATTEMPTS = 5
+#: what the events informer watches (core/v1: kubelet, controllers and the runner post these)
+EVENTS = ResourceKind("", "v1", "events", "Event", True)
 #: how a deletion seen by a watch is described in its transitions' message
 DELETED_EVENT = "deleted from the cluster (the controller saw it go)"
 
@@ -71,6 +80,27 @@ def default_checkpoint_seconds() -> float:
     from django.conf import settings
 
     return float(getattr(settings, "OPSCONSOLE_AUDIT_CHECKPOINT_SECONDS", 300))
+
+
+def default_archive_events() -> bool:
+    """settings.OPSCONSOLE_EVENT_ARCHIVE (default on)."""
+    from django.conf import settings
+
+    return bool(getattr(settings, "OPSCONSOLE_EVENT_ARCHIVE", True))
+
+
+def _default_events_writer(api: Any) -> Callable[[list[EventPair]], int]:
+    """healing.archive.events_archive with an OwnerResolver of this controller's (its cache lives as long)."""
+    from reconcilers.engine.healing.archive import OwnerResolver, events_archive
+
+    resolver = OwnerResolver(api)
+
+    def write(batch: list[EventPair]) -> int:
+        _close_old_db_connections()
+        return events_archive(batch, resolver)
+
+    write.resolver = resolver  # type: ignore[attr-defined]
+    return write
 
 
 def _default_checkpoint_write(api: Any) -> Any:
@@ -181,6 +211,8 @@ class Controller:
         metrics_interval: float = 1.0,
         checkpoint_seconds: float | None = None,
         checkpoint_write: Callable[[Any], Any] | None = None,
+        archive_events: bool | None = None,
+        events_write: Callable[[list[EventPair]], int] | None = None,
     ) -> None:
         self.api = api
         self.reconcilers = list(reconcilers)
@@ -208,6 +240,16 @@ class Controller:
         self.checkpoint_write = checkpoint_write or _default_checkpoint_write
         self._next_checkpoint = float("inf")
         self.checkpoints = 0
+        # the Kubernetes Events archive (None: OPSCONSOLE_EVENT_ARCHIVE, when the controller writes the mirror)
+        self.archive_events = (self.mirror and default_archive_events()) if archive_events is None else archive_events
+        self.events_write: Callable[[list[EventPair]], int] | None = events_write
+        if self.archive_events and self.events_write is None:
+            self.events_write = _default_events_writer(api)
+        self.events_informer: Informer | None = None
+        self.events_archived = 0  # rows offered to the archive (tests and logs)
+        self.events_dropped = 0  # Events given up after ARCHIVE_MAX_ATTEMPTS (tests and logs)
+        self._archive_failures = 0
+        self._archive_retry_at = -float("inf")
 
         # which kinds are reconciled, which are owned, and by whom
         self.primary: dict[KindId, ResourceKind] = {}
@@ -256,6 +298,12 @@ class Controller:
             for key in sorted(owner_keys(event, owners, self._lookup_owner)):
                 self.handoff.put_key(key)
 
+    def handle_event(self, event: InformerEvent) -> None:
+        """An informer event of core/v1 Events: handed to the archive (any thread). A deletion is not: the
+        archive keeps what Kubernetes lets expire."""
+        if event.type != DELETED and event.uid:
+            self.handoff.put_event(event.uid, (event.obj, event.old))
+
     def _listed(self, informer: Informer) -> None:
         """An informer completed a list (informer thread): a reconciled kind's mirror is swept in the loop."""
         kid = _kind_id(informer.kind)
@@ -272,20 +320,26 @@ class Controller:
             kid: Informer(self.api, self.kinds[kid], self.handle, on_listed=self._listed, **self.informer_options)
             for kid in order
         }
-        for informer in self.informers.values():
+        if self.archive_events:
+            self.events_informer = Informer(self.api, EVENTS, self.handle_event, **self.informer_options)
+        for informer in self._all_informers():
             informer.start()
         self.running = True
         self._next_resync = self.clock() + self.resync_seconds
         self._next_checkpoint = self.clock() + self.checkpoint_seconds
         log.info("controller: informers started for %s", ", ".join(f"{g or 'core'}/{p}" for g, p in order))
 
+    def _all_informers(self) -> list[Informer]:
+        return [*self.informers.values(), *([self.events_informer] if self.events_informer is not None else [])]
+
     def _stop_informers(self) -> None:
-        informers = list(self.informers.values())
+        informers = self._all_informers()
         for informer in informers:  # end all watches first, then wait for the threads
             informer.signal_stop()
         for informer in informers:
             informer.stop()
         self.running = False
+        self.events_informer = None
         self.handoff.clear()
         log.info("controller: informers stopped")
 
@@ -332,6 +386,7 @@ class Controller:
             return did
         did |= self._enqueue_handed_off()
         did |= self._write_mirror()
+        did |= self._archive_events()
         did |= self._sweep_mirror()
         now = self.clock()
         if now >= self._next_pump and now >= self._queue_retry_at:
@@ -424,6 +479,47 @@ class Controller:
                     log.exception("controller: mirror update of %s failed", update.uid)
         return True
 
+    def _archive_events(self) -> bool:
+        """Archive up to `batch_size` Events in one write. On failure the batch goes back to the handoff (bounded)
+        and the archive pauses (ARCHIVE_RETRY_MIN doubling to ARCHIVE_RETRY_MAX); after ARCHIVE_MAX_ATTEMPTS
+        failures in a row the batch is written one Event at a time and what still fails is dropped."""
+        if not self.archive_events or self.events_write is None or self.clock() < self._archive_retry_at:
+            return False
+        taken = self.handoff.take_events(self.batch_size)
+        if not taken:
+            return False
+        try:
+            written = self.events_write([pair for _uid, pair in taken])
+        except Exception as exc:
+            self._archive_failures += 1
+            if self._archive_failures < ARCHIVE_MAX_ATTEMPTS:
+                self.handoff.put_events_back(taken)
+                pause = min(ARCHIVE_RETRY_MAX, ARCHIVE_RETRY_MIN * 2 ** (self._archive_failures - 1))
+                self._archive_retry_at = self.clock() + pause
+                log.warning("controller: archiving %d Events failed (%s: %s); kept, retrying in %.0fs", len(taken),
+                            type(exc).__name__, exc, pause, exc_info=self._archive_failures == 1)
+                return False
+            written = self._archive_one_by_one(taken)
+        self._archive_failures = 0
+        self._archive_retry_at = -float("inf")
+        self.events_archived += written
+        return True
+
+    def _archive_one_by_one(self, taken: list[tuple[str, EventPair]]) -> int:
+        assert self.events_write is not None
+        written, dropped = 0, []
+        for uid, pair in taken:
+            try:
+                written += self.events_write([pair])
+            except Exception:
+                log.debug("controller: Event %s not archived", uid, exc_info=True)
+                dropped.append(uid)
+        if dropped:
+            self.events_dropped += len(dropped)
+            log.warning("controller: %d Events not archived after %d attempts, dropped (first: %s)", len(dropped),
+                        ARCHIVE_MAX_ATTEMPTS, dropped[0])
+        return written
+
     def _sweep_mirror(self) -> bool:
         """Record as deleted the live mirror rows of each kind just (re-)listed that its informer's cache (the
         cluster, as of now) does not have. A sweep that fails is tried again after SWEEP_RETRY_SECONDS."""
@@ -466,6 +562,8 @@ class Controller:
     def _sleep_budget(self) -> float:
         now = self.clock()
         deadlines = [max(self._next_pump, self._queue_retry_at) if self.running else now + 0.5]
+        if self.running and self.handoff.events_pending():
+            deadlines.append(self._archive_retry_at)
         if self.running and self.resync_seconds > 0:
             deadlines.append(self._next_resync)
         if self.elector is not None:

@@ -1,0 +1,220 @@
+"""The Events archive's writer and owner resolver (healing.archive) with a fake API, and the controller's archive
+step with a fake writer: filing through controller ownerReferences, the cache, dedup by (uid, count), occurrences,
+one INSERT per batch, a failing database keeping the batch."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from django.db import DatabaseError, connection
+from django.test.utils import CaptureQueriesContext
+
+from reconcilers.engine.controller.events import ADDED, DELETED, MODIFIED, InformerEvent
+from reconcilers.engine.controller.handoff import Handoff
+from reconcilers.engine.controller.loop import ARCHIVE_MAX_ATTEMPTS, EVENTS, Controller
+from reconcilers.engine.healing.archive import ObjectRef, OwnerResolver, events_archive
+from reconcilers.models import KubeEvent, Resource
+
+NS = "shop"
+
+
+def _ref(kind: str, name: str, uid: str, api_version: str = "v1") -> dict[str, Any]:
+    return {"apiVersion": api_version, "kind": kind, "name": name, "uid": uid, "controller": True}
+
+
+OBJECTS: dict[str, dict[str, Any]] = {
+    "pod-1": {"metadata": {"uid": "pod-1", "ownerReferences": [_ref("ReplicaSet", "web-abc", "rs-1", "apps/v1")]}},
+    "rs-1": {"metadata": {"uid": "rs-1", "ownerReferences": [_ref("Deployment", "web", "dep-1", "apps/v1")]}},
+    "dep-1": {"metadata": {"uid": "dep-1", "ownerReferences": [
+        {**_ref("Memcached", "web", "mc-1", "cache.example.com/v1alpha1"), "controller": False},  # not the controller
+        _ref("Memcached", "web", "mc-1", "cache.example.com/v1alpha1")]}},
+    "lonely": {"metadata": {"uid": "lonely"}},
+}
+
+
+class FakeApi:
+    """Objects by uid (the resolver's `get`), counting reads."""
+
+    def __init__(self) -> None:
+        self.reads: list[str] = []
+
+    def __call__(self, ref: ObjectRef) -> dict[str, Any] | None:
+        self.reads.append(ref.uid)
+        return OBJECTS.get(ref.uid)
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def event(uid: str, count: int = 1, *, involved: tuple[str, str, str] = ("Pod", "web-abc-1", "pod-1"),
+          type_: str = "Warning", reason: str = "Failed") -> dict[str, Any]:
+    kind, name, involved_uid = involved
+    return {
+        "metadata": {"uid": uid, "name": f"{name}.{uid}", "namespace": NS,
+                     "creationTimestamp": "2026-01-01T00:00:00Z"},
+        "involvedObject": {"apiVersion": "v1", "kind": kind, "name": name, "namespace": NS, "uid": involved_uid},
+        "type": type_, "reason": reason, "message": f'Failed to pull image "memcached:broken" ({count})',
+        "count": count, "firstTimestamp": "2026-01-01T00:00:00Z", "lastTimestamp": f"2026-01-01T00:00:{count:02d}Z",
+        "source": {"component": "kubelet"},
+    }
+
+
+@pytest.fixture
+def memcached(db) -> Resource:
+    return Resource.objects.create(uid="mc-1", key=f"cache.example.com/v1alpha1/memcacheds/{NS}/web",
+                                   group="cache.example.com", version="v1alpha1", plural="memcacheds", kind="Memcached",
+                                   namespace=NS, name="web")
+
+
+@pytest.fixture
+def fake_api() -> FakeApi:
+    return FakeApi()
+
+
+@pytest.fixture
+def resolver(fake_api) -> OwnerResolver:
+    return OwnerResolver(None, get=fake_api, clock=Clock())
+
+
+def test_a_pod_is_walked_up_to_its_registered_root_and_the_second_time_costs_no_api_call(memcached, resolver,
+                                                                                          fake_api) -> None:
+    pod = ObjectRef("v1", "Pod", NS, "web-abc-1", "pod-1")
+    assert resolver.resolve([pod]) == {"pod-1": memcached.pk}
+    assert fake_api.reads == ["pod-1", "rs-1", "dep-1"]
+    assert resolver.resolve([pod, ObjectRef("apps/v1", "ReplicaSet", NS, "web-abc", "rs-1")]) == {
+        "pod-1": memcached.pk, "rs-1": memcached.pk}
+    assert fake_api.reads == ["pod-1", "rs-1", "dep-1"]  # every object on the way was cached
+
+
+def test_the_registered_object_itself_resolves_without_any_api_call(memcached, resolver, fake_api) -> None:
+    assert resolver.resolve([ObjectRef("cache.example.com/v1alpha1", "Memcached", NS, "web", "mc-1")]) == {
+        "mc-1": memcached.pk}
+    assert fake_api.reads == []
+
+
+def test_an_object_leading_nowhere_is_cached_negative_until_its_ttl(memcached, fake_api) -> None:
+    clock = Clock()
+    resolver = OwnerResolver(None, get=fake_api, clock=clock, negative_ttl=60)
+    lonely = ObjectRef("v1", "Pod", NS, "lonely", "lonely")
+    assert resolver.resolve([lonely]) == {}
+    assert resolver.resolve([lonely]) == {}
+    assert fake_api.reads == ["lonely"]
+    clock.now += 61
+    assert resolver.resolve([lonely]) == {}
+    assert fake_api.reads == ["lonely", "lonely"]
+
+
+def test_the_cache_is_bounded_least_recently_used_first(fake_api) -> None:
+    resolver = OwnerResolver(None, get=fake_api, clock=Clock(), max_entries=2)
+    resolver.remember("a", "root")
+    resolver.remember("b", None)
+    assert resolver.cached("a") == (True, "root")
+    resolver.remember("c", "root")
+    assert len(resolver) == 2 and resolver.cached("b") == (False, None) and resolver.cached("a")[0]
+
+
+def test_the_same_observation_twice_is_one_row_and_occurrences_count_from_what_was_archived(memcached,
+                                                                                            resolver) -> None:
+    assert events_archive([(event("e1", 1), None)], resolver) == 1
+    assert events_archive([(event("e1", 1), None)], resolver) == 0
+    assert events_archive([(event("e1", 4), event("e1", 1))], resolver) == 1
+    # a controller that restarted has no previous state: the archive's own counts decide
+    assert events_archive([(event("e1", 6), None)], resolver) == 1
+    rows = list(KubeEvent.objects.filter(event_uid="e1").order_by("count").values_list("count", "occurrences"))
+    assert rows == [(1, 1), (4, 3), (6, 2)]
+    row = KubeEvent.objects.get(event_uid="e1", count=6)
+    assert (row.resource_id, row.involved_kind, row.involved_name, row.type, row.source) == (
+        memcached.pk, "Pod", "web-abc-1", "Warning", "kubelet")
+    assert row.last_timestamp.isoformat() == "2026-01-01T00:00:06+00:00"
+
+
+def test_an_event_first_seen_at_count_five_counts_five_occurrences(memcached, resolver) -> None:
+    # its earlier counts were never archived (before the controller ran, or while the pod led nowhere yet)
+    events_archive([(event("e2", 5), event("e2", 4))], resolver)
+    assert KubeEvent.objects.get(event_uid="e2").occurrences == 5
+
+
+def test_a_batch_is_one_insert_and_events_filed_nowhere_are_dropped(memcached, resolver) -> None:
+    batch = [(event(f"e{i}", 1), None) for i in range(20)]
+    batch.append((event("x", 1, involved=("Pod", "lonely", "lonely")), None))
+    with CaptureQueriesContext(connection) as queries:
+        assert events_archive(batch, resolver) == 20
+    inserts = [q for q in queries.captured_queries if q["sql"].lstrip().upper().startswith("INSERT")]
+    assert len(inserts) == 1
+    assert KubeEvent.objects.count() == 20 and not KubeEvent.objects.filter(event_uid="x").exists()
+    # steady state: the cache answers, so a batch costs the mirror query, the counts query and the INSERT
+    with CaptureQueriesContext(connection) as queries:
+        events_archive([(event(f"e{i}", 2), None) for i in range(20)], resolver)
+    assert len(queries.captured_queries) <= 4
+
+
+def test_events_of_a_deleted_resource_are_still_filed_under_it(memcached, resolver) -> None:
+    Resource.objects.filter(pk=memcached.pk).update(deleted=True)
+    assert events_archive([(event("e3", 1), None)], resolver) == 1
+
+
+# -- the controller's step ---------------------------------------------------------------------------------
+
+
+class Writer:
+    def __init__(self, fail: int = 0) -> None:
+        self.fail = fail
+        self.batches: list[list] = []
+
+    def __call__(self, batch: list) -> int:
+        self.batches.append(batch)
+        if self.fail:
+            self.fail -= 1
+            raise DatabaseError("the database is away")
+        return len(batch)
+
+
+def _controller(writer: Writer, clock: Clock) -> Controller:
+    controller = Controller(None, [], enqueue=lambda key: True, pump=lambda: 0, mirror=False,
+                            archive_events=True, events_write=writer, clock=clock, batch_size=3)
+    controller.running = True
+    return controller
+
+
+def test_the_handoff_coalesces_an_event_per_uid_keeping_the_newest_and_is_bounded() -> None:
+    handoff = Handoff(max_events=2)
+    handoff.put_event("a", (event("a", 1), None))
+    handoff.put_event("a", (event("a", 2), event("a", 1)))
+    handoff.put_event("b", (event("b", 1), None))
+    handoff.put_event("c", (event("c", 1), None))
+    assert handoff.events_dropped == 1
+    taken = handoff.take_events(10)
+    assert [uid for uid, _ in taken] == ["b", "c"]
+
+
+def test_deleted_events_are_not_handed_to_the_archive() -> None:
+    controller = _controller(Writer(), Clock())
+    controller.handle_event(InformerEvent(ADDED, EVENTS, event("a", 1)))
+    controller.handle_event(InformerEvent(MODIFIED, EVENTS, event("a", 2), event("a", 1)))
+    controller.handle_event(InformerEvent(DELETED, EVENTS, event("b", 1)))
+    assert [(uid, pair[0]["count"], pair[1]) for uid, pair in controller.handoff.take_events(10)] == [("a", 2, None)]
+
+
+def test_a_failing_database_keeps_the_batch_backs_off_then_writes_one_by_one() -> None:
+    writer, clock = Writer(fail=ARCHIVE_MAX_ATTEMPTS + 1), Clock()
+    controller = _controller(writer, clock)
+    for i in range(5):
+        controller.handle_event(InformerEvent(ADDED, EVENTS, event(f"e{i}", 1)))
+    assert controller._archive_events() is False
+    assert controller.handoff.events_pending() == 5  # kept
+    assert controller._archive_events() is False and len(writer.batches) == 1  # pausing: no spin
+    for _ in range(ARCHIVE_MAX_ATTEMPTS - 2):
+        clock.now += 60
+        assert controller._archive_events() is False
+    assert controller.handoff.events_pending() == 5
+    clock.now += 60
+    assert controller._archive_events() is True  # the last attempt: one by one; the first still fails
+    assert controller.events_dropped == 1 and controller.events_archived == 2
+    assert controller._archive_events() is True and controller.events_archived == 4  # the rest, as a batch
+    assert controller.handoff.events_pending() == 0
