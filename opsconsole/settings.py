@@ -218,6 +218,8 @@ OTEL_EXPORTER_OTLP_ENDPOINT = os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT") or N
 # Spans go to the database span store (the console's trace view) unless OPSCONSOLE_TRACING=off.
 OPSCONSOLE_TRACING = os.environ.get("OPSCONSOLE_TRACING", "on")
 OPSCONSOLE_SPAN_RETENTION_HOURS = env_number("OPSCONSOLE_SPAN_RETENTION_HOURS", 168)
+OPSCONSOLE_EVENT_ARCHIVE = env_bool("OPSCONSOLE_EVENT_ARCHIVE", True)  # the controller archives Kubernetes Events
+OPSCONSOLE_EVENT_RETENTION_DAYS = env_number("OPSCONSOLE_EVENT_RETENTION_DAYS", 30)  # `retention`'s default; 0 keeps
 # /metrics of a worker host (aggregate of its prefork children) and of the controller; 0 turns one off.
 OPSCONSOLE_METRICS_ADDR = os.environ.get("OPSCONSOLE_METRICS_ADDR", "127.0.0.1")
 OPSCONSOLE_WORKER_METRICS_PORT = env_number("OPSCONSOLE_WORKER_METRICS_PORT", 9101, int)

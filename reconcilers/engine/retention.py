@@ -1,4 +1,5 @@
-"""Retention: the one sanctioned way to delete old ReconcileRun and Span rows. Transition rows are never deleted.
+"""Retention: the one sanctioned way to delete old ReconcileRun, Span and KubeEvent rows. Transition rows (and
+healing records, links of the same chains) are never deleted.
 
 `ReconcileRun` is append-only (the ORM refuses deletes; on PostgreSQL a trigger refuses them too). Retention
 deletes in batches, each in its own transaction that says `SET LOCAL opsconsole.retention = 'on'` on
@@ -6,6 +7,9 @@ PostgreSQL, the one thing the trigger lets through (migration 0003), for DELETE 
 however old, while anything of the record points at it: a Transition, an Anomaly or a ReconcileRequest (so a
 transition's run and trace stay explorable forever). The guard is in the DELETE's own WHERE clause, and the
 foreign keys (PROTECT, enforced by the database at commit) would refuse the rest anyway.
+
+The Kubernetes Events archive (`KubeEvent`, append-only the same way, migration 0009) is pruned by the time the
+controller archived each row (`observed_at`), in batches under the same `SET LOCAL`; nothing references its rows.
 """
 
 from __future__ import annotations
@@ -16,7 +20,7 @@ from datetime import datetime, timedelta
 from django.db import connection, transaction
 from django.utils import timezone
 
-from reconcilers.models import Anomaly, ReconcileRequest, ReconcileRun, Span, Transition
+from reconcilers.models import Anomaly, KubeEvent, ReconcileRequest, ReconcileRun, Span, Transition
 
 DEFAULT_BATCH = 1000
 
@@ -28,6 +32,7 @@ class RetentionReport:
     runs_deleted: int = 0
     runs_kept_referenced: int = 0
     spans_deleted: int = 0
+    events_deleted: int = 0
 
 
 def _run_delete_sql() -> str:
@@ -76,9 +81,29 @@ def spans_retention_delete(before: datetime, *, batch: int = DEFAULT_BATCH) -> i
         total += deleted
 
 
-def retention_apply(*, runs_days: float | None, spans_days: float | None, dry_run: bool = False,
-                    batch: int = DEFAULT_BATCH, now: datetime | None = None) -> RetentionReport:
-    """Delete runs older than `runs_days` and spans older than `spans_days` (None: leave that table alone)."""
+def events_retention_delete(before: datetime, *, batch: int = DEFAULT_BATCH) -> int:
+    """Delete the archived Kubernetes Events observed before `before`, in batches (each its own transaction that
+    the append-only trigger lets through); the count."""
+    table = KubeEvent._meta.db_table
+    sql = (f"DELETE FROM {table} WHERE id IN (SELECT e.id FROM {table} e WHERE e.observed_at < %s "
+           f"ORDER BY e.id LIMIT %s)")
+    total = 0
+    while True:
+        with transaction.atomic():
+            with connection.cursor() as cur:
+                if connection.vendor == "postgresql":
+                    cur.execute("SET LOCAL opsconsole.retention = 'on'")
+                cur.execute(sql, [before, batch])
+                deleted = cur.rowcount
+        total += deleted
+        if deleted < batch:
+            return total
+
+
+def retention_apply(*, runs_days: float | None, spans_days: float | None, events_days: float | None = None,
+                    dry_run: bool = False, batch: int = DEFAULT_BATCH, now: datetime | None = None) -> RetentionReport:
+    """Delete runs older than `runs_days`, spans older than `spans_days` and archived Events older than
+    `events_days` (None: leave that table alone)."""
     now = now or timezone.now()
     report = RetentionReport()
     if runs_days is not None:
@@ -95,4 +120,10 @@ def retention_apply(*, runs_days: float | None, spans_days: float | None, dry_ru
             report.spans_deleted = Span.objects.filter(start_time__lt=before).count()
         else:
             report.spans_deleted = spans_retention_delete(before, batch=batch)
+    if events_days is not None:
+        before = now - timedelta(days=events_days)
+        if dry_run:
+            report.events_deleted = KubeEvent.objects.filter(observed_at__lt=before).count()
+        else:
+            report.events_deleted = events_retention_delete(before, batch=batch)
     return report

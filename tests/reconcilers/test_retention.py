@@ -11,8 +11,8 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 from django.db import DatabaseError, connection, transaction
 
-from reconcilers.engine.retention import retention_apply, runs_retention_delete
-from reconcilers.models import AppendOnlyError, ReconcileRequest, ReconcileRun, Span, Transition
+from reconcilers.engine.retention import events_retention_delete, retention_apply, runs_retention_delete
+from reconcilers.models import AppendOnlyError, KubeEvent, ReconcileRequest, ReconcileRun, Resource, Span, Transition
 from tests.reconcilers.audit_support import observed, record
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -104,3 +104,41 @@ def test_on_postgresql_the_trigger_lets_only_the_retention_transaction_delete_ru
     with pytest.raises(DatabaseError, match="append-only"), transaction.atomic(), connection.cursor() as cur:
         cur.execute("DELETE FROM reconcilers_reconcilerun WHERE id = %s", [history["recent"]])
     assert ReconcileRun.objects.filter(id=history["recent"]).exists()
+
+
+def _archived_events() -> Resource:
+    resource = Resource.objects.create(uid="uid-ev", key="k-ev", version="v1", plural="p", kind="K", name="n")
+    for i, observed_at in enumerate([OLD, OLD - timedelta(days=1), OLD, NOW]):
+        KubeEvent.objects.create(resource=resource, event_uid=f"ev-{i}", count=1, name=f"e{i}", type="Warning",
+                                 reason="Failed", observed_at=observed_at, last_timestamp=observed_at)
+    return resource
+
+
+def test_old_archived_events_go_in_batches_and_the_command_applies_the_setting_by_default(settings) -> None:
+    _archived_events()
+    assert retention_apply(runs_days=None, spans_days=None, events_days=30, dry_run=True).events_deleted == 3
+    settings.OPSCONSOLE_EVENT_RETENTION_DAYS = 30
+    out = io.StringIO()
+    call_command("retention", "--spans-days", "7", "--batch-size", "2", stdout=out)
+    assert "3 archived Events" in out.getvalue()
+    assert list(KubeEvent.objects.values_list("event_uid", flat=True)) == ["ev-3"]
+
+
+def test_events_are_kept_when_the_setting_is_zero_and_refused_a_too_small_window(settings) -> None:
+    _archived_events()
+    settings.OPSCONSOLE_EVENT_RETENTION_DAYS = 0
+    call_command("retention", "--spans-days", "7", stdout=io.StringIO())
+    assert KubeEvent.objects.count() == 4
+    with pytest.raises(CommandError, match="at least 1"):
+        call_command("retention", "--events-days", "0.5", stdout=io.StringIO())
+
+
+def test_on_postgresql_only_the_retention_transaction_deletes_archived_events() -> None:
+    _archived_events()
+    if connection.vendor == "postgresql":
+        with pytest.raises(DatabaseError, match="append-only"), transaction.atomic(), connection.cursor() as cur:
+            cur.execute("DELETE FROM reconcilers_kubeevent")
+    with pytest.raises(AppendOnlyError):
+        KubeEvent.objects.all().delete()
+    assert events_retention_delete(NOW - timedelta(days=30)) == 3
+    assert KubeEvent.objects.count() == 1
