@@ -13,7 +13,9 @@ Every verb comes from a call the code makes (one ServiceAccount serves web, work
 - kinds a reconciler only reads (`rbac_reads`, e.g. Memcached's Pods): `get`/`list`;
 - roles a reconciler binds (`rbac_binds`): `bind` on exactly those ClusterRoles (see `_bind_rule`);
 - `coordination.k8s.io` leases: `create`, and `get`/`update` of the `opsconsole-controller` Lease only;
-- core `events`: `create` (the runner's Events), `list` (the console's Events tab).
+- core `events`: `create` (the runner's Events), `list`/`watch` (the controller's Events archive);
+- what the archive's owner resolver reads to file an Event about a Pod under its registered owner (Pod →
+  ReplicaSet → Deployment → the kind): `get` on core `pods` and apps `replicasets` (owned kinds have it already).
 
 `manage.py rbac` prints it; `deploy/k8s/rbac.yaml` is its checked-in output (a test keeps it current).
 """
@@ -76,7 +78,9 @@ def _engine_permissions() -> dict[tuple[str, str, str], set[str]]:
     return {
         (LEASE.group, LEASE.plural, ""): {"create"},
         (LEASE.group, LEASE.plural, LEASE_NAME): {"get", "update"},
-        ("", "events", ""): {"create", "list"},
+        ("", "events", ""): {"create", "list", "watch"},
+        ("", "pods", ""): {"get"},
+        ("apps", "replicasets", ""): {"get"},
     }
 
 

@@ -87,7 +87,7 @@ def test_leases_are_created_anywhere_but_read_and_updated_only_by_name() -> None
     role = cluster_role()
     assert _verbs(role, "coordination.k8s.io", "leases") == {"create"}
     assert _verbs(role, "coordination.k8s.io", "leases", "opsconsole-controller") == {"create", "get", "update"}
-    assert _verbs(role, "", "events") == {"create", "list"}
+    assert _verbs(role, "", "events") == {"create", "list", "watch"}
 
 
 def test_no_wildcards_and_no_secrets() -> None:
@@ -114,3 +114,12 @@ def test_permissions_follow_the_reconciler_declarations() -> None:
     memcached = reconciler_permissions(MemcachedReconciler())
     assert ("rbac.authorization.k8s.io", "clusterroles", "admin") in tenant
     assert ("", "pods", "") in memcached and ("", "pods", "") not in tenant
+
+
+def test_the_events_archive_may_watch_events_and_read_what_leads_a_pod_to_its_owner() -> None:
+    role = cluster_role()
+    assert _verbs(role, "", "events") == {"create", "list", "watch"}
+    assert "get" in _verbs(role, "", "pods") and _verbs(role, "apps", "replicasets") == {"get"}
+    assert "get" in _verbs(role, "apps", "deployments")
+    assert cluster_role([])["rules"]  # the engine's own rules stand without any kind registered
+    assert _verbs(cluster_role([]), "", "pods") == {"get"}
