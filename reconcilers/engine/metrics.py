@@ -113,6 +113,36 @@ TIME_IN_PHASE = Histogram(
     "opsconsole_time_in_phase_seconds", "How long resources stayed in a phase before leaving it",
     ["kind", "phase"], buckets=TIME_IN_PHASE_BUCKETS,
 )
+ANOMALIES = Counter(
+    "opsconsole_anomalies_total", "Anomalies detected, by kind and rule (rollback_failed: a rollback that failed or "
+    "could not be done, escalated to a person)", ["kind", "rule"],
+)
+ANOMALIES_ACTIVE = Gauge(
+    "opsconsole_anomalies_active", "Resources a rule matches now, by kind and rule", ["kind", "rule"],
+    multiprocess_mode="livemax",
+)
+ROLLBACKS = Counter(
+    "opsconsole_rollbacks_total", "Rollbacks to an earlier generation's spec, by kind and what became of them "
+    "(started, succeeded, failed, refused)", ["kind", "result"],
+)
+SUSPENDED = Gauge(
+    "opsconsole_resources_suspended", "Resources whose reconciles are suspended, by kind", ["kind"],
+    multiprocess_mode="livemax",
+)
+#: the `result` label values of opsconsole_rollbacks_total
+ROLLBACK_RESULTS = ("started", "succeeded", "failed", "refused")
+#: the anomaly rule the engine raises itself when a rollback fails or cannot be done
+ROLLBACK_FAILED_RULE = "rollback_failed"
+
+
+def healing_label_pairs_init(kind: str, rules: Iterable[str]) -> None:
+    """Every healing label pair of one kind at 0: its rules (and rollback_failed), the rollback results."""
+    for rule in (*rules, ROLLBACK_FAILED_RULE):
+        ANOMALIES.labels(kind, rule)
+        ANOMALIES_ACTIVE.labels(kind, rule)
+    for result in ROLLBACK_RESULTS:
+        ROLLBACKS.labels(kind, result)
+    SUSPENDED.labels(kind)
 
 
 def label_pairs_init(

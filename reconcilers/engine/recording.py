@@ -11,9 +11,9 @@ Telemetry: the recording is a child span (`record reconcile`) of the reconcile's
 transition counts in `opsconsole_transitions_total{kind,from,to}` and the time spent in the phase it left in
 `opsconsole_time_in_phase_seconds{kind,phase}`.
 
-The runner reads through this module too, so that every query of a run is here: the phase on record
-(`resource_phase`), the manual requests a run picks up (`requests_picked_up`, `request_trace_ids`), an object
-found gone (`resource_mirror_gone`) and a run that never saw its object (`run_record_unobserved`).
+The runner reads through this module too: the manual requests a run picks up (`requests_picked_up`,
+`request_trace_ids`), an object found gone (`resource_mirror_gone`) and a run that never saw its object
+(`run_record_unobserved`); the phase on record comes with the healing state (`healing.state.resource_state`).
 
 The controller keeps the rest of the mirror current with `resource_mirror_upsert` (never the phase) and
 `resource_mirror_mark_deleted`.
@@ -122,11 +122,13 @@ class RecordOutcome:
     transitions: list[Transition] = field(default_factory=list)  # the rows of transition_ids, in order
     revision_id: int | None = None  # the spec revision recorded for a generation not on record yet
     out_of_band_id: int | None = None  # the anomaly of a live phase another field manager wrote
+    rollback_concluded: str = ""  # "succeeded" or "failed": this run concluded a rollback's verification
+    escalation: Any = None  # the rollback's escalation (healing.rollback.Escalation) when it failed
 
 
 def reconcile_record(
     run: RunRecord, obj: ObservedObject, change: PhaseChange | None, machine: StateMachine, *,
-    live: dict[str, Any] | None = None, out_of_band: OutOfBand | None = None,
+    live: dict[str, Any] | None = None, out_of_band: OutOfBand | None = None, reconciler: Reconciler | None = None,
 ) -> RecordOutcome:
     """Record one reconcile in one transaction (see the module docstring).
 
@@ -136,12 +138,13 @@ def reconcile_record(
     Always: the ReconcileRun row, the mirror, and the manual requests the run handled. With the `live` object
     (as the API returned it, managedFields included): the spec revision of a generation not on record yet
     (`revision_record`); with `out_of_band`: the anomaly of a phase another field manager wrote
-    (`out_of_band_record`).
+    (`out_of_band_record`); with the `reconciler`: the verification of a rollback being verified
+    (`healing.rollback.rollback_verify_locked`).
     """
     if run.result not in RunResult.values:
         raise ValueError(f"result must be one of {RunResult.values}, not {run.result!r}")
     if change is not None and not _actor_valid(change.actor):
-        raise ValueError(f"actor must be 'controller' or 'user:<name>', not {change.actor!r}")
+        raise ValueError(f"actor must be 'controller', 'user:<name>' or 'rollback:<who>', not {change.actor!r}")
     tracer = trace.get_tracer("opsconsole.recording")  # looked up per call: the provider may change (tests)
     with tracer.start_as_current_span("record reconcile", attributes={"db.operation.name": "reconcile_record",
                                                                         "opsconsole.kind": run.kind}) as span:
@@ -149,7 +152,7 @@ def reconcile_record(
             moves: list[tuple[str, str, float | None]] = []
             try:
                 with transaction.atomic():
-                    outcome = _record(run, obj, change, machine, moves, live, out_of_band)
+                    outcome = _record(run, obj, change, machine, moves, live, out_of_band, reconciler)
             except IntegrityError:
                 # a concurrent run created the Resource row or recorded this transition first: redo from a
                 # fresh read, which then finds the object's phase already moved (nothing is doubled)
@@ -272,11 +275,6 @@ def annotation_request_ensure(key: str, obj: dict[str, Any], annotation: str, to
     return request
 
 
-def resource_phase(uid: str) -> str | None:
-    """The phase on record for the object `uid` (None when it has no record yet)."""
-    return Resource.objects.filter(uid=uid).values_list("phase", flat=True).first()
-
-
 def requests_picked_up(key: str, token: str) -> None:
     """Mark the manual requests a run handles as picked up (guarded: only rows still `requested`)."""
     ReconcileRequest.objects.filter(key=key, token=token, state=RequestState.REQUESTED).update(
@@ -335,7 +333,7 @@ def transition_append(
     here: callers decide (reconcile_record asks the kind's machine). `generation` and `resource_version`
 default to the mirror's."""
     if not _actor_valid(actor):
-        raise ValueError(f"actor must be 'controller' or 'user:<name>', not {actor!r}")
+        raise ValueError(f"actor must be 'controller', 'user:<name>' or 'rollback:<who>', not {actor!r}")
     now = at or timezone.now()
     # the chain head kept on the locked row (no query); the (resource_uid, seq) constraint guards a stale one
     seq, prev_hash = resource.last_transition_seq + 1, resource.last_transition_hash
@@ -446,7 +444,8 @@ def _error_text(run: RunRecord) -> str:
 
 
 def _actor_valid(actor: str) -> bool:
-    return actor == "controller" or (actor.startswith("user:") and len(actor) > len("user:"))
+    return actor == "controller" or any(actor.startswith(prefix) and len(actor) > len(prefix)
+                                        for prefix in ("user:", "rollback:"))
 
 
 def _is_newer(incoming: str, recorded: str, *, strictly: bool = False) -> bool:
@@ -479,6 +478,7 @@ def _record(
     moves: list[tuple[str, str, float | None]],
     live: dict[str, Any] | None = None,
     out_of_band: OutOfBand | None = None,
+    reconciler: Reconciler | None = None,
 ) -> RecordOutcome:
     now = timezone.now()
     resource = _resources_locked({obj.uid: obj})[obj.uid]
@@ -529,6 +529,15 @@ def _record(
         else:
             resource.reason, resource.message = change.reason[:255], change.message
 
+    concluded, escalation = "", None
+    if reconciler is not None and resource.rollback:
+        from reconcilers.engine.healing.rollback import rollback_verify_locked  # healing builds on this module
+
+        state = resource.rollback.get("state")
+        escalation = rollback_verify_locked(resource, reconciler, now)
+        if resource.rollback.get("state") != state:
+            concluded = str(resource.rollback.get("state") or "")
+
     resource.last_reconcile_at = now
     resource.last_result = run.result
     resource.save()
@@ -536,7 +545,7 @@ def _record(
     if run.request_token:
         _requests_finish(run, resource, request, run_row, transitions[0] if transitions else None, now)
     return RecordOutcome(run_row.id, [t.id for t in transitions], anomaly_id, from_phase, resource.phase,
-                         transitions, revision.id if revision else None, foreign_id)
+                         transitions, revision.id if revision else None, foreign_id, concluded, escalation)
 
 
 def _mirror_observed(resource: Resource, obj: ObservedObject, now: datetime, *, strictly: bool = False) -> bool:

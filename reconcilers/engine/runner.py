@@ -3,10 +3,12 @@
 It orchestrates and decides nothing itself; one key goes down these steps, each in its own module:
 1. Lease (`workqueue`): claim the key (owner `host:pid:uuid`); someone else holds it → return at once (the key
    stays dirty, so that owner's `done()` re-queues it). A thread renews the lease while we run.
-2. Read: GET the live object (`kube`). Gone → its mirror is marked deleted. The phase on record and the manual
-   requests the run picks up come from `recording`.
+2. Read: GET the live object (`kube`). Gone → its mirror is marked deleted. The phase and the healing state on
+   record come from `healing.state`, the manual requests the run picks up from `recording`. A suspended object
+   is not reconciled (`healing.suspend.suspension_check`: nothing recorded, the key looked at again at expiry).
 3. Step (`step.reconcile_step`): the reconcile and the status write; an `Outcome` with one queue action.
-4. Record (`recording.reconcile_record`, one transaction): the run, any transitions, the mirror, requests.
+4. Record (`recording.reconcile_record`, one transaction): the run, any transitions, the mirror, requests, the
+   verification of a rollback (a concluded one runs the key once more, to write its conditions).
 5. Complete (`step.complete`): an Event per recorded transition, the finalizer removed when the cleanup is done.
 6. Queue: the outcome's `QueueAction`; finally `done()` (which dispatches the key when it changed meanwhile).
    A run that breaks outside the reconcile (the database away: nothing of it recorded) is an error retried
@@ -32,10 +34,13 @@ from opentelemetry.trace import Status, StatusCode
 from reconcilers.core.meta import FLUX_REQUESTED_AT, RECONCILE_REQUESTED_AT
 from reconcilers.core.types import Request
 from reconcilers.engine import apiclient, dispatch, kube, metrics, recording, registry, step
+from reconcilers.engine.healing import state as healing_state
+from reconcilers.engine.healing import suspend
 from reconcilers.engine.step import Outcome, QueueAction
 from reconcilers.engine.workqueue import Claim, WorkQueue
 
 SKIPPED = "skipped"  # the task's answer when another worker holds the key (not a run: nothing is recorded)
+SUSPENDED = "suspended"  # the object's reconciles are suspended (not a run: nothing is recorded)
 
 log = logging.getLogger(__name__)
 
@@ -135,6 +140,8 @@ class Run:
                     span.set_status(Status(StatusCode.ERROR, self.error_class or "error"))
         finally:
             metrics.ACTIVE_WORKERS.labels(reconciler.name).dec()
+        if result == SUSPENDED:
+            return result
         metrics.reconcile_observed(reconciler.name, result, time.monotonic() - self.t0,
                                    self.claim.claimed_at - self.claim.queued_at, self.error_class)
         return result
@@ -160,7 +167,19 @@ class Run:
         span.set_attributes({"opsconsole.kind": rec.resource.kind, "opsconsole.namespace": namespace,
                              "opsconsole.name": name, "opsconsole.uid": meta.get("uid") or "",
                              "opsconsole.generation": int(meta.get("generation") or 0)})
-        recorded = recording.resource_phase(meta["uid"])
+        state = healing_state.resource_state(meta["uid"])
+        if state is None and suspend.annotated(obj) is not None:  # a suspension needs a record to be on
+            recording.resource_mirror_upsert(rec.resource, obj)
+            state = healing_state.resource_state(meta["uid"])
+        check = suspend.suspension_check(api, rec, obj, state)
+        if check.skip:
+            span.set_attribute("opsconsole.suspended", True)
+            self.queue.forget(self.key)
+            if check.delay is not None:
+                self.queue.add_after(self.key, check.delay + 0.05)
+            return SUSPENDED
+        obj = check.obj
+        recorded = state.phase if state is not None else None
         annotations = request_annotations()
         asked = step.unhandled_request(obj, annotations)
         token = asked[1] if asked else None
@@ -172,7 +191,8 @@ class Run:
                 span.set_attribute("opsconsole.request.trace_id", others)
 
         outcome = step.reconcile_step(rec, api, obj, recorded, span=span, lease_held=lambda: not self.renewer.lost,
-                                      request_annotations=annotations)
+                                      request_annotations=annotations,
+                                      healing=healing_state.healing_view(state, obj))
         record = recording.reconcile_record(
             recording.RunRecord(key=self.key, kind=rec.resource.kind, started_at=self.started_at,
                                 duration_seconds=time.monotonic() - self.t0, result=outcome.result,
@@ -180,11 +200,14 @@ class Run:
                                 attempt=self.claim.failures + 1, worker=_worker(), trace_id=self.trace_id,
                                 request_token=outcome.token),
             recording.ObservedObject.from_api(rec.resource, outcome.obj), outcome.change, rec.state_machine,
-            live=outcome.obj, out_of_band=outcome.out_of_band)
+            live=outcome.obj, out_of_band=outcome.out_of_band, reconciler=rec)
         self.error_class = outcome.error_class
         span.set_attributes({"opsconsole.phase.from": record.from_phase, "opsconsole.phase.to": record.to_phase})
         step.complete(outcome, self._events(outcome, record))
         self._queue(outcome)
+        if record.rollback_concluded:
+            span.set_attribute("opsconsole.rollback", record.rollback_concluded)
+            self.queue.add(self.key)  # the next run writes the rollback's conditions
         return outcome.result
 
     def _events(self, outcome: Outcome, record: recording.RecordOutcome) -> list[step.EventSpec]:
@@ -192,6 +215,8 @@ class Run:
         events = step.events_for(self.reconciler, record.transitions)
         if record.anomaly_id is not None and outcome.change is not None:
             events.append(step.refused_event(record.from_phase, outcome.change.to_phase, record.anomaly_id))
+        if record.escalation is not None:
+            events.append(step.EventSpec("Warning", record.escalation.reason, record.escalation.message))
         foreign = outcome.out_of_band
         if foreign is not None and record.out_of_band_id is not None:
             events.append(step.EventSpec("Warning", "OutOfBandStatusChange",

@@ -19,6 +19,11 @@ database record and the workqueue; the kopf side of `bench/converge` and a kind 
   the phase is an out-of-band change (`Outcome.out_of_band`, recorded with that manager as actor): the run
   decides from the phase on record, never from it, and writes the phase the reconciler concludes. Without
   managedFields (an old server) every unrecorded live phase is taken as the engine's.
+- A rollback being verified (`HealingView`, from the record): the first run of the restored generation records
+  the kind's `rollback_phase` (reason RollingBack) and runs again at once; the object stays in it until the
+  reconcile concludes a ready phase or the failed one; those transitions carry the rollback as actor
+  (`rollback:auto`, `rollback:user:<name>`). The conditions healing keeps on the object (AnomalyDetected,
+  RollingBack, RollbackFailed) are written with every status write.
 - The status goes through `/status` with the resourceVersion read (409 → re-read, rebuild, retry): phase,
   reason, message, observedGeneration, kstatus conditions, the reconciler's own fields and conditions, and
   `lastHandledReconcileAt` when the run handled a manual request. Nothing changed → nothing written. A run
@@ -86,6 +91,17 @@ class PhaseChange:
     reason: str
     message: str
     actor: str = "controller"
+
+
+@dataclass(frozen=True)
+class HealingView:
+    """What the record says about healing, for one run: the rollback whose restored generation is being
+    verified (its transitions' actor, that generation, why) and the conditions healing keeps on the object."""
+
+    rollback_actor: str = ""
+    rollback_generation: int = 0
+    rollback_message: str = ""
+    conditions: tuple[Condition, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -205,10 +221,11 @@ def reconcile_step(
     span: Any = None,
     lease_held: Callable[[], bool] | None = None,
     request_annotations: tuple[str, ...] = REQUEST_ANNOTATIONS,
+    healing: HealingView | None = None,
 ) -> Outcome:
     """Reconcile the live object `obj` once and write its status (see the module docstring). `recorded` is
     the phase on record (None: the object has no record yet); `request_annotations` the annotations that ask
-    for a manual reconcile."""
+    for a manual reconcile; `healing` what the record says about a rollback and healing's conditions."""
     ctx = EngineContext(reconciler, obj, api, span=span)
     generation = int(obj["metadata"].get("generation") or 0)
     asked = unhandled_request(obj, request_annotations)
@@ -217,7 +234,7 @@ def reconcile_step(
     if foreign is not None:
         ctx.log.warning("%s: status.phase %s was written by %s, not by the engine: not built on", ctx.request,
                         foreign.phase, foreign.manager)
-    decision = _decide(ctx, recorded, foreign is not None)
+    decision = _decide(ctx, recorded, foreign is not None, healing)
     conflicts = 0
     if lease_held is not None and not lease_held():
         decision = _Decision("error", QueueAction.KEEP, error_class="LeaseLost",
@@ -225,7 +242,7 @@ def reconcile_step(
         token = None
     else:
         try:
-            conflicts = _write_status(ctx, decision, generation, token)
+            conflicts = _write_status(ctx, decision, generation, token, healing.conditions if healing else ())
         except Exception as exc:
             log.warning("status write for %s failed: %s", ctx.request, exc)
             decision = _Decision("error", QueueAction.BACKOFF, error_class=type(exc).__name__,
@@ -263,7 +280,8 @@ def complete(outcome: Outcome, events: Sequence[EventSpec] | None = None) -> Out
 # -- deciding ----------------------------------------------------------------------------------------------
 
 
-def _decide(ctx: EngineContext, recorded: str | None, foreign: bool = False) -> _Decision:
+def _decide(ctx: EngineContext, recorded: str | None, foreign: bool = False,
+            healing: HealingView | None = None) -> _Decision:
     rec, obj = ctx.reconciler, ctx.obj
     # a phase another field manager wrote is not the object's phase: decide from the one on record
     live = (recorded or "") if foreign else (obj.get("status") or {}).get("phase") or ""
@@ -292,7 +310,7 @@ def _decide(ctx: EngineContext, recorded: str | None, foreign: bool = False) -> 
     except Exception as exc:
         ctx.log.warning("%s: reconcile raised %s: %s", ctx.request, type(exc).__name__, exc, exc_info=True)
         return _Decision("error", QueueAction.BACKOFF, error_class=type(exc).__name__, error_message=str(exc)[:2000])
-    return _from_result(ctx, result, recorded, live)
+    return _from_result(ctx, result, recorded, live, healing)
 
 
 def _queue_for(result: Result) -> tuple[str, QueueAction, float | None]:
@@ -304,7 +322,8 @@ def _queue_for(result: Result) -> tuple[str, QueueAction, float | None]:
     return "success", QueueAction.FORGET, None
 
 
-def _from_result(ctx: EngineContext, result: Result, recorded: str | None, live: str) -> _Decision:
+def _from_result(ctx: EngineContext, result: Result, recorded: str | None, live: str,
+                 healing: HealingView | None = None) -> _Decision:
     machine = ctx.reconciler.state_machine
     target = result.phase or live or recorded or machine.initial
     if catch_up_needed(machine, recorded, live, target):
@@ -313,6 +332,9 @@ def _from_result(ctx: EngineContext, result: Result, recorded: str | None, live:
         return _Decision("requeue", QueueAction.REQUEUE_NOW,
                          change=PhaseChange(live, status.get("reason") or "", status.get("message") or ""))
     label, queue, delay = _queue_for(result)
+    generation = int(ctx.obj["metadata"].get("generation") or 0)
+    if healing is not None and healing.rollback_actor and healing.rollback_generation == generation:
+        return _rolling_back(ctx, result, recorded, target, healing, (label, queue, delay))
     through = _spec_change_phase(ctx, target, live)
     if through is not None:
         generation = ctx.obj["metadata"].get("generation")
@@ -322,6 +344,25 @@ def _from_result(ctx: EngineContext, result: Result, recorded: str | None, live:
         return _Decision(label, queue, delay, change=PhaseChange(through, SPEC_CHANGED, message),
                          conditions=list(result.conditions), extra=dict(result.status))
     return _Decision(label, queue, delay, change=PhaseChange(target, result.reason, result.message),
+                     conditions=list(result.conditions), extra=dict(result.status))
+
+
+def _rolling_back(ctx: EngineContext, result: Result, recorded: str | None, target: str, healing: HealingView,
+                  queued: tuple[str, QueueAction, float | None]) -> _Decision:
+    """A run of the generation a rollback restored, while it is verified: into the kind's rollback phase first
+    (run again at once), then in it until the reconcile concludes a ready phase or the failed one; the
+    transitions carry the rollback as actor."""
+    rec = ctx.reconciler
+    label, queue, delay = queued
+    actor = healing.rollback_actor
+    through = rec.rollback_phase if rec.rollback_phase in rec.state_machine.states else None
+    concluded = target in rec.ready_phases or target == rec.failed_phase
+    if through is not None and recorded != through and not (recorded and recorded == target and concluded):
+        message = healing.rollback_message or "rolling back"
+        return _Decision("requeue", QueueAction.REQUEUE_NOW, change=PhaseChange(through, "RollingBack", message, actor),
+                         conditions=list(result.conditions), extra=dict(result.status))
+    phase = target if through is None or concluded else through
+    return _Decision(label, queue, delay, change=PhaseChange(phase, result.reason, result.message, actor),
                      conditions=list(result.conditions), extra=dict(result.status))
 
 
@@ -435,9 +476,11 @@ def build_status(
     generation: int,
     token: str | None,
     now: str | None = None,
+    engine_conditions: Sequence[Condition] = (),
 ) -> dict[str, Any] | None:
     """The status to write over `old` for `change` (None: phase, reason, message and conditions left alone), or
-    None when it would change nothing. An `extra` field set to None is removed."""
+    None when it would change nothing. An `extra` field set to None is removed. `engine_conditions` (healing's)
+    are set whether or not the phase changes."""
     new = dict(old)
     if change is not None:
         for name, value in extra.items():
@@ -452,19 +495,53 @@ def build_status(
         new["conditions"] = kstatus_conditions(reconciler, old.get("conditions") or [], change.to_phase,
                                                change.reason, change.message, list(conditions), generation,
                                                now or now_rfc3339())
+    if engine_conditions:
+        new["conditions"] = merge_conditions(new.get("conditions") or [], engine_conditions, generation,
+                                             now or now_rfc3339(), previous=old.get("conditions") or [])
     if token:
         new[LAST_HANDLED_RECONCILE_AT] = token
     return None if new == old else new
 
 
-def _write_status(ctx: EngineContext, decision: _Decision, generation: int, token: str | None) -> int:
+def merge_conditions(current: list[dict[str, Any]], wanted: Sequence[Condition], generation: int, now: str,
+                     previous: list[dict[str, Any]] | None = None) -> list[dict[str, Any]]:
+    """`current` with each of `wanted` set by type (lastTransitionTime kept while the status stays, looked up
+    in `previous` too: the status before a phase change rebuilt the list; a condition that changes nothing
+    keeps its observedGeneration, so an unchanged status is not rewritten)."""
+    out = [dict(c) for c in current if isinstance(c, dict)]
+    index = {c.get("type"): i for i, c in enumerate(out)}
+    earlier = {c.get("type"): c for c in previous or [] if isinstance(c, dict)}
+    for cond in wanted:
+        before = out[index[cond.type]] if cond.type in index else earlier.get(cond.type)
+        if before is not None and cond.type not in index:
+            index[cond.type] = len(out)
+            out.append(dict(before))
+        reason = condition_reason(cond.reason, cond.type)
+        same = before is not None and (before.get("status"), before.get("reason"), before.get("message")) == (
+            cond.status, reason, cond.message or "")
+        if same:
+            continue
+        entry = {"type": cond.type, "status": cond.status, "reason": reason, "message": cond.message or "",
+                 "observedGeneration": generation,
+                 "lastTransitionTime": (before or {}).get("lastTransitionTime") if before is not None
+                 and before.get("status") == cond.status else now}
+        if before is not None:
+            out[index[cond.type]] = entry
+        else:
+            index[cond.type] = len(out)
+            out.append(entry)
+    return out
+
+
+def _write_status(ctx: EngineContext, decision: _Decision, generation: int, token: str | None,
+                  engine_conditions: Sequence[Condition] = ()) -> int:
     """Write the decision's status with the resourceVersion read (409 → re-read, rebuild, retry); `ctx.obj`
     follows. Gone meanwhile (404) → nothing written. Returns how many 409s it met."""
     path = kube.object_path(ctx.kind, ctx.namespace or None, ctx.request.name, "status")
     conflicts = 0
     for _attempt in range(STATUS_ATTEMPTS):
         new = build_status(ctx.reconciler, ctx.obj.get("status") or {}, decision.change, decision.conditions,
-                           decision.extra, generation, token)
+                           decision.extra, generation, token, engine_conditions=engine_conditions)
         if new is None:
             return conflicts
         # managedFields left out: the server keeps them and records this write under our field manager

@@ -8,6 +8,7 @@ front of it. Its phase says where the rollout stands:
 - Running: every replica of the current spec is ready;
 - Degraded: it was Running and some replicas are no longer ready;
 - Failed: not available within `spec.progressDeadlineSeconds`, or a permanent error (an invalid spec);
+- RollingBack: the engine restored an earlier generation's spec (a rollback) and waits for it to be Running;
 - Terminating / Deleted: set by the engine around deletion.
 
 Its status carries `phase`, `readyReplicas`, `nodes` (the names of its pods) and conditions. The spec and
@@ -34,6 +35,7 @@ PENDING = "Pending"
 RUNNING = "Running"
 DEGRADED = "Degraded"
 FAILED = "Failed"
+ROLLING_BACK = "RollingBack"
 TERMINATING = "Terminating"
 DELETED = "Deleted"
 
@@ -44,13 +46,14 @@ POD = ResourceKind("", "v1", "pods", "Pod", namespaced=True)
 
 MACHINE = StateMachine.build(
     "Memcached",
-    states=(PENDING, RUNNING, DEGRADED, FAILED, TERMINATING, DELETED),
+    states=(PENDING, RUNNING, DEGRADED, FAILED, ROLLING_BACK, TERMINATING, DELETED),
     initial=PENDING,
     transitions={
-        PENDING: (RUNNING, FAILED, TERMINATING),
-        RUNNING: (PENDING, DEGRADED, FAILED, TERMINATING),
-        DEGRADED: (PENDING, RUNNING, FAILED, TERMINATING),
-        FAILED: (PENDING, RUNNING, TERMINATING),
+        PENDING: (RUNNING, FAILED, ROLLING_BACK, TERMINATING),
+        RUNNING: (PENDING, DEGRADED, FAILED, ROLLING_BACK, TERMINATING),
+        DEGRADED: (PENDING, RUNNING, FAILED, ROLLING_BACK, TERMINATING),
+        FAILED: (PENDING, RUNNING, ROLLING_BACK, TERMINATING),
+        ROLLING_BACK: (RUNNING, DEGRADED, FAILED, PENDING, TERMINATING),
         TERMINATING: (DELETED,),
     },
     terminal=(DELETED,),
@@ -205,8 +208,11 @@ class MemcachedReconciler(Reconciler):
     #: kinds read but not owned (the RBAC generator grants get/list on them): the pods behind status.nodes
     rbac_reads: ClassVar[tuple[ResourceKind, ...]] = (POD,)
     ready_phases: ClassVar[tuple[str, ...]] = (RUNNING,)
+    warning_phases: ClassVar[tuple[str, ...]] = (DEGRADED, ROLLING_BACK)
     #: every spec change goes back through Pending: the rollout of the new generation starts over
     spec_change_phase: ClassVar[str | None] = PENDING
+    #: a rollback's restored generation is verified in RollingBack (`reconcilers.engine.healing`)
+    rollback_phase: ClassVar[str | None] = ROLLING_BACK
     #: how often a rollout in progress is looked at even without an event from its Deployment
     poll_seconds: ClassVar[float] = 10.0
 
@@ -233,7 +239,9 @@ class MemcachedReconciler(Reconciler):
                           conditions=[ctx.condition("Available", "False", "NotAvailable", counts)], status=extra)
 
         target = DEGRADED if phase in (RUNNING, DEGRADED) else PENDING
-        started = _parse_rfc3339(status.get("progressStartedAt")) if phase == target else None
+        # a rollback's RollingBack is the Pending of the restored generation: its rollout clock keeps running
+        same = phase == target or (phase == ROLLING_BACK and target == PENDING)
+        started = _parse_rfc3339(status.get("progressStartedAt")) if same else None
         if started is None or ctx.spec_changed:
             started = now
         extra["progressStartedAt"] = _rfc3339(started)

@@ -1,0 +1,182 @@
+"""Suspend and resume a resource's reconciles, with who, why and until when.
+
+A suspension is on record (the `Resource` row's `suspended` / `suspension`, a `suspended` healing record) and on
+the object (the annotation `opsconsole.io/suspended: <reason>`, optionally `opsconsole.io/suspended-until:
+<RFC 3339>`), so `kubectl` shows it and `kubectl annotate` can set it:
+
+- `suspend_apply` / `resume_apply` (the console, the API, `manage.py suspend` / `resume`): the record first, the
+  annotation in the same transaction (a refused patch records nothing);
+- `suspension_check` (the runner, before a reconcile): an annotation someone else set or removed is recorded
+  (actor `manager:<field manager>` from managedFields; a removal cannot be attributed), an expired suspension
+  is lifted (actor `controller`, reason SuspensionExpired) and the annotation removed; while suspended the key
+  is not reconciled (it is looked at again at expiry). Events are still archived meanwhile.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from django.db import transaction
+from django.utils import timezone
+
+from reconcilers.core.meta import FIELD_MANAGER, SUSPENDED, SUSPENDED_UNTIL, last_writer, parse_rfc3339, rfc3339
+from reconcilers.core.reconciler import Reconciler
+from reconcilers.engine import kube
+from reconcilers.engine.healing.records import healing_append
+from reconcilers.engine.healing.rollback import RollbackRefused
+from reconcilers.engine.healing.state import RecordedState
+from reconcilers.models import HealingAction, HealingRecord, Resource
+
+EXPIRED = "SuspensionExpired"
+_OFF = ("", "false", "0", "no", "off")
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class SuspendCheck:
+    """What the runner does: `skip` the reconcile (and look again after `delay` seconds, when it expires), or
+    go on with `obj` (the object as it is now: an expired suspension's annotations removed)."""
+
+    skip: bool
+    obj: dict[str, Any]
+    delay: float | None = None
+
+
+def annotated(obj: dict[str, Any]) -> tuple[str, datetime | None] | None:
+    """(reason, until) when the object's annotations suspend it, else None."""
+    annotations = (obj.get("metadata") or {}).get("annotations") or {}
+    reason = str(annotations.get(SUSPENDED) or "")
+    if reason.strip().lower() in _OFF:
+        return None
+    return reason, parse_rfc3339(annotations.get(SUSPENDED_UNTIL))
+
+
+def _annotate(api: Any, reconciler: Reconciler, resource: Resource, values: dict[str, str | None]) -> None:
+    kube.patch_object(api, reconciler.resource, resource.namespace or None, resource.name,
+                      {"metadata": {"annotations": values}}, field_manager=FIELD_MANAGER)
+
+
+def _suspend_locked(resource: Resource, *, actor: str, reason: str, until: datetime | None, source: str,
+                    now: datetime) -> HealingRecord:
+    record = healing_append(resource, HealingAction.SUSPENDED, actor=actor, reason=reason,
+                            message=f"reconciles suspended{' until ' + rfc3339(until) if until else ''}",
+                            expires_at=until, at=now, detail={"source": source})
+    resource.suspended = True
+    resource.suspension = {"actor": actor, "reason": reason, "at": now.isoformat(),
+                           "until": until.isoformat() if until else None, "source": source, "record": record.seq}
+    resource.save(update_fields=["suspended", "suspension", "last_healing_seq", "last_transition_hash",
+                                 "updated_at"])
+    return record
+
+
+def _resume_locked(resource: Resource, *, actor: str, reason: str, now: datetime) -> HealingRecord:
+    suspension = resource.suspension or {}
+    record = healing_append(resource, HealingAction.RESUMED, actor=actor, reason=reason,
+                            message=f"reconciles resumed (suspended by {suspension.get('actor', '?')} at "
+                                    f"{suspension.get('at', '?')})", at=now, detail={"suspension": suspension})
+    resource.suspended, resource.suspension = False, None
+    resource.save(update_fields=["suspended", "suspension", "last_healing_seq", "last_transition_hash",
+                                 "updated_at"])
+    return record
+
+
+def suspend_apply(api: Any, reconciler: Reconciler, resource_id: int, *, actor: str, reason: str,
+                  until: datetime | None = None, now: datetime | None = None) -> HealingRecord:
+    """Suspend one resource's reconciles (the record, then the annotation; see the module docstring)."""
+    now = now or timezone.now()
+    if not reason.strip():
+        raise RollbackRefused("a suspension needs a reason", field="reason", status=400)
+    if until is not None and until <= now:
+        raise RollbackRefused("until must be in the future", field="until", status=400)
+    with transaction.atomic():
+        resource = Resource.objects.select_for_update().get(pk=resource_id)
+        if resource.deleted:
+            raise RollbackRefused("the resource is deleted", field="resource")
+        record = _suspend_locked(resource, actor=actor, reason=reason, until=until, source="opsconsole", now=now)
+        _annotate(api, reconciler, resource, {SUSPENDED: reason[:1000] or "suspended",
+                                               SUSPENDED_UNTIL: rfc3339(until) if until else None})
+    return record
+
+
+def resume_apply(api: Any, reconciler: Reconciler, resource_id: int, *, actor: str, reason: str,
+                 now: datetime | None = None) -> HealingRecord:
+    """Resume one resource's reconciles (the record, then the annotations removed) and enqueue it."""
+    now = now or timezone.now()
+    with transaction.atomic():
+        resource = Resource.objects.select_for_update().get(pk=resource_id)
+        if not resource.suspended:
+            raise RollbackRefused("the resource is not suspended", field="resource")
+        record = _resume_locked(resource, actor=actor, reason=reason, now=now)
+        if not resource.deleted:
+            try:
+                _annotate(api, reconciler, resource, {SUSPENDED: None, SUSPENDED_UNTIL: None})
+            except kube.ApiException as exc:
+                if exc.status != 404:
+                    raise
+        key = resource.key
+    _enqueue(key)
+    return record
+
+
+def _enqueue(key: str) -> None:
+    from reconcilers.engine import dispatch  # the workqueue (Redis): only once the record is committed
+
+    transaction.on_commit(lambda: dispatch.enqueue_many([key]))
+
+
+def suspension_check(api: Any, reconciler: Reconciler, obj: dict[str, Any], state: RecordedState | None,
+                     now: datetime | None = None) -> SuspendCheck:
+    """Before a reconcile (see the module docstring)."""
+    now = now or timezone.now()
+    wanted = annotated(obj)
+    if state is None or (wanted is None and not state.suspended):
+        return SuspendCheck(wanted is not None and state is None and _until_open(wanted, now), obj)
+    if wanted is not None:
+        reason, until = wanted
+        recorded = state.suspension or {}
+        if not state.suspended or recorded.get("reason") != reason or recorded.get("until") != (
+                until.isoformat() if until else None):
+            writer = last_writer(obj, ("metadata", "annotations", SUSPENDED)) or {}
+            actor = f"manager:{writer.get('manager') or 'unknown'}"
+            with transaction.atomic():
+                resource = Resource.objects.select_for_update().get(pk=state.id)
+                held = resource.suspension or {}
+                if not resource.suspended or held.get("reason") != reason or held.get("until") != (
+                        until.isoformat() if until else None):
+                    _suspend_locked(resource, actor=actor, reason=reason, until=until, source="annotation", now=now)
+        if until is not None and until <= now:
+            return _expire(api, reconciler, obj, state.id, now)
+        return SuspendCheck(True, obj, (until - now).total_seconds() if until else None)
+    # the record says suspended, the object no longer does: someone removed the annotation
+    with transaction.atomic():
+        resource = Resource.objects.select_for_update().get(pk=state.id)
+        if resource.suspended:
+            _resume_locked(resource, actor="manager:unknown", now=now,
+                           reason=f"the {SUSPENDED} annotation was removed from the object")
+    return SuspendCheck(False, obj)
+
+
+def _until_open(wanted: tuple[str, datetime | None], now: datetime) -> bool:
+    until = wanted[1]
+    return until is None or until > now
+
+
+def _expire(api: Any, reconciler: Reconciler, obj: dict[str, Any], resource_id: int, now: datetime) -> SuspendCheck:
+    """Lift an expired suspension: the record, then the annotations (the reconcile goes on)."""
+    with transaction.atomic():
+        resource = Resource.objects.select_for_update().get(pk=resource_id)
+        if resource.suspended:
+            until = (resource.suspension or {}).get("until")
+            _resume_locked(resource, actor="controller", now=now, reason=f"{EXPIRED}: the suspension ended at {until}")
+    meta = obj.get("metadata") or {}
+    try:
+        obj = kube.patch_object(api, reconciler.resource, meta.get("namespace") or None, meta["name"],
+                                {"metadata": {"annotations": {SUSPENDED: None, SUSPENDED_UNTIL: None}}},
+                                field_manager=FIELD_MANAGER)
+    except kube.ApiException as exc:
+        log.warning("could not remove the expired suspension's annotations from %s: %s", meta.get("name"), exc)
+    return SuspendCheck(False, obj)
