@@ -23,6 +23,7 @@ from rest_framework.request import Request
 
 from opsconsole.accounts.roles import user_namespaces
 from opsconsole.api import actions, reads, revisions
+from opsconsole.api import serializers as s
 from reconcilers.models import Resource
 from reconcilers.services.selectors.filters import namespace_q
 from reconcilers.services.selectors.resources import kind_names
@@ -145,8 +146,10 @@ def _views(form: str) -> tuple[type, type, type]:
                                   summary=f"The resource's transitions (newest first), {how}", **common),
         reconciles=extend_schema(operation_id=f"{op}_reconciles",
                                  summary=f"The resource's reconcile runs (newest first), {how}", **common),
-        events=extend_schema(operation_id=f"{op}_events", summary=f"Kubernetes Events about the resource, {how}",
-                             **common),
+        events=extend_schema(operation_id=f"{op}_events",
+                             summary=f"Kubernetes Events about the resource and its descendants, from the archive, "
+                                     f"{how}",
+                             **{**common, "parameters": [*common["parameters"], s.EventQuerySerializer]}),
     )(type(f"ResourceBy{form.title()}ViewSet", (_ResourceByAddress,), {"__doc__": f"Resource endpoints {how}."}))
     reconcile_view = extend_schema_view(
         post=extend_schema(operation_id=f"{op}_reconcile", summary=f"Request a reconcile of one resource, {how}",

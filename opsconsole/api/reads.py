@@ -26,7 +26,6 @@ from rest_framework.views import APIView
 
 from opsconsole.accounts.roles import user_namespaces
 from opsconsole.api import serializers as s
-from opsconsole.api.exceptions import Unavailable
 from opsconsole.api.pagination import IdCursorPagination, NewestFirstPagination
 from reconcilers.models import ReconcileRequest, Resource
 from reconcilers.services.metrics_source import metrics_source_for, metrics_summary
@@ -121,15 +120,17 @@ class ResourceViewSet(NamespacedMixin, viewsets.ReadOnlyModelViewSet):
         page = self.paginate_queryset(resources.resource_runs(self.get_object()))
         return self.get_paginated_response(s.ReconcileRunSerializer(page, many=True).data)
 
-    @extend_schema(summary="Kubernetes Events about the resource, read live",
-                   responses={200: s.EventListSerializer, 503: s.ErrorSerializer, **ERRORS})
+    @extend_schema(summary="Kubernetes Events about the resource and its descendants, from the archive",
+                   description="One entry per Event (its latest count), most recently seen first; Events stay after "
+                               "Kubernetes expires them, until retention (OPSCONSOLE_EVENT_RETENTION_DAYS).",
+                   parameters=[s.EventQuerySerializer], responses={200: s.EventListSerializer, **ERRORS})
     @action(detail=True, methods=["get"], pagination_class=None)
     def events(self, request: Request, pk: str | None = None) -> Response:
         obj = self.get_object()
-        try:
-            items = resources.resource_events(obj)
-        except Exception as exc:
-            raise Unavailable(f"The Kubernetes API did not answer: {exc}") from exc
+        query = s.EventQuerySerializer(data=request.query_params)
+        query.is_valid(raise_exception=True)
+        q = query.validated_data
+        items = resources.resource_events(obj, limit=q["limit"], event_type=q.get("type", ""), since=q.get("since"))
         return Response(s.EventListSerializer({"items": items}).data)
 
 

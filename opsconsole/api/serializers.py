@@ -301,22 +301,34 @@ class BulkOutcomeSerializer(serializers.Serializer):
 
 
 class EventSerializer(serializers.Serializer):
-    """A Kubernetes Event about a resource."""
+    """A Kubernetes Event about a resource or one of its descendants (Deployment, ReplicaSet, Pod…), from the
+    archive: its latest count and when it was last seen."""
 
-    type = serializers.CharField(allow_blank=True)
+    type = serializers.CharField(allow_blank=True, help_text="Normal or Warning")
     reason = serializers.CharField(allow_blank=True)
     message = serializers.CharField(allow_blank=True)
     count = serializers.IntegerField()
-    first_timestamp = serializers.CharField(allow_null=True)
-    last_timestamp = serializers.CharField(allow_null=True)
+    first_timestamp = serializers.DateTimeField(allow_null=True)
+    last_timestamp = serializers.DateTimeField(allow_null=True)
     source = serializers.CharField(allow_blank=True)
-    name = serializers.CharField(allow_blank=True)
+    name = serializers.CharField(allow_blank=True, help_text="the Event object's name")
+    involved_kind = serializers.CharField(allow_blank=True, help_text="what it is about: the resource or a descendant")
+    involved_namespace = serializers.CharField(allow_blank=True)
+    involved_name = serializers.CharField(allow_blank=True)
 
 
 class EventListSerializer(serializers.Serializer):
-    """The resource's Events, read live."""
+    """The resource's Events, from the archive (newest first, at most `limit`)."""
 
     items = EventSerializer(many=True)
+
+
+class EventQuerySerializer(serializers.Serializer):
+    """Filters of a resource's Events."""
+
+    type = serializers.ChoiceField(choices=["Normal", "Warning"], required=False)
+    since = serializers.DateTimeField(required=False, help_text="last seen at or after (ISO 8601)")
+    limit = serializers.IntegerField(required=False, min_value=1, max_value=1000, default=200)
 
 
 class PendingSerializer(serializers.Serializer):

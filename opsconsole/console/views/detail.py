@@ -86,12 +86,8 @@ def resource_detail(request: HttpRequest, pk: int) -> HttpResponse:
     if wanted is None:
         children = resources.resource_children_map([obj]).get(obj.uid, [])
         live_children, children_error = resources.resource_live_children(obj)
-        try:
-            events, events_error = resources.resource_events(obj, limit=50), ""
-        except Exception as exc:  # events are read live; the page says when the API does not answer
-            events, events_error = [], f"The Kubernetes API did not answer: {type(exc).__name__}"
         context.update({"children": children, "live_children": live_children, "children_error": children_error,
-                        "events": events, "events_error": events_error,
+                        "events": resources.resource_events(obj, limit=50),
                         "chain": audit_chain_status(resource_uid=obj.uid)})
     return page(request, "console/detail.html", context, FRAGMENTS)
 

@@ -1,24 +1,25 @@
 """Reads of the Resource mirror: the filtered list (kind, namespace, phase, label selector, name search,
-stuck, generation lag), one resource, its children, transitions, reconcile runs and live Kubernetes Events."""
+stuck, generation lag), one resource, its children, transitions, reconcile runs and the Kubernetes Events
+archived about it and its descendants."""
 
 from __future__ import annotations
 
 import logging
 import math
 from dataclasses import asdict, dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
-from django.db.models import F, Q, QuerySet
+from django.db.models import F, Max, Q, QuerySet
 from django.utils import timezone
 
-from reconcilers.core.reconciler import ResourceKind
 from reconcilers.engine import apiclient, kube, registry
-from reconcilers.models import ReconcileRun, Resource, Transition
+from reconcilers.models import KubeEvent, ReconcileRun, Resource, Transition
 from reconcilers.services.selectors.filters import InvalidFilter, label_selector_q, namespace_q, nul_free
 
 log = logging.getLogger(__name__)
-EVENT = ResourceKind("", "v1", "events", "Event", True)
+#: the Event types a reader may filter by
+EVENT_TYPES = ("Normal", "Warning")
 
 
 @dataclass(frozen=True)
@@ -155,26 +156,24 @@ def resource_runs(resource: Resource) -> QuerySet[ReconcileRun]:
     return ReconcileRun.objects.filter(Q(resource=resource) | Q(resource__isnull=True, key=resource.key))
 
 
-def resource_events(resource: Resource, *, limit: int = 200) -> list[dict[str, Any]]:
-    """The Kubernetes Events about the resource, read live (newest first). Raises the client's errors (the
-    caller answers 503); events expire, the transition log is the record."""
-    api = apiclient.get_api_client()
-    result = kube.list_objects(
-        api, EVENT, resource.namespace or "default", field_selector=f"involvedObject.uid={resource.uid}",
-        limit=limit, timeout=(2.0, 10.0),
-    )
-    events = []
-    for item in result.items:
-        meta = item.get("metadata") or {}
-        events.append({
-            "type": item.get("type", ""),
-            "reason": item.get("reason", ""),
-            "message": item.get("message", ""),
-            "count": item.get("count") or 1,
-            "first_timestamp": item.get("firstTimestamp") or item.get("eventTime") or meta.get("creationTimestamp"),
-            "last_timestamp": item.get("lastTimestamp") or item.get("eventTime") or meta.get("creationTimestamp"),
-            "source": (item.get("source") or {}).get("component") or item.get("reportingComponent", ""),
-            "name": meta.get("name", ""),
-        })
-    events.sort(key=lambda e: e["last_timestamp"] or "", reverse=True)
-    return events
+def resource_events(resource: Resource, *, limit: int = 200, event_type: str = "",
+                    since: datetime | None = None) -> list[dict[str, Any]]:
+    """The Kubernetes Events archived about the resource and its descendants (the controller's archive, so an Event
+    expired or deleted from Kubernetes is still here), one entry per Event with its latest count, the most recently
+    seen first, at most `limit`; only those of `event_type` (Normal, Warning) and seen at or after `since`, when
+    given. Reads the database only."""
+    latest = (KubeEvent.objects.filter(resource=resource).values("event_uid").annotate(top=Max("id"))
+              .values("top"))
+    qs = KubeEvent.objects.filter(id__in=latest)
+    if event_type:
+        qs = qs.filter(type=event_type)
+    if since is not None:
+        qs = qs.filter(last_timestamp__gte=since)
+    rows = qs.order_by(F("last_timestamp").desc(nulls_last=True), "-id")[:max(0, limit)]
+    return [{
+        "type": row.type, "reason": row.reason, "message": row.message, "count": row.count,
+        "first_timestamp": row.first_timestamp, "last_timestamp": row.last_timestamp, "source": row.source,
+        "name": row.name, "namespace": row.namespace, "involved_kind": row.involved_kind,
+        "involved_namespace": row.involved_namespace, "involved_name": row.involved_name,
+        "involved_api_version": row.involved_api_version, "own": row.involved_uid == resource.uid,
+    } for row in rows]

@@ -11,7 +11,7 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from reconcilers.models import ReconcileRequest
+from reconcilers.models import KubeEvent, ReconcileRequest
 from tests.opsconsole.api import factories as f
 
 pytestmark = pytest.mark.django_db
@@ -145,6 +145,37 @@ def test_resource_transitions_and_reconciles_are_newest_first(viewer):
     assert ids(viewer.get(f"/api/v1/resources/{res.pk}/transitions")) == [t2.pk, t1.pk]
     runs = viewer.get(f"/api/v1/resources/{res.pk}/reconciles").json()["results"]
     assert [(r["id"], r["duration_seconds"], r["trace_id"]) for r in runs] == [(run.pk, 0.25, "ab" * 16)]
+
+
+def test_resource_events_come_from_the_archive_one_per_event_newest_first_with_filters(viewer):
+    res, other = f.resource("web"), f.resource("other")
+    now = timezone.now()
+
+    def archived(resource, uid, count, type_, minutes_ago, kind="Pod", name="web-abc-1"):
+        KubeEvent.objects.create(resource=resource, event_uid=uid, count=count, name=f"{name}.{uid}", type=type_,
+                                 reason="Failed" if type_ == "Warning" else "Scheduled", message=f"{uid} #{count}",
+                                 involved_kind=kind, involved_namespace="default", involved_name=name,
+                                 source="kubelet", first_timestamp=now - timedelta(hours=1),
+                                 last_timestamp=now - timedelta(minutes=minutes_ago))
+
+    archived(res, "pull", 1, "Warning", 30)
+    archived(res, "pull", 4, "Warning", 5)
+    archived(res, "sched", 1, "Normal", 50)
+    archived(res, "dep", 1, "Normal", 10, kind="Deployment", name="web")
+    archived(other, "theirs", 1, "Warning", 1)
+    path = f"/api/v1/resources/{res.pk}/events"
+    items = viewer.get(path).json()["items"]
+    assert [(e["message"], e["count"], e["involved_kind"], e["involved_name"]) for e in items] == [
+        ("pull #4", 4, "Pod", "web-abc-1"), ("dep #1", 1, "Deployment", "web"), ("sched #1", 1, "Pod", "web-abc-1")]
+    assert items[0]["type"] == "Warning" and items[0]["last_timestamp"].endswith("Z")
+    assert [e["message"] for e in viewer.get(path, {"type": "Warning"}).json()["items"]] == ["pull #4"]
+    since = (now - timedelta(minutes=20)).isoformat()
+    assert [e["message"] for e in viewer.get(path, {"since": since}).json()["items"]] == ["pull #4", "dep #1"]
+    assert [e["message"] for e in viewer.get(path, {"limit": 1}).json()["items"]] == ["pull #4"]
+    assert viewer.get(path, {"type": "Bogus"}).status_code == 400
+    assert viewer.get(path, {"since": "yesterday"}).status_code == 400
+    by_key = viewer.get("/api/v1/kinds/cache.example.com/Memcached/namespaces/default/web/events").json()
+    assert by_key["items"] == items
 
 
 def test_the_feed_is_newest_first_and_filters_by_kind_namespace_actor_and_phases(viewer):

@@ -9,7 +9,7 @@ import pytest
 from django.utils import timezone
 
 from opsconsole.console.security import CSP
-from reconcilers.models import Span
+from reconcilers.models import KubeEvent, Span
 from tests.opsconsole.api import factories as f
 
 pytestmark = pytest.mark.django_db
@@ -176,7 +176,27 @@ def test_the_detail_page_shows_the_machine_path_timeline_runs_and_yaml(as_role):
     assert f"/traces/{'ab' * 16}/" in html
     assert "size: 3" in html
     assert "intact" in html
-    assert "Kubernetes API did not answer" in html  # no cluster in this test: said, not a 500
+    assert "Kubernetes API did not answer" in html  # no cluster in this test: said, not a 500 (live children)
+
+
+def test_the_detail_page_shows_archived_events_about_the_resource_and_its_children(as_role):
+    res = f.resource("web")
+    now = timezone.now()
+    for count in (1, 3):  # one Event seen twice: one line with its latest count
+        KubeEvent.objects.create(resource=res, event_uid="ev-pod", count=count, name="web-abc-1.1", type="Warning",
+                                 reason="Failed", message='Failed to pull image "memcached:broken"',
+                                 involved_kind="Pod", involved_name="web-abc-1", source="kubelet",
+                                 first_timestamp=now - timedelta(minutes=5),
+                                 last_timestamp=now - timedelta(minutes=3 - count))
+    KubeEvent.objects.create(resource=res, event_uid="ev-own", name="web.2", type="Normal", reason="Created",
+                             message="Created Deployment web", involved_kind="Memcached", involved_name="web",
+                             involved_uid=res.uid, last_timestamp=now - timedelta(hours=2))
+    html = as_role("viewer").get(f"/resources/{res.pk}/").content.decode()
+    section = html[html.index('id="ev-h"'):]
+    assert section.count("<tr") == 3  # the header and one row per Event
+    assert 'class="msg-warning"' in section and "Pod web-abc-1" in section and "this Memcached" in section
+    assert "Failed to pull image &quot;memcached:broken&quot;" in section and "<td>3</td>" in section
+    assert section.index("Failed") < section.index("Created")  # the most recently seen first
 
 
 def test_an_invisible_resource_is_a_404(as_role):
