@@ -1,0 +1,54 @@
+"""Issue 15's Events archive end to end (kubesim + the controller process + real workers + the database): the
+kubelet's Warning Events about a Memcached's Pod (a broken image) are archived under the Memcached, found through
+the Pod's controller ownerReferences (Pod → ReplicaSet → Deployment → Memcached), and are still served by the
+selector and the API after the Event objects are deleted from the cluster."""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+from kubernetes import client as k8s
+from rest_framework.test import APIClient
+
+from kubesim.testing import wait_for
+from reconcilers.engine import kube
+from reconcilers.kinds.memcached import MEMCACHED
+from reconcilers.models import KubeEvent
+from reconcilers.services.selectors.resources import resource_events
+from tests.opsconsole.api import factories
+
+pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
+
+
+def pod_warnings(uid: str) -> list[KubeEvent]:
+    return list(KubeEvent.objects.filter(resource__uid=uid, involved_kind="Pod", type="Warning"))
+
+
+def test_a_pods_warning_events_are_archived_under_its_memcached_and_outlive_their_deletion(integration, kapi,
+                                                                                          namespace):
+    body = {"apiVersion": "cache.example.com/v1alpha1", "kind": "Memcached",
+            "metadata": {"name": "pull", "namespace": namespace}, "spec": {"size": 1, "image": "memcached:broken"}}
+    uid = kube.create_object(kapi, MEMCACHED, body)["metadata"]["uid"]
+    wait_for(lambda: pod_warnings(uid), timeout=30, interval=0.2)
+    archived = pod_warnings(uid)
+    assert all(e.involved_name.startswith("pull-") and e.occurrences >= 1 and e.source for e in archived)
+    assert all(e.resource.kind == "Memcached" and e.resource.name == "pull" for e in archived)
+
+    core = k8s.CoreV1Api(kapi)
+    names = {e.name for e in archived}
+    for name in names:
+        core.delete_namespaced_event(name, namespace)
+    live_uids = {e.metadata.uid for e in core.list_namespaced_event(namespace).items}
+    assert not live_uids & {e.event_uid for e in archived}  # gone from the cluster…
+
+    resource = archived[0].resource
+    shown = resource_events(resource)  # …still in the archive
+    assert {e["name"] for e in shown if e["type"] == "Warning" and e["involved_kind"] == "Pod"} >= names
+    user = factories.user(f"viewer-{uuid.uuid4().hex[:6]}", "viewer", [namespace])
+    api = APIClient()
+    api.force_login(user)
+    response = api.get(f"/api/v1/resources/{resource.pk}/events", {"type": "Warning"})
+    assert response.status_code == 200, response.content
+    items = response.json()["items"]
+    assert {e["name"] for e in items} >= names and all(e["type"] == "Warning" for e in items)
