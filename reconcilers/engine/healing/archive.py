@@ -138,7 +138,10 @@ class OwnerResolver:
         self.api_calls += 1
         try:
             obj = self._get(ref)
-        except kube.ApiException as exc:  # 403 (not granted), 404…: this object leads nowhere
+        except kube.ApiException as exc:
+            if exc.status not in (403, 404, 405):  # the API in trouble: the batch is tried again later
+                raise
+            # not granted, or nothing serves it: this object leads nowhere
             log.debug("event archive: %s %s/%s not read: HTTP %s", ref.kind, ref.namespace, ref.name, exc.status)
             return None
         if obj is None or str((obj.get("metadata") or {}).get("uid") or "") != ref.uid:

@@ -10,6 +10,7 @@ import pytest
 from django.db import DatabaseError, connection
 from django.test.utils import CaptureQueriesContext
 
+from reconcilers.engine import kube
 from reconcilers.engine.controller.events import ADDED, DELETED, MODIFIED, InformerEvent
 from reconcilers.engine.controller.handoff import Handoff
 from reconcilers.engine.controller.loop import ARCHIVE_MAX_ATTEMPTS, EVENTS, Controller
@@ -108,6 +109,21 @@ def test_an_object_leading_nowhere_is_cached_negative_until_its_ttl(memcached, f
     clock.now += 61
     assert resolver.resolve([lonely]) == {}
     assert fake_api.reads == ["lonely", "lonely"]
+
+
+def test_a_forbidden_read_leads_nowhere_and_a_failing_api_raises_for_a_retry(memcached) -> None:
+    def forbidden(ref):
+        raise kube.ApiException(status=403, reason="Forbidden")
+
+    def down(ref):
+        raise kube.ApiException(status=503, reason="Unavailable")
+
+    pod = ObjectRef("v1", "Pod", NS, "web-abc-1", "pod-1")
+    assert OwnerResolver(None, get=forbidden, clock=Clock()).resolve([pod]) == {}
+    resolver = OwnerResolver(None, get=down, clock=Clock())
+    with pytest.raises(kube.ApiException):
+        resolver.resolve([pod])
+    assert resolver.cached("pod-1") == (False, None)  # nothing remembered: the next batch asks again
 
 
 def test_the_cache_is_bounded_least_recently_used_first(fake_api) -> None:
