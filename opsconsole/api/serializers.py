@@ -195,6 +195,9 @@ class ResourceSerializer(serializers.ModelSerializer):
     time_in_phase_seconds = serializers.SerializerMethodField()
     generation_lag = serializers.SerializerMethodField()
     children = serializers.SerializerMethodField()
+    active_anomalies = serializers.SerializerMethodField(help_text="the anomaly rules matching now")
+    rollback_state = serializers.SerializerMethodField(
+        help_text="the last rollback: in_progress, succeeded, failed, refused (null: none)")
 
     class Meta:
         model = Resource
@@ -202,7 +205,8 @@ class ResourceSerializer(serializers.ModelSerializer):
             "id", "uid", "key", "kind", "group", "version", "plural", "namespace", "name", "phase", "phase_since",
             "time_in_phase_seconds", "reason", "message", "conditions", "generation", "observed_generation",
             "generation_lag", "labels", "last_reconcile_at", "last_result", "owner", "children", "deleted",
-            "deleted_at", "created_at", "updated_at",
+            "deleted_at", "created_at", "updated_at", "suspended", "active_anomalies", "rollback_state",
+            "pinned_generation",
         ]
 
     @extend_schema_field(OpenApiTypes.DOUBLE)
@@ -218,6 +222,14 @@ class ResourceSerializer(serializers.ModelSerializer):
     @extend_schema_field(ChildSerializer(many=True))
     def get_children(self, obj: Resource) -> list[dict[str, Any]]:
         return (self.context.get("children") or {}).get(obj.uid, [])
+
+    @extend_schema_field(serializers.ListField(child=serializers.CharField()))
+    def get_active_anomalies(self, obj: Resource) -> list[str]:
+        return sorted(obj.active_anomalies or {})
+
+    @extend_schema_field(OpenApiTypes.STR)
+    def get_rollback_state(self, obj: Resource) -> str | None:
+        return (obj.rollback or {}).get("state") or None
 
 
 class ResourceDetailSerializer(ResourceSerializer):

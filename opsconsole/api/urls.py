@@ -6,7 +6,7 @@ from django.urls import URLPattern, include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, SpectacularSwaggerView
 from rest_framework.routers import SimpleRouter
 
-from opsconsole.api import actions, by_key, reads, revisions, tokens
+from opsconsole.api import actions, by_key, healing, reads, revisions, tokens
 from opsconsole.api.pagination import NewestFirstPagination
 
 router = SimpleRouter(trailing_slash=False)
@@ -38,6 +38,8 @@ def _addressed(form: str, prefix: str) -> list[URLPattern]:
         path(f"{prefix}/events", view("events", pagination_class=None), name=f"resource-{form}-events"),
         path(f"{prefix}/revisions", revisions_view.as_view(), name=f"resource-{form}-revisions"),
         path(f"{prefix}/reconcile", reconcile.as_view(), name=f"resource-{form}-reconcile"),
+        *(path(f"{prefix}/{sub}", view.as_view(), name=f"resource-{form}-{sub}")
+          for sub, view in healing.BY_ADDRESS[form].items()),
     ]
 
 
@@ -49,6 +51,10 @@ urlpatterns = [
     path("resources/reconcile", actions.BulkReconcileView.as_view(), name="resource-reconcile-bulk"),
     path("resources/<str:pk>/reconcile", actions.ResourceReconcileView.as_view(), name="resource-reconcile"),
     path("resources/<str:pk>/revisions", revisions.ResourceRevisionsView.as_view(), name="resource-revisions"),
+    path("resources/<str:pk>/healing", healing.ResourceHealingView.as_view(), name="resource-healing"),
+    *(path(f"resources/<str:pk>/{sub}", view.as_view(), name=f"resource-{sub}")
+      for sub, view in healing.ACTIONS.items()),
+    path("healing", healing.HealingOverviewView.as_view(), name="healing"),
     path("transitions.csv", reads.TransitionCsvExportView.as_view(), name="transition-export-csv"),
     path("transitions.jsonl", reads.TransitionJsonlExportView.as_view(), name="transition-export-jsonl"),
     path("queue", reads.QueueView.as_view(), name="queue"),

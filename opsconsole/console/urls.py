@@ -3,7 +3,7 @@ most 18 digits (a bigger number is no row, and SQLite cannot even compare one: i
 
 from django.urls import path, register_converter
 
-from opsconsole.console.views import audit, detail, overview, queue, resources, tokens, trace
+from opsconsole.console.views import audit, detail, healing, overview, queue, resources, tokens, trace
 
 app_name = "console"
 
@@ -28,6 +28,11 @@ urlpatterns = [
     path("resources/reconcile", resources.resource_reconcile_selected, name="resources-reconcile"),
     path("resources/<rowid:pk>/", detail.resource_detail, name="resource"),
     path("resources/<rowid:pk>/reconcile", detail.resource_reconcile_now, name="resource-reconcile"),
+    path("resources/<rowid:pk>/rollback", healing.resource_rollback, name="resource-rollback"),
+    path("resources/<rowid:pk>/suspend", healing.resource_suspend, name="resource-suspend"),
+    path("resources/<rowid:pk>/resume", healing.resource_resume, name="resource-resume"),
+    path("resources/<rowid:pk>/pin", healing.resource_pin, name="resource-pin"),
+    path("resources/<rowid:pk>/unpin", healing.resource_unpin, name="resource-unpin"),
     path("traces/<str:trace_id>/", trace.trace_detail, name="trace"),
     path("audit/", audit.audit_log, name="audit"),
     path("audit/verify", audit.audit_verify, name="audit-verify"),

@@ -18,6 +18,7 @@ from opsconsole.console.access import Refused, audited_action
 from opsconsole.console.diagrams import state_machine_svg
 from opsconsole.console.live import page
 from opsconsole.console.security import console_action, console_page
+from opsconsole.console.views.healing import healing_context
 from reconcilers.models import ReconcileRequest, Resource
 from reconcilers.services.audit_status import audit_chain_status
 from reconcilers.services.reconcile_actions import ObjectNotFound, ReconcileRequestError, resource_reconcile
@@ -72,6 +73,8 @@ def resource_detail(request: HttpRequest, pk: int) -> HttpResponse:
         context["compare"] = (revision_compare(obj, wanted_from, wanted_to) if wanted_from and wanted_to
                               else revision_compare_default(obj))
         context["compare_missing"] = bool(wanted_from and wanted_to) and context["compare"] is None
+    if want("revisions") or want("healing"):  # the Healing panel and the revisions' "Roll back to this"
+        context.update(healing_context(obj))
     if want("runs"):
         context["runs"] = list(resources.resource_runs(obj).order_by("-started_at", "-id")[:50])
     if want("request"):

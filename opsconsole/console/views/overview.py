@@ -1,5 +1,6 @@
 """The overview: each kind's state machine with counts, edge counts and dwell medians; recent transitions;
-the reconcile charts; the queue depth, the controller's leader and the workers alive."""
+the reconcile charts; the healing counts (anomalies by kind and rule, suspended, rolling back, escalated);
+the queue depth, the controller's leader and the workers alive."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from opsconsole.console.charts import overview_charts
 from opsconsole.console.diagrams import state_machine_svg
 from opsconsole.console.live import page
 from opsconsole.console.security import console_page
+from reconcilers.services.healing import healing_overview
 from reconcilers.services.selectors import kinds, queue, resources, stats, transitions
 
 FRAGMENTS = {
@@ -20,6 +22,7 @@ FRAGMENTS = {
     "recent": "console/_overview_recent.html",
     "engine": "console/_overview_engine.html",
     "charts": "console/_overview_charts.html",
+    "healing": "console/_overview_healing.html",
 }
 
 
@@ -75,4 +78,6 @@ def overview(request: HttpRequest) -> HttpResponse:
         context["engine"] = _engine(namespaces)
     if "charts" in wanted:
         context["charts"] = overview_charts(namespaces=namespaces)
+    if "healing" in wanted:
+        context["healing"] = healing_overview(namespaces)
     return page(request, "console/overview.html", context, FRAGMENTS)

@@ -1,0 +1,343 @@
+"""Self-healing in the API: one resource's healing state and records, the actions a person takes (roll back to a
+generation, suspend / resume reconciles, pin / unpin a generation) and the overview's counts.
+
+    GET  /api/v1/resources/{id}/healing             the summary (`HealingSummary`) and the records, newest first
+    POST /api/v1/resources/{id}/rollback            {"generation": N, "reason": "…"}
+    POST /api/v1/resources/{id}/suspend             {"reason": "…", "until": RFC 3339} or {"reason", "for_seconds"}
+    POST /api/v1/resources/{id}/resume              {"reason": "…"}
+    POST /api/v1/resources/{id}/pin                 {"generation": N, "reason": "…"}
+    POST /api/v1/resources/{id}/unpin               {"reason": "…"}
+    GET  /api/v1/healing                            counts over the caller's namespaces
+
+The same sub-paths answer by Kubernetes key and by uid (`opsconsole.api.by_key`'s addressing). Actions are built
+like the reconcile action (`opsconsole.api.actions`): the operator role, the per-user throttle, the namespace
+limit and an ActionRecord for every attempt, allowed, refused or rejected. A refusal of the service
+(`HealingRefused`) answers its status with the field at fault named: `{"fields": {"generation": ["…"]}}`.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+from django.utils import timezone
+from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_view
+from rest_framework import serializers, status
+from rest_framework.exceptions import NotFound
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from opsconsole.accounts.roles import user_namespaces
+from opsconsole.api import by_key
+from opsconsole.api.actions import ACTION_ERRORS, ResourceReconcileView, _valid, actor_of
+from opsconsole.api.exceptions import Unavailable, error_body
+from opsconsole.api.reads import ERRORS, NamespacedMixin
+from reconcilers.models import HealingRecord, Resource
+from reconcilers.services import healing
+from reconcilers.services.selectors import resources
+
+RECORDS_DEFAULT, RECORDS_MAX = 100, 500
+MAX_SUSPEND_SECONDS = 366 * 86400
+
+
+# -- serializers --------------------------------------------------------------------------------------------
+
+
+class ReasonInputSerializer(serializers.Serializer):
+    """POST resume / unpin: why (recorded with the healing record and in the action record)."""
+
+    reason = serializers.CharField(max_length=1000, help_text="why: recorded with the healing record")
+
+
+class GenerationInputSerializer(ReasonInputSerializer):
+    """POST rollback / pin: the generation and why."""
+
+    generation = serializers.IntegerField(min_value=1, max_value=2**63 - 1,
+                                          help_text="rollback: an earlier generation with a spec on record; "
+                                                    "pin: the generation automatic rollback never goes past")
+
+
+class SuspendInputSerializer(ReasonInputSerializer):
+    """POST suspend: why, and optionally when it ends (`until`, or `for_seconds` from now); neither: until
+    resumed."""
+
+    until = serializers.DateTimeField(required=False, allow_null=True, help_text="RFC 3339; must be in the future")
+    for_seconds = serializers.IntegerField(required=False, allow_null=True, min_value=1,
+                                           max_value=MAX_SUSPEND_SECONDS, help_text="ends this many seconds from now")
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        if attrs.get("until") is not None and attrs.get("for_seconds") is not None:
+            raise serializers.ValidationError({"until": ["give until or for_seconds, not both"]})
+        if attrs.get("for_seconds") is not None:
+            attrs["until"] = timezone.now() + timedelta(seconds=attrs["for_seconds"])
+        return attrs
+
+
+class HealingRecordSerializer(serializers.ModelSerializer):
+    """One healing record of the resource's chain."""
+
+    detail = serializers.JSONField(read_only=True)
+
+    class Meta:
+        model = HealingRecord
+        fields = ["id", "seq", "action", "actor", "rule", "reason", "message", "generation", "target_generation",
+                  "detail", "expires_at", "created_at", "hash"]
+
+
+class HealingRuleSerializer(serializers.Serializer):
+    """An anomaly rule of the kind."""
+
+    name = serializers.CharField()
+    type = serializers.CharField()
+    describe = serializers.CharField()
+    rollback = serializers.BooleanField()
+
+
+class HealingSummarySerializer(serializers.Serializer):
+    """A resource's healing state, its kind's healing settings, and its healing records (newest first)."""
+
+    anomalies = serializers.ListField(child=serializers.DictField(), help_text="[{rule, since, message}]")
+    suspended = serializers.BooleanField()
+    suspension = serializers.DictField(allow_null=True, help_text="{actor, reason, at, until, source}")
+    rollback = serializers.DictField(allow_null=True, help_text="{state, actor, from_generation, to_generation, "
+                                                                 "generation, started_at, deadline, reason}")
+    rolling_back = serializers.BooleanField()
+    escalated = serializers.BooleanField()
+    pinned_generation = serializers.IntegerField(allow_null=True)
+    auto_rollback = serializers.BooleanField()
+    rollback_after_seconds = serializers.FloatField()
+    verify_seconds = serializers.FloatField()
+    rules = HealingRuleSerializer(many=True)
+    last_good_generation = serializers.IntegerField(allow_null=True)
+    rollback_phase = serializers.CharField(allow_null=True)
+    records = HealingRecordSerializer(many=True)
+
+
+class HealingCountSerializer(serializers.Serializer):
+    """Resources of a kind matching an anomaly rule now."""
+
+    kind = serializers.CharField()
+    rule = serializers.CharField()
+    count = serializers.IntegerField()
+
+
+class HealingOverviewSerializer(serializers.Serializer):
+    """Counts over the caller's namespaces."""
+
+    anomalous = serializers.IntegerField()
+    suspended = serializers.IntegerField()
+    rolling_back = serializers.IntegerField()
+    escalated = serializers.IntegerField()
+    by_rule = HealingCountSerializer(many=True)
+    at = serializers.CharField()
+
+
+class HealingQuerySerializer(serializers.Serializer):
+    """How many records."""
+
+    limit = serializers.IntegerField(required=False, min_value=1, max_value=RECORDS_MAX, default=RECORDS_DEFAULT)
+
+
+def summary_data(resource: Resource, *, limit: int = RECORDS_DEFAULT) -> dict[str, Any]:
+    """The summary of one resource with its records, as the serializer takes it."""
+    summary = healing.resource_healing(resource)
+    return {**summary.__dict__, "rolling_back": summary.rolling_back, "escalated": summary.escalated,
+            "records": healing.resource_healing_records(resource, limit=limit)}
+
+
+# -- reads --------------------------------------------------------------------------------------------------
+
+
+class ResourceHealingView(NamespacedMixin, APIView):
+    """One resource's healing state and records."""
+
+    def _resource(self, request: Request, pk: str | None) -> Resource:
+        try:
+            return resources.resource_get(int(pk or ""), namespaces=self.namespaces)
+        except (ValueError, OverflowError, Resource.DoesNotExist) as exc:
+            raise NotFound("No such object, or it is outside your namespaces.") from exc
+
+    @extend_schema(summary="The resource's healing state and records (newest first)", tags=["healing"],
+                   operation_id="resources_healing", parameters=[HealingQuerySerializer],
+                   responses={200: HealingSummarySerializer, **ERRORS})
+    def get(self, request: Request, pk: str | None = None) -> Response:
+        query = HealingQuerySerializer(data=request.query_params)
+        query.is_valid(raise_exception=True)
+        resource = self._resource(request, pk)
+        return Response(HealingSummarySerializer(summary_data(resource, limit=query.validated_data["limit"])).data)
+
+
+class HealingOverviewView(NamespacedMixin, APIView):
+    """Counts for the overview: anomalies by kind and rule, suspended, rolling back, escalated."""
+
+    @extend_schema(summary="Healing counts over your namespaces", tags=["healing"], operation_id="healing_overview",
+                   responses={200: HealingOverviewSerializer, **ERRORS})
+    def get(self, request: Request) -> Response:
+        return Response(HealingOverviewSerializer(healing.healing_overview(self.namespaces)).data)
+
+
+# -- actions ------------------------------------------------------------------------------------------------
+
+
+def refusal(exc: healing.HealingRefused) -> Response:
+    """The answer to a refused healing action: its status, the field at fault named like a 400's."""
+    code = "invalid" if exc.status == 400 else ("conflict" if exc.status == 409 else "refused")
+    return Response(error_body(exc.status, code, f"{exc.field}: {exc.message}", fields={exc.field: [exc.message]}),
+                    status=exc.status)
+
+
+class _HealingActionView(ResourceReconcileView):
+    """A healing action on one resource: validate, find the resource (404/403), call the service, answer 202
+    with the healing record (the reconcile action's permission, throttle, lookup and action record)."""
+
+    input_serializer: type[serializers.Serializer] = ReasonInputSerializer
+
+    def act(self, resource: Resource, data: dict[str, Any], actor: str) -> HealingRecord:
+        raise NotImplementedError
+
+    def post(self, request: Request, pk: str | None = None) -> Response:
+        data = _valid(self.input_serializer, request)
+        resource = self.resource(request, pk)
+        self._target = resource.key
+        try:
+            record = self.act(resource, data, actor_of(request))
+        except healing.HealingRefused as exc:
+            return refusal(exc)
+        except Exception as exc:  # the Kubernetes API or Redis did not answer
+            if getattr(exc, "status", None) == 404:
+                raise NotFound("The object is no longer in the cluster.") from exc
+            raise Unavailable(f"{type(exc).__name__}: {exc}") from exc
+        self.audit_detail = {"healing_record": record.seq, "healing_action": record.action}
+        return Response(HealingRecordSerializer(record).data, status=status.HTTP_202_ACCEPTED)
+
+
+def _schema(summary: str, op: str, request: type) -> Any:
+    return extend_schema(summary=summary, operation_id=op, request=request, tags=["healing"],
+                         responses={202: HealingRecordSerializer, **ACTION_ERRORS})
+
+
+class ResourceRollbackView(_HealingActionView):
+    """Roll back to the spec of an earlier generation (written through the Kubernetes API, then verified)."""
+
+    audit_action = "resource.rollback"
+    input_serializer = GenerationInputSerializer
+
+    def act(self, resource: Resource, data: dict[str, Any], actor: str) -> HealingRecord:
+        return healing.resource_rollback(resource, data["generation"], actor=actor, reason=data["reason"])
+
+    @_schema("Roll back to an earlier generation's spec", "resources_rollback", GenerationInputSerializer)
+    def post(self, request: Request, pk: str | None = None) -> Response:
+        return super().post(request, pk)
+
+
+class ResourceSuspendView(_HealingActionView):
+    """Suspend reconciles (the record and the `opsconsole.io/suspended` annotation)."""
+
+    audit_action = "resource.suspend"
+    input_serializer = SuspendInputSerializer
+
+    def act(self, resource: Resource, data: dict[str, Any], actor: str) -> HealingRecord:
+        return healing.resource_suspend(resource, actor=actor, reason=data["reason"], until=data.get("until"))
+
+    @_schema("Suspend the resource's reconciles", "resources_suspend", SuspendInputSerializer)
+    def post(self, request: Request, pk: str | None = None) -> Response:
+        return super().post(request, pk)
+
+
+class ResourceResumeView(_HealingActionView):
+    """Resume reconciles (the annotation removed, the key enqueued)."""
+
+    audit_action = "resource.resume"
+
+    def act(self, resource: Resource, data: dict[str, Any], actor: str) -> HealingRecord:
+        return healing.resource_resume(resource, actor=actor, reason=data["reason"])
+
+    @_schema("Resume the resource's reconciles", "resources_resume", ReasonInputSerializer)
+    def post(self, request: Request, pk: str | None = None) -> Response:
+        return super().post(request, pk)
+
+
+class ResourcePinView(_HealingActionView):
+    """Pin a generation: automatic rollback never restores an older one."""
+
+    audit_action = "resource.pin"
+    input_serializer = GenerationInputSerializer
+
+    def act(self, resource: Resource, data: dict[str, Any], actor: str) -> HealingRecord:
+        return healing.resource_pin(resource, data["generation"], actor=actor, reason=data["reason"])
+
+    @_schema("Pin a generation (automatic rollback never goes past it)", "resources_pin", GenerationInputSerializer)
+    def post(self, request: Request, pk: str | None = None) -> Response:
+        return super().post(request, pk)
+
+
+class ResourceUnpinView(_HealingActionView):
+    """Remove the pin."""
+
+    audit_action = "resource.unpin"
+
+    def act(self, resource: Resource, data: dict[str, Any], actor: str) -> HealingRecord:
+        return healing.resource_unpin(resource, actor=actor, reason=data["reason"])
+
+    @_schema("Remove the pinned generation", "resources_unpin", ReasonInputSerializer)
+    def post(self, request: Request, pk: str | None = None) -> Response:
+        return super().post(request, pk)
+
+
+#: the actions by URL sub-path
+ACTIONS: dict[str, type[_HealingActionView]] = {
+    "rollback": ResourceRollbackView, "suspend": ResourceSuspendView, "resume": ResourceResumeView,
+    "pin": ResourcePinView, "unpin": ResourceUnpinView,
+}
+
+
+# -- the same by Kubernetes key and by uid ----------------------------------------------------------------
+
+
+class _ActionByAddress(by_key._AddressedMixin):
+    """The id view's action with the lookup by key or uid (outside the caller's namespaces: 404)."""
+
+    address: dict[str, str]
+
+    def audit_target(self, request: Request, **kwargs: Any) -> str:
+        return getattr(self, "_target", "") or ",".join(f"{k}={v}" for k, v in sorted(self.address.items()))
+
+    def resource(self, request: Request, pk: str | None) -> Resource:
+        try:
+            return by_key.resolve(self.address, namespaces=user_namespaces(request.user))
+        except Resource.DoesNotExist as exc:
+            raise NotFound("No such object, or it is outside your namespaces.") from exc
+
+
+class _HealingByAddress(by_key._AddressedMixin):
+    address: dict[str, str]
+    namespaces: frozenset[str] | None
+
+    def _resource(self, request: Request, pk: str | None) -> Resource:
+        try:
+            return by_key.resolve(self.address, namespaces=self.namespaces)
+        except Resource.DoesNotExist as exc:
+            raise NotFound("No such object, or it is outside your namespaces.") from exc
+
+
+def _by_address(form: str) -> dict[str, type]:
+    """The healing views addressed one way (`by_key.FORMS`): {sub-path: view}."""
+    op, how = by_key.FORMS[form]
+    names = {"namespaced": ("group", "kind", "namespace", "name"), "cluster": ("group", "kind", "name"),
+             "uid": ("uid",)}[form]
+    params = [OpenApiParameter(n, str, OpenApiParameter.PATH, description=by_key.PARAMETERS[n]) for n in names]
+    common = {"tags": ["healing"], "description": by_key.DESCRIPTION.format(how=how)}
+    out: dict[str, type] = {
+        "healing": extend_schema_view(get=extend_schema(
+            operation_id=f"{op}_healing", summary=f"The resource's healing state and records, {how}",
+            parameters=[*params, HealingQuerySerializer], **common,
+        ))(type(f"HealingBy{form.title()}View", (_HealingByAddress, ResourceHealingView), {"__doc__": how}))}
+    for sub, view in ACTIONS.items():
+        out[sub] = extend_schema_view(post=extend_schema(
+            operation_id=f"{op}_{sub}", summary=f"{sub.title()} one resource, {how}", parameters=params, **common,
+        ))(type(f"{view.__name__}By{form.title()}", (_ActionByAddress, view), {"__doc__": f"{view.__doc__} ({how})"}))
+    return out
+
+
+BY_ADDRESS = {form: _by_address(form) for form in by_key.FORMS}

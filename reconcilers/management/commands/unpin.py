@@ -1,0 +1,18 @@
+"""`manage.py unpin <kind> <namespace>/<name> --reason "…" [--as USER]`: remove the pinned generation. See
+`rollback.HealingCommand`."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from reconcilers.management.commands.rollback import HealingCommand
+from reconcilers.models import HealingRecord, Resource
+from reconcilers.services import healing
+
+
+class Command(HealingCommand):
+    help = "Remove the pinned generation of one object."
+    action = "resource.unpin"
+
+    def act(self, resource: Resource, actor: str, reason: str, options: dict[str, Any]) -> HealingRecord:
+        return healing.resource_unpin(resource, actor=actor, reason=reason)
