@@ -5,6 +5,7 @@ embedded setup: a SQLite file in the data folder, the Redis on 127.0.0.1, the ku
 `opsconsole.settings_production` tightens these for a real deployment.
 """
 
+import json
 import os
 import secrets
 from datetime import timedelta
@@ -220,6 +221,13 @@ OPSCONSOLE_TRACING = os.environ.get("OPSCONSOLE_TRACING", "on")
 OPSCONSOLE_SPAN_RETENTION_HOURS = env_number("OPSCONSOLE_SPAN_RETENTION_HOURS", 168)
 OPSCONSOLE_EVENT_ARCHIVE = env_bool("OPSCONSOLE_EVENT_ARCHIVE", True)  # the controller archives Kubernetes Events
 OPSCONSOLE_EVENT_RETENTION_DAYS = env_number("OPSCONSOLE_EVENT_RETENTION_DAYS", 30)  # `retention`'s default; 0 keeps
+# Self-healing (docs/healing.md): the controller's healing step every OPSCONSOLE_HEALING_INTERVAL seconds (0: off);
+# the default anomaly rules (a JSON list of rule objects; unset: the built-in backoff, flapping and stuck rules);
+# per-kind overrides (a JSON object {"<Kind>": {"auto_rollback": true, "rollback_after_seconds": 120, ...}}).
+OPSCONSOLE_HEALING_INTERVAL = env_number("OPSCONSOLE_HEALING_INTERVAL", 2)
+OPSCONSOLE_ANOMALY_RULES = json.loads(os.environ["OPSCONSOLE_ANOMALY_RULES"]) \
+    if os.environ.get("OPSCONSOLE_ANOMALY_RULES") else None
+OPSCONSOLE_HEALING = json.loads(os.environ.get("OPSCONSOLE_HEALING") or "{}")
 # /metrics of a worker host (aggregate of its prefork children) and of the controller; 0 turns one off.
 OPSCONSOLE_METRICS_ADDR = os.environ.get("OPSCONSOLE_METRICS_ADDR", "127.0.0.1")
 OPSCONSOLE_WORKER_METRICS_PORT = env_number("OPSCONSOLE_WORKER_METRICS_PORT", 9101, int)

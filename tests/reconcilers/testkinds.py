@@ -4,7 +4,8 @@ settings.OPSCONSOLE_RECONCILERS by the tests that need it (in worker processes t
 `spec.mode` says what a reconcile does: `ok` (Running), `pending` (Pending, requeue after
 `spec.requeueAfter`), `permanent` (PermanentError), `temporary` (TemporaryError), `crash` (RuntimeError),
 `conflict` (changes the object during the reconcile, so the status write meets a 409, once), `slow` (sleeps
-`spec.sleepSeconds`, then Running). Every reconcile appends `start <t> <pid>` and `end <t> <pid>` to the Redis
+`spec.sleepSeconds`, then Running); whatever the mode, a generation at or above `spec.failFromGeneration` is a
+PermanentError (a spec that worked and no longer does, for the rollback tests). Every reconcile appends `start <t> <pid>` and `end <t> <pid>` to the Redis
 list `gadget-trace:<uid>`, so tests can check that two reconciles of one object never overlap. A Gadget has a
 finalizer; `finalize()` needs `spec.cleanupSteps` calls before it says done.
 """
@@ -122,6 +123,8 @@ class GadgetReconciler(Reconciler):
             return Result("Pending", "Waiting", "waiting", requeue_after=float(spec.get("requeueAfter", 0.2)))
         if mode == "permanent":
             raise PermanentError("the gadget is broken for good", reason="GadgetBroken")
+        if int(obj["metadata"].get("generation") or 0) >= int(spec.get("failFromGeneration") or 1 << 62):
+            raise PermanentError("the gadget wore out at this generation", reason="GadgetWornOut")
         if mode == "temporary":
             raise TemporaryError("the gadget is busy", delay=float(spec.get("delay", 0.3)), reason="GadgetBusy")
         if mode == "crash":

@@ -2,7 +2,8 @@
 
 For a reconciled (primary) kind, controller-runtime's predicates: an object that appears or disappears,
 a generation change (spec), a change of deletionTimestamp or finalizers, and a change of the manual
-reconcile annotation enqueue its key; an update of status only (or of nothing but resourceVersion) does not.
+reconcile annotation or of self-healing's annotations (suspended, suspended-until, auto-rollback) enqueue its
+key; an update of status only (or of nothing but resourceVersion) does not.
 For an owned (child) kind, any real change of the child enqueues the owner named by its controller
 ownerReference (controller-runtime's `Owns()`), so that status changes of a Deployment reach its Memcached.
 """
@@ -13,7 +14,14 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from reconcilers.core.meta import FLUX_REQUESTED_AT, RECONCILE_REQUESTED_AT, controller_ref
+from reconcilers.core.meta import (
+    AUTO_ROLLBACK,
+    FLUX_REQUESTED_AT,
+    RECONCILE_REQUESTED_AT,
+    SUSPENDED,
+    SUSPENDED_UNTIL,
+    controller_ref,
+)
 from reconcilers.core.reconciler import ResourceKind
 
 ADDED, MODIFIED, DELETED = "ADDED", "MODIFIED", "DELETED"
@@ -68,7 +76,7 @@ def primary_wants_reconcile(event: InformerEvent) -> bool:
         # a reconcile asked through the annotation, opsconsole's or Flux's (the runner decides whether the Flux
         # spelling counts, OPSCONSOLE_FLUX_REQUESTED_AT; a reconcile it runs meanwhile is harmless)
         or any(annotation(event.obj, name) != annotation(event.old, name)
-               for name in (RECONCILE_REQUESTED_AT, FLUX_REQUESTED_AT))
+               for name in (RECONCILE_REQUESTED_AT, FLUX_REQUESTED_AT, SUSPENDED, SUSPENDED_UNTIL, AUTO_ROLLBACK))
     )
 
 

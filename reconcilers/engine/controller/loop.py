@@ -11,7 +11,8 @@ every (re-)list of a reconciled kind, record as deleted the mirror's live rows t
 keys (dispatch.pump) every `pump_interval`; enqueue every cached key
 every `resync_seconds`; archive the Kubernetes Events the events informer handed off (healing.archive: one
 INSERT per batch; while the database fails, the batch is kept and retried with a growing pause, and after
-ARCHIVE_MAX_ATTEMPTS failures written one by one, dropping only what still fails); set the workqueue gauges
+ARCHIVE_MAX_ATTEMPTS failures written one by one, dropping only what still fails); run the healing step every
+`heal_interval` (healing.evaluator: anomaly rules, rollbacks, expired suspensions); set the workqueue gauges
 (depth, unfinished work, longest running) from a queue
 depth count every `metrics_interval`. While the workqueue (Redis) cannot be reached, enqueues and pumps back off
 exponentially (`QUEUE_BACKOFF_MIN` doubling to `QUEUE_BACKOFF_MAX`) and the keys are kept: the loop neither
@@ -101,6 +102,15 @@ def _default_events_writer(api: Any) -> Callable[[list[EventPair]], int]:
 
     write.resolver = resolver  # type: ignore[attr-defined]
     return write
+
+
+def _default_heal_interval(mirror: bool) -> float:
+    """settings.OPSCONSOLE_HEALING_INTERVAL when the controller writes the mirror (healing reads it), else 0."""
+    if not mirror:
+        return 0.0
+    from reconcilers.engine.healing.evaluator import default_interval
+
+    return default_interval()
 
 
 def _default_checkpoint_write(api: Any) -> Any:
@@ -213,6 +223,8 @@ class Controller:
         checkpoint_write: Callable[[Any], Any] | None = None,
         archive_events: bool | None = None,
         events_write: Callable[[list[EventPair]], int] | None = None,
+        heal_interval: float | None = None,
+        heal: Callable[[], Any] | None = None,
     ) -> None:
         self.api = api
         self.reconcilers = list(reconcilers)
@@ -250,6 +262,11 @@ class Controller:
         self.events_dropped = 0  # Events given up after ARCHIVE_MAX_ATTEMPTS (tests and logs)
         self._archive_failures = 0
         self._archive_retry_at = -float("inf")
+        # self-healing (reconcilers.engine.healing.evaluator): anomaly rules, rollbacks, expiries, while leading
+        self.heal_interval = _default_heal_interval(self.mirror) if heal_interval is None else heal_interval
+        self.heal = heal
+        self._next_heal = -float("inf")
+        self.heals = 0
 
         # which kinds are reconciled, which are owned, and by whom
         self.primary: dict[KindId, ResourceKind] = {}
@@ -389,6 +406,9 @@ class Controller:
         did |= self._archive_events()
         did |= self._sweep_mirror()
         now = self.clock()
+        if self.heal_interval > 0 and now >= self._next_heal:
+            self._next_heal = now + self.heal_interval
+            did |= self._heal()
         if now >= self._next_pump and now >= self._queue_retry_at:
             self._next_pump = now + self.pump_interval
             try:
@@ -406,6 +426,29 @@ class Controller:
             self._next_metrics = now + self.metrics_interval
             self._queue_metrics()
         return did
+
+    def _heal(self) -> bool:
+        """One healing step (reconcilers.engine.healing.evaluator); the keys it names are enqueued with the
+        others. A failure is logged; the next step comes on time."""
+        if self.heal is None:
+            from reconcilers.engine.healing.evaluator import Evaluator
+
+            self.heal = Evaluator(self.api, self.reconcilers, annotations=self._cached_annotations,
+                                  enqueue=self.handoff.put_keys).step
+        _close_old_db_connections()
+        try:
+            report = self.heal()
+        except Exception:
+            log.warning("controller: the healing step failed", exc_info=True)
+            return False
+        self.heals += 1
+        return bool(getattr(report, "did", False))
+
+    def _cached_annotations(self, reconciler: Reconciler, resource: Any) -> dict[str, Any] | None:
+        """An object's annotations from its kind's informer cache (None when not cached)."""
+        informer = self.informers.get(_kind_id(reconciler.resource))
+        obj = informer.get(resource.key) if informer is not None else None
+        return ((obj or {}).get("metadata") or {}).get("annotations") or {} if obj is not None else None
 
     def _checkpoint(self) -> bool:
         """Write a signed checkpoint of the audit record (a failure is logged; the next one comes on time)."""

@@ -90,6 +90,8 @@ def suspend_apply(api: Any, reconciler: Reconciler, resource_id: int, *, actor: 
     now = now or timezone.now()
     if not reason.strip():
         raise RollbackRefused("a suspension needs a reason", field="reason", status=400)
+    if until is not None:  # whole seconds, as the annotation says it: the record and the object agree
+        until = until.replace(microsecond=0)
     if until is not None and until <= now:
         raise RollbackRefused("until must be in the future", field="until", status=400)
     with transaction.atomic():

@@ -1,0 +1,169 @@
+"""Issue 15 end to end (kubesim's broken images + Redis + real workers + the controller + the database):
+a Memcached whose image is changed to a broken tag is rolled back to its last good generation and is Running
+again, with the whole story in its chain; a restored generation that fails too is escalated once, never rolled
+back again; a pinned generation is never rolled past; a suspended resource is not reconciled and resumes at its
+expiry. audit_verify passes after each."""
+
+from __future__ import annotations
+
+import json
+import time
+from datetime import timedelta
+
+import pytest
+from django.core.management import call_command
+from django.utils import timezone
+
+from kubesim.testing import wait_for
+from reconcilers.core.meta import AUTO_ROLLBACK, ROLLBACK_FIELD_MANAGER, SUSPENDED
+from reconcilers.engine import kube
+from reconcilers.kinds.memcached import MEMCACHED
+from reconcilers.models import HealingAction, HealingRecord, KubeEvent, ReconcileRun, Resource, SpecRevision, Transition
+from reconcilers.services import healing
+from tests.reconcilers.testkinds import GADGET, gadget
+
+pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
+
+#: a fast healing step, and a short verification window for the rollback of a restored generation
+ENGINE_EXTRA_ENV = {
+    "OPSCONSOLE_HEALING_INTERVAL": "0.3",
+    "OPSCONSOLE_HEALING": json.dumps({"Memcached": {"verify_seconds": 30}, "Gadget": {"verify_seconds": 30}}),
+}
+ON = {AUTO_ROLLBACK: "true"}
+
+
+def chain(uid: str) -> list[tuple[str, str, str]]:
+    return list(Transition.objects.filter(resource_uid=uid).order_by("seq")
+                .values_list("from_phase", "to_phase", "actor"))
+
+
+def actions(uid: str) -> list[str]:
+    return list(HealingRecord.objects.filter(resource_uid=uid).order_by("seq").values_list("action", flat=True))
+
+
+def phase_is(uid: str, phase: str, timeout: float = 30) -> Resource:
+    wait_for(lambda: Resource.objects.filter(uid=uid, phase=phase).exists(), timeout=timeout, interval=0.1)
+    return Resource.objects.get(uid=uid)
+
+
+def patch_spec(api, kind, namespace: str, name: str, spec: dict, manager: str = "kubectl-edit") -> dict:
+    return kube.request_json(api, "PATCH", kube.object_path(kind, namespace, name), body={"spec": spec},
+                             query={"fieldManager": manager}, content_type=kube.MERGE_PATCH)
+
+
+def third_backoff_at(uid: str):
+    """When the Warning BackOff/Failed occurrences about the object's children reached 3 (the rule's threshold)."""
+    seen = 0
+    for row in (KubeEvent.objects.filter(resource__uid=uid, type="Warning", reason__in=("BackOff", "Failed"))
+                .exclude(involved_uid=uid).order_by("last_timestamp", "id")):
+        seen += row.occurrences
+        if seen >= 3:
+            return row.last_timestamp
+    return None
+
+
+def test_a_broken_image_is_rolled_back_to_the_last_good_generation_and_runs_again(integration, kapi, namespace):
+    body = {"apiVersion": "cache.example.com/v1alpha1", "kind": "Memcached",
+            "metadata": {"name": "cache", "namespace": namespace, "annotations": ON},
+            "spec": {"size": 1, "image": "memcached:1.6.26-alpine"}}
+    uid = kube.create_object(kapi, MEMCACHED, body)["metadata"]["uid"]
+    phase_is(uid, "Running")
+    broken_at = time.monotonic()
+    patch_spec(kapi, MEMCACHED, namespace, "cache", {"image": "memcached:1.6-broken"})
+    wait_for(lambda: HealingRecord.objects.filter(resource_uid=uid, action=HealingAction.ROLLBACK_SUCCEEDED).exists(),
+             timeout=60, interval=0.1)
+    healed_in = time.monotonic() - broken_at
+    resource = phase_is(uid, "Running")
+    print(f"\nbreaking change to Running again: {healed_in:.2f}s")
+
+    def conditions() -> dict:
+        live = kube.get_object(kapi, MEMCACHED, namespace, "cache")
+        return {c["type"]: c for c in live["status"]["conditions"]}
+
+    wait_for(lambda: conditions()["RollingBack"]["reason"] == "RolledBack", timeout=10, interval=0.1)
+    assert conditions()["RollingBack"]["status"] == "False" and conditions()["AnomalyDetected"]["status"] == "True"
+    live = kube.get_object(kapi, MEMCACHED, namespace, "cache")
+    assert live["spec"]["image"] == "memcached:1.6.26-alpine" and live["metadata"]["generation"] == 3
+    assert live["status"]["phase"] == "Running"
+    # the chain: Running, the spec change, Pending, rolling back, Running — the last two by the rollback
+    assert chain(uid) == [("", "Pending", "controller"), ("Pending", "Running", "controller"),
+                          ("Running", "Pending", "controller"), ("Pending", "RollingBack", "rollback:auto"),
+                          ("RollingBack", "Running", "rollback:auto")]
+    revisions = dict(SpecRevision.objects.filter(resource_uid=uid).values_list("generation", "actor"))
+    assert (revisions[2], revisions[3]) == ("manager:kubectl-edit", f"manager:{ROLLBACK_FIELD_MANAGER}")
+    assert actions(uid)[:3] == [HealingAction.ANOMALY_DETECTED, HealingAction.ROLLBACK_STARTED,
+                                HealingAction.ROLLBACK_SUCCEEDED]
+    detected = HealingRecord.objects.get(resource_uid=uid, action=HealingAction.ANOMALY_DETECTED)
+    started = HealingRecord.objects.get(resource_uid=uid, action=HealingAction.ROLLBACK_STARTED)
+    assert detected.rule == "backoff" and detected.detail["events"]
+    assert (started.actor, started.target_generation, started.detail["from_generation"]) == ("controller", 1, 2)
+    third = third_backoff_at(uid)
+    assert third is not None and (detected.created_at - third).total_seconds() <= 10
+    assert resource.rollback["state"] == "succeeded"
+    call_command("audit_verify")
+
+
+def test_when_the_restored_generation_fails_too_it_escalates_once_and_never_loops(integration, kapi, namespace):
+    obj = gadget(namespace, "worn", mode="ok", failFromGeneration=3)
+    obj["metadata"]["annotations"] = ON
+    uid = kube.create_object(kapi, GADGET, obj)["metadata"]["uid"]
+    phase_is(uid, "Running")
+    patch_spec(kapi, GADGET, namespace, "worn", {"mode": "permanent"})
+    wait_for(lambda: HealingRecord.objects.filter(resource_uid=uid, action=HealingAction.ROLLBACK_FAILED).exists(),
+             timeout=30, interval=0.1)
+    time.sleep(1.5)  # several healing steps: nothing more may happen
+    assert actions(uid) == [HealingAction.ROLLBACK_STARTED, HealingAction.ROLLBACK_FAILED,
+                            HealingAction.ANOMALY_DETECTED]
+    live = kube.get_object(kapi, GADGET, namespace, "worn")
+    assert live["metadata"]["generation"] == 3 and live["spec"]["mode"] == "ok"  # one rollback, no second
+    resource = Resource.objects.get(uid=uid)
+    assert resource.phase == "Failed" and resource.rollback["state"] == "failed"
+    assert "rollback_failed" in resource.active_anomalies
+    wait_for(lambda: any(c.get("type") == "RollbackFailed" and c.get("status") == "True" for c in
+                         kube.get_object(kapi, GADGET, namespace, "worn")["status"].get("conditions") or []),
+             timeout=10, interval=0.1)
+    warnings = kube.list_objects(kapi, kube.ResourceKind("", "v1", "events", "Event"), namespace).items
+    assert any(e.get("reason") == "RollbackFailed" and e["involvedObject"]["uid"] == uid for e in warnings)
+    assert ("Failed", "Running", "rollback:auto") not in chain(uid)
+    call_command("audit_verify")
+
+
+def test_a_pinned_generation_is_never_rolled_past(integration, kapi, namespace):
+    obj = gadget(namespace, "pinned", mode="ok")
+    obj["metadata"]["annotations"] = ON
+    uid = kube.create_object(kapi, GADGET, obj)["metadata"]["uid"]
+    phase_is(uid, "Running")
+    patch_spec(kapi, GADGET, namespace, "pinned", {"mode": "pending", "requeueAfter": 30})
+    wait_for(lambda: SpecRevision.objects.filter(resource_uid=uid, generation=2).exists(), timeout=30, interval=0.1)
+    healing.resource_pin(Resource.objects.get(uid=uid), 2, actor="user:alice", reason="generation 2 is the floor")
+    patch_spec(kapi, GADGET, namespace, "pinned", {"mode": "permanent"})
+    wait_for(lambda: HealingRecord.objects.filter(resource_uid=uid, action=HealingAction.ROLLBACK_REFUSED).exists(),
+             timeout=30, interval=0.1)
+    refused = HealingRecord.objects.get(resource_uid=uid, action=HealingAction.ROLLBACK_REFUSED)
+    assert "pinned" in refused.reason
+    assert not HealingRecord.objects.filter(resource_uid=uid, action=HealingAction.ROLLBACK_STARTED).exists()
+    assert kube.get_object(kapi, GADGET, namespace, "pinned")["metadata"]["generation"] == 3
+    call_command("audit_verify")
+
+
+def test_a_suspended_resource_is_not_reconciled_and_resumes_at_its_expiry(integration, kapi, namespace):
+    uid = kube.create_object(kapi, GADGET, gadget(namespace, "paused", mode="ok"))["metadata"]["uid"]
+    resource = phase_is(uid, "Running")
+    until = timezone.now() + timedelta(seconds=4)
+    healing.resource_suspend(resource, actor="user:alice", reason="maintenance window", until=until)
+    assert kube.get_object(kapi, GADGET, namespace, "paused")["metadata"]["annotations"][SUSPENDED] == \
+        "maintenance window"
+    runs = ReconcileRun.objects.filter(resource__uid=uid).count()
+    patch_spec(kapi, GADGET, namespace, "paused", {"mode": "pending", "requeueAfter": 30})
+    time.sleep(2)
+    assert ReconcileRun.objects.filter(resource__uid=uid).count() == runs  # the change waits
+    assert kube.get_object(kapi, GADGET, namespace, "paused")["status"]["observedGeneration"] == 1
+    phase_is(uid, "Pending", timeout=15)
+    resumed = HealingRecord.objects.get(resource_uid=uid, action=HealingAction.RESUMED)
+    assert resumed.actor == "controller" and resumed.reason.startswith("SuspensionExpired")
+    suspended = HealingRecord.objects.get(resource_uid=uid, action=HealingAction.SUSPENDED)
+    assert (suspended.actor, suspended.reason) == ("user:alice", "maintenance window")
+    assert suspended.expires_at == until.replace(microsecond=0) and resumed.created_at >= suspended.expires_at
+    assert SUSPENDED not in (kube.get_object(kapi, GADGET, namespace, "paused")["metadata"].get("annotations") or {})
+    assert not Resource.objects.get(uid=uid).suspended
+    call_command("audit_verify")
