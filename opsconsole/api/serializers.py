@@ -227,7 +227,8 @@ class ResourceSerializer(serializers.ModelSerializer):
     def get_active_anomalies(self, obj: Resource) -> list[str]:
         return sorted(obj.active_anomalies or {})
 
-    @extend_schema_field(OpenApiTypes.STR)
+    @extend_schema_field(serializers.ChoiceField(choices=["in_progress", "succeeded", "failed", "refused"],
+                                                 allow_null=True))
     def get_rollback_state(self, obj: Resource) -> str | None:
         return (obj.rollback or {}).get("state") or None
 
