@@ -58,6 +58,8 @@ def procfile_lines(env: dict[str, str], data_dir: Path, login: str) -> list[str]
         f"web: {py} -m gunicorn opsconsole.wsgi -b {WEB_ADDR} --workers 2 --threads 4 --access-logfile -"
     )
     lines.append(f"announce: {py} scripts/announce.py http://{WEB_ADDR}/ {shlex.quote(login)}")
+    if env.get("OPSCONSOLE_KUBESIM") and env.get("OPSCONSOLE_DEMO_ROLLBACK", "1") != "0":
+        lines.append(f"demo: {py} scripts/demo_rollback.py")  # the self-healing demo (docs/healing.md)
     return lines
 
 

@@ -5,8 +5,9 @@ settings.OPSCONSOLE_RECONCILERS by the tests that need it (in worker processes t
 `spec.requeueAfter`), `permanent` (PermanentError), `temporary` (TemporaryError), `crash` (RuntimeError),
 `conflict` (changes the object during the reconcile, so the status write meets a 409, once), `slow` (sleeps
 `spec.sleepSeconds`, then Running); whatever the mode, a generation at or above `spec.failFromGeneration` is a
-PermanentError (a spec that worked and no longer does, for the rollback tests). Every reconcile appends `start <t> <pid>` and `end <t> <pid>` to the Redis
-list `gadget-trace:<uid>`, so tests can check that two reconciles of one object never overlap. A Gadget has a
+PermanentError (a spec that worked and no longer does, for the rollback tests). Every reconcile appends
+`start <t> <pid>` and `end <t> <pid>` to the Redis list `gadget-trace:<uid>`, so tests can check that two
+reconciles of one object never overlap. A Gadget has a
 finalizer; `finalize()` needs `spec.cleanupSteps` calls before it says done.
 """
 
