@@ -185,7 +185,10 @@ def test_the_prometheus_config_and_alert_rules_pass_promtool():
                             capture_output=True, text=True, timeout=30)
     assert config.returncode == 0, config.stdout + config.stderr
     rules = (DEPLOY / "prometheus" / "alerts.yml").read_text()
-    for alert in ("StuckPending", "ErrorRate", "WorkqueueDepth", "NoLeader"):
+    rules_check = subprocess.run(["promtool", "check", "rules", str(DEPLOY / "prometheus" / "alerts.yml")],
+                                 capture_output=True, text=True, timeout=30)
+    assert rules_check.returncode == 0, rules_check.stdout + rules_check.stderr
+    for alert in ("StuckPending", "ErrorRate", "WorkqueueDepth", "NoLeader", "AnomalyDetected", "RollbackFailed"):
         assert alert in rules
 
 
