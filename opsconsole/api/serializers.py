@@ -33,6 +33,10 @@ class ResourceQuerySerializer(serializers.Serializer):
     generation_lag = serializers.BooleanField(
         required=False, allow_null=True, default=None, help_text="observedGeneration < generation")
     include_deleted = serializers.BooleanField(required=False, default=False)
+    healing = serializers.ChoiceField(required=False, choices=["anomalous", "suspended", "rolling_back", "escalated"],
+                                      help_text="only resources in this healing state")
+    anomaly = serializers.CharField(required=False, max_length=63, help_text="only resources this anomaly rule "
+                                                                             "matches now (e.g. backoff)")
 
 
 class TransitionQuerySerializer(serializers.Serializer):

@@ -23,7 +23,8 @@ from reconcilers.services.selectors import kinds, resources
 from reconcilers.services.selectors.filters import InvalidFilter
 
 FRAGMENTS = {"rows": "console/_resources_rows.html"}
-FILTER_KEYS = ("kind", "namespace", "phase", "selector", "q", "stuck", "lag", "deleted", "sort", "size")
+FILTER_KEYS = ("kind", "namespace", "phase", "selector", "q", "stuck", "lag", "deleted", "healing", "anomaly", "sort",
+               "size")
 SORTS = [("name", "Name"), ("namespace", "Namespace"), ("kind", "Kind"), ("phase", "Phase"),
          ("since", "Time in phase"), ("last", "Last reconcile")]
 
@@ -43,7 +44,9 @@ def _filters(get: Any) -> tuple[resources.ResourceFilters, list[str]]:
     return resources.ResourceFilters(
         kind=get.get("kind", "")[:253], namespace=get.get("namespace", "")[:63], phase=phase,
         selector=get.get("selector", "")[:1024], search=get.get("q", "")[:253], stuck_for=stuck,
-        generation_lag=lag, include_deleted=get.get("deleted") == "1" or phase in terminal), errors
+        generation_lag=lag, include_deleted=get.get("deleted") == "1" or phase in terminal,
+        healing=get.get("healing", "") if get.get("healing", "") in resources.HEALING_STATES else "",
+        anomaly=get.get("anomaly", "")[:63]), errors
 
 
 def _object_of(r: Any) -> dict[str, Any]:

@@ -1,5 +1,5 @@
 """`manage.py pin <kind> <namespace>/<name> --generation N --reason "…" [--as USER]`: automatic rollback never
-restores a generation older than the pinned one. See `rollback.HealingCommand`."""
+restores a generation older than the pinned one. See `reconcilers.management.healing_command`."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from typing import Any
 
 from django.core.management.base import CommandParser
 
-from reconcilers.management.commands.rollback import HealingCommand
+from reconcilers.management.healing_command import HealingCommand
 from reconcilers.models import HealingRecord, Resource
 from reconcilers.services import healing
 

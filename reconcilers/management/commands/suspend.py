@@ -1,6 +1,7 @@
 """`manage.py suspend <kind> <namespace>/<name> --reason "…" [--for 1h|30m|…] [--until RFC3339] [--as USER]`: suspend
 one object's reconciles (the healing record and the `opsconsole.io/suspended` annotation); without `--for` or
-`--until` until resumed. See `rollback.HealingCommand` for the naming, the actor and the action record."""
+`--until` until resumed. See `reconcilers.management.healing_command` for the naming, the actor and the action
+record."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from django.core.management.base import CommandError, CommandParser
 from django.utils import timezone
 
 from reconcilers.core.meta import parse_rfc3339
-from reconcilers.management.commands.rollback import HealingCommand
+from reconcilers.management.healing_command import HealingCommand
 from reconcilers.models import HealingRecord, Resource
 from reconcilers.services import healing
 

@@ -1,11 +1,11 @@
 """`manage.py unpin <kind> <namespace>/<name> --reason "…" [--as USER]`: remove the pinned generation. See
-`rollback.HealingCommand`."""
+`reconcilers.management.healing_command`."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from reconcilers.management.commands.rollback import HealingCommand
+from reconcilers.management.healing_command import HealingCommand
 from reconcilers.models import HealingRecord, Resource
 from reconcilers.services import healing
 

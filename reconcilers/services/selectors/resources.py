@@ -34,6 +34,17 @@ class ResourceFilters:
     stuck_for: float | None = None  # seconds in a non-terminal phase
     generation_lag: bool | None = None  # observedGeneration < generation (or never observed)
     include_deleted: bool = False
+    healing: str = ""  # anomalous / suspended / rolling_back / escalated (HEALING_STATES)
+    anomaly: str = ""  # an anomaly rule matching now (e.g. backoff)
+
+
+#: the healing states a resource list may be filtered by, and what each means
+HEALING_STATES: dict[str, Q] = {
+    "anomalous": ~Q(active_anomalies={}),
+    "suspended": Q(suspended=True),
+    "rolling_back": Q(rollback__state="in_progress"),
+    "escalated": Q(rollback__state__in=["failed", "refused"]),
+}
 
 
 #: the longest "stuck for" asked (ten years, as the API's bound): beyond it a date is out of range
@@ -88,6 +99,12 @@ def resource_list(
     if f.generation_lag is not None:
         lagging = Q(observed_generation__isnull=True) | Q(observed_generation__lt=F("generation"))
         qs = qs.filter(lagging) if f.generation_lag else qs.exclude(lagging)
+    if f.healing:
+        if f.healing not in HEALING_STATES:
+            raise InvalidFilter("healing", f"must be one of {', '.join(HEALING_STATES)}")
+        qs = qs.filter(HEALING_STATES[f.healing])
+    if f.anomaly:
+        qs = qs.filter(active_anomalies__has_key=f.anomaly)
     return qs
 
 

@@ -98,6 +98,25 @@ def test_resources_filter_by_generation_lag(viewer):
     assert row["generation_lag"] is True and row["time_in_phase_seconds"] >= 29
 
 
+def test_resources_filter_by_healing_state_and_anomaly_rule(viewer):
+    from reconcilers.models import Resource
+
+    anomalous = f.resource("anomalous")
+    suspended = f.resource("suspended")
+    rolling = f.resource("rolling")
+    f.resource("quiet")
+    Resource.objects.filter(pk=anomalous.pk).update(active_anomalies={"backoff": {"since": "2026-12-01T00:00:00Z"}})
+    Resource.objects.filter(pk=suspended.pk).update(suspended=True, suspension={"reason": "maintenance"})
+    Resource.objects.filter(pk=rolling.pk).update(rollback={"state": "in_progress", "generation": 3})
+    assert ids(viewer.get("/api/v1/resources", {"healing": "anomalous"})) == [anomalous.pk]
+    assert ids(viewer.get("/api/v1/resources", {"healing": "suspended"})) == [suspended.pk]
+    assert ids(viewer.get("/api/v1/resources", {"healing": "rolling_back"})) == [rolling.pk]
+    assert ids(viewer.get("/api/v1/resources", {"anomaly": "backoff"})) == [anomalous.pk]
+    assert ids(viewer.get("/api/v1/resources", {"anomaly": "flapping"})) == []
+    bad = viewer.get("/api/v1/resources", {"healing": "sleepy"})
+    assert bad.status_code == 400 and "healing" in json.dumps(bad.json())
+
+
 def test_deleted_resources_are_hidden_unless_asked_for(viewer):
     gone = f.resource("gone", deleted=True)
     assert ids(viewer.get("/api/v1/resources")) == []

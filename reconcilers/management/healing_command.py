@@ -1,0 +1,89 @@
+"""`HealingCommand`, the base of the healing commands (`rollback`, `suspend`, `resume`, `pin`, `unpin`): the object
+named as `manage.py reconcile` names it (a kind, then `<namespace>/<name>` or `<name>`), the actor `user:<USER>`
+(`--as`, default the login name), one ActionRecord per attempt (auth `command`, like `manage.py token`'s), and a
+refusal (`HealingRefused`) printed with the field at fault and exit status 1.
+"""
+
+from __future__ import annotations
+
+import getpass
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+
+from opsconsole.accounts.services import action_record
+from reconcilers.engine import registry
+from reconcilers.models import HealingRecord, Resource
+from reconcilers.services import healing
+
+
+def login_name() -> str:
+    """The shell user's login name ('unknown' without a passwd entry)."""
+    try:
+        return getpass.getuser()
+    except Exception:  # a container without a passwd entry
+        return "unknown"
+
+
+class HealingCommand(BaseCommand):
+    """A healing action on one object from the shell (see the module docstring); subclasses set `action` and
+    implement `act`."""
+
+    action = ""
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("kind", help="the kind: Memcached, memcached, memcacheds or memcacheds.cache.example.com")
+        parser.add_argument("target", help="<namespace>/<name>, or <name> for a cluster-scoped kind")
+        parser.add_argument("--reason", required=True, help="why (recorded with the healing record)")
+        parser.add_argument("--as", dest="as_user", default=None, help="who acts (default: your login name)")
+
+    def act(self, resource: Resource, actor: str, reason: str, options: dict[str, Any]) -> HealingRecord:
+        raise NotImplementedError
+
+    def resource(self, kind_name: str, target: str) -> Resource:
+        """The mirrored resource named like `manage.py reconcile` names it (the live row, else the newest)."""
+        try:
+            reconciler = registry.for_name(kind_name)
+        except registry.UnknownKind as exc:
+            known = ", ".join(r.resource.kind for r in registry.registered())
+            raise CommandError(f"{exc} (registered: {known or 'none'})") from exc
+        kind = reconciler.resource
+        namespace, _, name = target.rpartition("/")
+        if kind.namespaced and not namespace:
+            raise CommandError(f"{kind.kind} is namespaced: give <namespace>/<name>")
+        if not kind.namespaced and namespace:
+            raise CommandError(f"{kind.kind} is cluster-scoped: give just <name>")
+        key = kind.request(namespace, name).key()
+        row = Resource.objects.filter(key=key).order_by("deleted", "-created_at", "-id").first()
+        if row is None:
+            raise CommandError(f"no {kind.kind} {target} on record")
+        return row
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        user = options["as_user"] or login_name()
+        reason = options["reason"]
+        path = f"manage.py {self.action.removeprefix('resource.')} {options['kind']} {options['target']}"
+
+        def record(status: int, target: str, detail: dict[str, Any]) -> None:
+            action_record(action=self.action, method="CLI", path=path, status_code=status, actor=user,
+                          auth="command", target=target, reason=reason, detail={"via": "command", **detail})
+
+        try:
+            resource = self.resource(options["kind"], options["target"])
+        except CommandError as exc:
+            record(404, f"{options['kind']} {options['target']}", {"message": str(exc)})
+            raise
+        try:
+            done = self.act(resource, f"user:{user}", reason, options)
+        except healing.HealingRefused as exc:
+            record(exc.status, resource.key, {"message": exc.message, "field": exc.field})
+            raise CommandError(f"refused ({exc.field}): {exc.message}") from exc
+        except CommandError as exc:
+            record(400, resource.key, {"message": str(exc)})
+            raise
+        except Exception as exc:  # the Kubernetes API did not answer
+            record(503, resource.key, {"message": f"{type(exc).__name__}: {exc}"})
+            raise CommandError(f"{type(exc).__name__}: {exc}") from exc
+        record(202, resource.key, {"healing_record": done.seq, "healing_action": done.action})
+        self.stdout.write(f"{done.action:<18} {done.created_at.isoformat()}  {resource.kind} {options['target']}  "
+                          f"by {done.actor}: {done.message}")
