@@ -105,7 +105,10 @@ class HealingSummarySerializer(serializers.Serializer):
     rolling_back = serializers.BooleanField()
     escalated = serializers.BooleanField()
     pinned_generation = serializers.IntegerField(allow_null=True)
-    auto_rollback = serializers.BooleanField()
+    auto_rollback = serializers.BooleanField(help_text="whether automatic rollback is on for this object")
+    auto_rollback_source = serializers.ChoiceField(
+        choices=["annotation", "kind"],
+        help_text="annotation: the object's opsconsole.io/auto-rollback; kind: its kind's setting")
     rollback_after_seconds = serializers.FloatField()
     verify_seconds = serializers.FloatField()
     rules = HealingRuleSerializer(many=True)

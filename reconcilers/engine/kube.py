@@ -259,10 +259,13 @@ def create_object(
     namespace: str | None = None,
     *,
     timeout: Timeout = DEFAULT_TIMEOUT,
+    field_manager: str | None = None,
 ) -> dict[str, Any]:
-    """POST a new object (namespace from the argument or its metadata). Raises ApiException (409 exists)."""
+    """POST a new object (namespace from the argument or its metadata). Raises ApiException (409 exists).
+    `field_manager` names the writer in the object's managedFields (the server's default otherwise)."""
     ns = namespace or (obj.get("metadata") or {}).get("namespace")
-    return request_json(api, "POST", collection_path(kind, ns if kind.namespaced else None), body=obj, timeout=timeout)
+    return request_json(api, "POST", collection_path(kind, ns if kind.namespaced else None), body=obj, timeout=timeout,
+                        query={"fieldManager": field_manager} if field_manager else None)
 
 
 def replace_object(
@@ -323,11 +326,12 @@ def delete_object(
 
 
 def ensure_object(
-    api: k8s.ApiClient, kind: ResourceKind, obj: dict[str, Any], namespace: str | None = None
+    api: k8s.ApiClient, kind: ResourceKind, obj: dict[str, Any], namespace: str | None = None,
+    *, field_manager: str | None = None,
 ) -> tuple[dict[str, Any], bool]:
     """Create-if-missing: (the object, True) when created, (the existing one, False) when it was there."""
     try:
-        return create_object(api, kind, obj, namespace), True
+        return create_object(api, kind, obj, namespace, field_manager=field_manager), True
     except ApiException as exc:
         if exc.status != 409:
             raise
@@ -335,7 +339,7 @@ def ensure_object(
     ns = namespace or meta.get("namespace")
     existing = get_object(api, kind, ns, meta["name"])
     if existing is None:  # deleted in between: try once more
-        return create_object(api, kind, obj, namespace), True
+        return create_object(api, kind, obj, namespace, field_manager=field_manager), True
     return existing, False
 
 

@@ -32,7 +32,15 @@ from django.db.models import Q
 from django.utils import timezone
 from opentelemetry import trace
 
-from reconcilers.core.meta import controller_ref, is_ours, last_writer, parse_rfc3339, spec_diff, spec_writers
+from reconcilers.core.meta import (
+    AUTO_ROLLBACK,
+    controller_ref,
+    is_ours,
+    last_writer,
+    parse_rfc3339,
+    spec_diff,
+    spec_writers,
+)
 from reconcilers.core.reconciler import Reconciler, ResourceKind
 from reconcilers.core.statemachine import StateMachine
 from reconcilers.engine import metrics
@@ -74,6 +82,7 @@ class ObservedObject:
     status: dict
     conditions: list[dict]
     deleted: bool = False
+    auto_rollback: bool | None = None  # the object's opsconsole.io/auto-rollback annotation, when it sets one
 
     @classmethod
     def from_api(cls, kind: ResourceKind, obj: dict[str, Any]) -> ObservedObject:
@@ -89,6 +98,7 @@ class ObservedObject:
             resource_version=str(meta.get("resourceVersion") or ""), labels=dict(meta.get("labels") or {}),
             owner=_owner(meta), spec=obj.get("spec") or {}, status=status,
             conditions=list(status.get("conditions") or []),
+            auto_rollback=_flag((meta.get("annotations") or {}).get(AUTO_ROLLBACK)),
         )
 
 
@@ -389,7 +399,7 @@ def resource_mirror_write(objects: list[tuple[ResourceKind, dict]], deleted: Seq
 
 #: the Resource fields the controller's mirror writes (never the phase, its reason or the chain head)
 _MIRROR_FIELDS = ["namespace", "name", "key", "generation", "resource_version", "labels", "owner", "spec", "status",
-                  "conditions", "observed_generation", "updated_at"]
+                  "conditions", "observed_generation", "auto_rollback", "updated_at"]
 
 
 def _resources_update(rows: list[Resource], names: list[str]) -> None:
@@ -430,6 +440,12 @@ def resource_mirror_mark_deleted(uid: str) -> None:
     """Mark the mirror of an object that is gone from the API as deleted (once; a no-op when unknown)."""
     now = timezone.now()
     Resource.objects.filter(uid=uid, deleted=False).update(deleted=True, deleted_at=now, updated_at=now)
+
+
+def _flag(value: Any) -> bool | None:
+    """An annotation's "true" / "false" as a bool; None for anything else (unset)."""
+    text = str(value or "").strip().lower()
+    return {"true": True, "false": False}.get(text)
 
 
 def _owner(meta: dict[str, Any]) -> dict[str, Any] | None:
@@ -565,6 +581,7 @@ def _mirror_observed(resource: Resource, obj: ObservedObject, now: datetime, *, 
     resource.spec = obj.spec
     resource.status = obj.status
     resource.conditions = list(obj.conditions)
+    resource.auto_rollback = obj.auto_rollback
     if obj.deleted and not resource.deleted:
         resource.deleted, resource.deleted_at = True, now
     return True

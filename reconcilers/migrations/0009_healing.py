@@ -120,6 +120,11 @@ class Migration(migrations.Migration):
         ),
         migrations.AddField(
             model_name='resource',
+            name='auto_rollback',
+            field=models.BooleanField(blank=True, null=True),
+        ),
+        migrations.AddField(
+            model_name='resource',
             name='last_healing_seq',
             field=models.PositiveIntegerField(default=0),
         ),

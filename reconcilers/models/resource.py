@@ -61,6 +61,9 @@ class Resource(models.Model):
     suspension = models.JSONField(null=True, blank=True)
     rollback = models.JSONField(null=True, blank=True)
     pinned_generation = models.BigIntegerField(null=True, blank=True)
+    #: the object's `opsconsole.io/auto-rollback` annotation (True / False; None when it does not set one), kept by
+    #: the mirror
+    auto_rollback = models.BooleanField(null=True, blank=True)
 
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)

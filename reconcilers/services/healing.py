@@ -132,7 +132,8 @@ class HealingSummary:
     suspension: dict[str, Any] | None = None
     rollback: dict[str, Any] | None = None
     pinned_generation: int | None = None
-    auto_rollback: bool = False  # the kind's default; an object may override it by annotation
+    auto_rollback: bool = False  # whether automatic rollback is on for this object
+    auto_rollback_source: str = "kind"  # "annotation": the object's opsconsole.io/auto-rollback; "kind": its kind's
     rollback_after_seconds: float = 0.0
     verify_seconds: float = 0.0
     rules: list[dict[str, Any]] = field(default_factory=list)  # [{name, type, describe, rollback}]
@@ -162,7 +163,8 @@ def resource_healing(resource: Resource) -> HealingSummary:
     except (registry.UnknownKind, ValueError):
         return summary
     healing = healing_of(reconciler)
-    summary.auto_rollback = healing.auto_rollback
+    summary.auto_rollback = healing.auto_rollback if resource.auto_rollback is None else resource.auto_rollback
+    summary.auto_rollback_source = "kind" if resource.auto_rollback is None else "annotation"
     summary.rollback_after_seconds = healing.rollback_after_seconds
     summary.verify_seconds = healing.verify_seconds
     summary.rules = [{"name": r.name, "type": r.type, "describe": r.describe(), "rollback": r.rollback}

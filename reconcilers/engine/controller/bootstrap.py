@@ -29,6 +29,8 @@ log = logging.getLogger(__name__)
 
 CRD = ResourceKind("apiextensions.k8s.io", "v1", "customresourcedefinitions", "CustomResourceDefinition", False)
 FIELD_MANAGER = "opsconsole-controller"
+#: the field manager the samples are created with (their first revision names it)
+SAMPLES_FIELD_MANAGER = "opsconsole-samples"
 
 
 class BootstrapError(RuntimeError):
@@ -116,7 +118,7 @@ def apply_objects(
             obj["metadata"].setdefault("namespace", default_namespace)
         else:
             obj["metadata"].pop("namespace", None)
-        _, created = kube.ensure_object(api, kind, obj)
+        _, created = kube.ensure_object(api, kind, obj, field_manager=SAMPLES_FIELD_MANAGER)
         (report.created if created else report.existing).append(_describe(obj))
         log.info("bootstrap: %s %s", _describe(obj), "created" if created else "exists")
 

@@ -13,7 +13,8 @@ For each registered kind, one step:
 5. sets the gauges (`opsconsole_anomalies_active`, `opsconsole_resources_suspended`).
 
 It imports the database and the API client but no Celery; the controller passes a cache of the objects'
-annotations (its informers) so the step makes no API call of its own in steady state.
+annotations (its informers; the mirror's copy of the auto-rollback annotation otherwise), so the step makes no
+API call of its own but the rollbacks and the escalations' Events.
 """
 
 from __future__ import annotations
@@ -242,7 +243,7 @@ class Evaluator:
             if generation_reached_ready(resource.id, rec, resource.generation):
                 self._settled.add(settled)
                 continue
-            if not auto_rollback_enabled(rec, self._annotations_of(rec, resource)):
+            if not self._auto_rollback(rec, resource):
                 continue
             due = rollback_due(resource, rec, now)
             if due is None:
@@ -290,13 +291,15 @@ class Evaluator:
 
     # -- around it -----------------------------------------------------------------------------------------------
 
-    def _annotations_of(self, rec: Reconciler, resource: Resource) -> dict[str, Any] | None:
-        if self.annotations is not None:
-            cached = self.annotations(rec, resource)
-            if cached is not None:
-                return cached
-        obj = kube.get_object(self.api, rec.resource, resource.namespace or None, resource.name)
-        return ((obj or {}).get("metadata") or {}).get("annotations") or {}
+    def _auto_rollback(self, rec: Reconciler, resource: Resource) -> bool:
+        """Whether automatic rollback is on for the object: its annotation as the informer cache has it (the
+        freshest), else as the mirror last saw it, else the kind's."""
+        cached = self.annotations(rec, resource) if self.annotations is not None else None
+        if cached is not None:
+            return auto_rollback_enabled(rec, cached)
+        if resource.auto_rollback is not None:
+            return resource.auto_rollback
+        return auto_rollback_enabled(rec, None)
 
     def _post_warning(self, escalation: Escalation) -> None:
         """The escalation's Warning Event about the object (best effort: the record is the record)."""

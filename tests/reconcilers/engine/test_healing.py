@@ -274,3 +274,21 @@ def test_engine_conditions_are_merged_and_an_unchanged_one_is_not_rewritten():
     assert [c["type"] for c in merged] == ["Ready", "AnomalyDetected"] and merged[1]["lastTransitionTime"] == "t1"
     again = step.merge_conditions(merged, [Condition("AnomalyDetected", "True", "Backoff", "3 events")], 2, "t2")
     assert again == merged
+
+
+def test_the_mirror_keeps_the_objects_auto_rollback_annotation_and_the_summary_says_where_it_comes_from(
+        builtin_kinds_only):
+    from reconcilers.engine.recording import ObservedObject
+    from reconcilers.services.healing import resource_healing
+
+    live = {"metadata": {"uid": "a1", "name": "m", "namespace": "default", "generation": 1, "resourceVersion": "5",
+                         "annotations": {AUTO_ROLLBACK: "true"}}, "spec": {"size": 1}}
+    assert ObservedObject.from_api(REC.resource, live).auto_rollback is True
+    live["metadata"]["annotations"] = {AUTO_ROLLBACK: "maybe"}
+    assert ObservedObject.from_api(REC.resource, live).auto_rollback is None
+    record(observed("a1", auto_rollback=True), "Running")
+    summary = resource_healing(_resource("a1"))
+    assert (summary.auto_rollback, summary.auto_rollback_source) == (True, "annotation")
+    record(observed("a1", auto_rollback=None), "Running")
+    summary = resource_healing(_resource("a1"))
+    assert (summary.auto_rollback, summary.auto_rollback_source) == (False, "kind")
