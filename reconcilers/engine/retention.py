@@ -56,7 +56,13 @@ def runs_referenced_before(before: datetime) -> int:
 
 def runs_retention_delete(before: datetime, *, batch: int = DEFAULT_BATCH) -> int:
     """Delete the ReconcileRun rows started before `before` that nothing references, in batches; the count."""
-    sql = _run_delete_sql()
+    return _sanctioned_delete(_run_delete_sql(), before, batch)
+
+
+def _sanctioned_delete(sql: str, before: datetime, batch: int) -> int:
+    """Run a `DELETE ... LIMIT batch` (`sql` takes `before` and `batch`) until it deletes fewer than a batch, each
+    in its own transaction that says `SET LOCAL opsconsole.retention = 'on'` on PostgreSQL (what the append-only
+    trigger lets through); the count."""
     total = 0
     while True:
         with transaction.atomic():
@@ -87,17 +93,7 @@ def events_retention_delete(before: datetime, *, batch: int = DEFAULT_BATCH) -> 
     table = KubeEvent._meta.db_table
     sql = (f"DELETE FROM {table} WHERE id IN (SELECT e.id FROM {table} e WHERE e.observed_at < %s "
            f"ORDER BY e.id LIMIT %s)")
-    total = 0
-    while True:
-        with transaction.atomic():
-            with connection.cursor() as cur:
-                if connection.vendor == "postgresql":
-                    cur.execute("SET LOCAL opsconsole.retention = 'on'")
-                cur.execute(sql, [before, batch])
-                deleted = cur.rowcount
-        total += deleted
-        if deleted < batch:
-            return total
+    return _sanctioned_delete(sql, before, batch)
 
 
 def retention_apply(*, runs_days: float | None, spans_days: float | None, events_days: float | None = None,
