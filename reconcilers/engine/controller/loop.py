@@ -12,7 +12,9 @@ keys (dispatch.pump) every `pump_interval`; enqueue every cached key
 every `resync_seconds`; archive the Kubernetes Events the events informer handed off (healing.archive: one
 INSERT per batch; while the database fails, the batch is kept and retried with a growing pause, and after
 ARCHIVE_MAX_ATTEMPTS failures written one by one, dropping only what still fails); run the healing step every
-`heal_interval` (healing.evaluator: anomaly rules, rollbacks, expired suspensions); set the workqueue gauges
+`heal_interval` (healing.evaluator: anomaly rules, rollbacks, expired suspensions) — with `background=True` (as
+`runcontroller` builds it) these two run on threads of their own (background.py), so an archive backlog or a slow
+healing step never holds up enqueueing and the pump; set the workqueue gauges
 (depth, unfinished work, longest running) from a queue
 depth count every `metrics_interval`. While the workqueue (Redis) cannot be reached, enqueues and pumps back off
 exponentially (`QUEUE_BACKOFF_MIN` doubling to `QUEUE_BACKOFF_MAX`) and the keys are kept: the loop neither
@@ -35,6 +37,7 @@ from typing import Any
 from reconcilers.core.reconciler import Reconciler, ResourceKind
 from reconcilers.core.types import Request
 from reconcilers.engine import metrics
+from reconcilers.engine.controller.background import BackgroundStep
 from reconcilers.engine.controller.events import (
     DELETED,
     InformerEvent,
@@ -55,6 +58,8 @@ QUEUE_BACKOFF_MIN = 0.1
 QUEUE_BACKOFF_MAX = 5.0
 #: the pause before a mirror sweep that failed (the database away) is tried again
 SWEEP_RETRY_SECONDS = 5.0
+#: the archive thread's pause when no Event waits (Controller(background=True))
+ARCHIVE_IDLE_SECONDS = 0.2
 #: the Events archive: the pause after a failed batch (doubling, capped) and the failures before one by one
 ARCHIVE_RETRY_MIN = 1.0
 ARCHIVE_RETRY_MAX = 30.0
@@ -225,6 +230,7 @@ class Controller:
         events_write: Callable[[list[EventPair]], int] | None = None,
         heal_interval: float | None = None,
         heal: Callable[[], Any] | None = None,
+        background: bool = False,
     ) -> None:
         self.api = api
         self.reconcilers = list(reconcilers)
@@ -267,6 +273,9 @@ class Controller:
         self.heal = heal
         self._next_heal = -float("inf")
         self.heals = 0
+        # the archive and the healing step on threads of their own (runcontroller), else inline in step() (tests)
+        self.background = background
+        self._threads: list[BackgroundStep] = []
 
         # which kinds are reconciled, which are owned, and by whom
         self.primary: dict[KindId, ResourceKind] = {}
@@ -341,6 +350,13 @@ class Controller:
             self.events_informer = Informer(self.api, EVENTS, self.handle_event, **self.informer_options)
         for informer in self._all_informers():
             informer.start()
+        if self.background:
+            if self.archive_events:
+                self._threads.append(BackgroundStep("archive", self._archive_events, ARCHIVE_IDLE_SECONDS))
+            if self.heal_interval > 0:
+                self._threads.append(BackgroundStep("healing", self._heal, self.heal_interval))
+            for thread in self._threads:
+                thread.start()
         self.running = True
         self._next_resync = self.clock() + self.resync_seconds
         self._next_checkpoint = self.clock() + self.checkpoint_seconds
@@ -355,6 +371,9 @@ class Controller:
             informer.signal_stop()
         for informer in informers:
             informer.stop()
+        for thread in self._threads:
+            thread.stop()
+        self._threads = []
         self.running = False
         self.events_informer = None
         self.handoff.clear()
@@ -403,10 +422,11 @@ class Controller:
             return did
         did |= self._enqueue_handed_off()
         did |= self._write_mirror()
-        did |= self._archive_events()
+        if not self.background:
+            did |= self._archive_events()
         did |= self._sweep_mirror()
         now = self.clock()
-        if self.heal_interval > 0 and now >= self._next_heal:
+        if not self.background and self.heal_interval > 0 and now >= self._next_heal:
             self._next_heal = now + self.heal_interval
             did |= self._heal()
         if now >= self._next_pump and now >= self._queue_retry_at:

@@ -89,7 +89,7 @@ class Command(BaseCommand):
                 retry_period=_seconds(options["retry_period"], "OPSCONSOLE_LEADER_RETRY_SECONDS", 2.0),
             )
             LEADER_ELECTION_MASTER.labels(elector.name).set(1 if elector.is_leader else 0)
-            controller = Controller(api, reconcilers, elector=elector)
+            controller = Controller(api, reconcilers, elector=elector, background=True)
             kinds = ", ".join(r.resource.kind for r in reconcilers) or "nothing"
             self.stdout.write(f"runcontroller: {elector.identity} reconciling {kinds}")
             self.stdout.flush()

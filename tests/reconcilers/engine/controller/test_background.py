@@ -1,0 +1,64 @@
+"""The controller's background steps: the Events archive and the healing step run on threads of their own under
+`runcontroller` (`Controller(background=True)`), so a slow one never holds up the loop's enqueueing and pump; in
+tests (`background=False`) the loop runs them inline."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+from reconcilers.engine.controller.background import BackgroundStep
+from reconcilers.engine.controller.loop import Controller
+
+
+def test_a_background_step_runs_again_at_once_after_work_and_survives_an_error():
+    calls: list[str] = []
+    done = threading.Event()
+
+    def step() -> bool:
+        calls.append("step")
+        if len(calls) == 2:
+            raise RuntimeError("the database is away")
+        if len(calls) >= 4:
+            done.set()
+        return len(calls) == 1
+
+    thread = BackgroundStep("test", step, idle=0.01)
+    thread.start()
+    assert done.wait(5)
+    thread.stop()
+    assert not thread.is_alive() and len(calls) >= 4
+
+
+def test_a_slow_background_step_does_not_hold_up_the_loop():
+    slow = threading.Event()
+    pumps: list[float] = []
+
+    def heal() -> bool:
+        slow.wait(5)  # a healing step stuck on a slow API server
+        return False
+
+    controller = Controller(None, [], enqueue=lambda key: True, pump=lambda: pumps.append(time.monotonic()) or 0,
+                            mirror=False, archive_events=False, heal_interval=0.01, heal=heal, background=True,
+                            pump_interval=0.0)
+    controller.running = True
+    controller._threads.append(BackgroundStep("healing", controller._heal, controller.heal_interval))
+    controller._threads[0].start()
+    try:
+        started = time.monotonic()
+        for _ in range(5):
+            controller.step()
+        assert len(pumps) == 5 and time.monotonic() - started < 1.0
+    finally:
+        slow.set()
+        controller._stop_informers()
+    assert controller._threads == []
+
+
+def test_without_background_the_loop_runs_the_healing_step_inline():
+    heals: list[int] = []
+    controller = Controller(None, [], enqueue=lambda key: True, pump=lambda: 0, mirror=False, archive_events=False,
+                            heal_interval=0.01, heal=lambda: heals.append(1))
+    controller.running = True
+    controller.step()
+    assert heals == [1]
