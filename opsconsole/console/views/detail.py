@@ -61,8 +61,10 @@ def resource_detail(request: HttpRequest, pk: int) -> HttpResponse:
     context: dict[str, Any] = {"r": obj}
     if want("machine"):
         info = next((k for k in kinds.kind_list() if k["group"] == obj.group and k["plural"] == obj.plural), None)
+        steps = [(seq, a, b, at) for seq, a, b, at in reversed(resources.resource_transitions(obj).order_by("-seq")
+                 .values_list("seq", "from_phase", "to_phase", "created_at")[:200])]  # the newest 200 steps
         context["machine"] = state_machine_svg(
-            info["state_machine"], current=obj.phase, path=stats.resource_path(obj), label=obj.kind,
+            info["state_machine"], current=obj.phase, steps=steps, label=obj.kind,
             state_href=lambda s: reverse("console:resources") + "?" + urlencode({"kind": obj.kind, "phase": s}),
         ) if info else None
     if want("timeline"):
