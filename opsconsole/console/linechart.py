@@ -68,7 +68,7 @@ def line_chart_svg(
     fmt: Callable[[float], str] = number,
     chart_id: str = "chart",
     width: int = 1200,
-    height: int = 220,
+    height: int = 230,
 ) -> SafeString:
     """A line chart of `series` ((name, values per bucket), None: no data in that bucket).
 
@@ -76,7 +76,7 @@ def line_chart_svg(
     ((time, label)) are placed on the time axis with a vertical gridline each; without it, the buckets are
     spread evenly and `labels` name the two ends. `unit` labels the y axis and the description; `chart_id`
     makes the title/description ids unique on the page."""
-    pad_l, pad_r, pad_t, pad_b = 64, 16, 34, 30
+    pad_l, pad_r, pad_t, pad_b = 64, 16, 44, 30
     inner_w, inner_h = width - pad_l - pad_r, height - pad_t - pad_b
     values = [v for _, points in series for v in points if v is not None]
     y_ticks = nice_ticks(max(values) if values else 0.0)
@@ -106,10 +106,9 @@ def line_chart_svg(
              f'role="img" aria-label="{escape(title)}" aria-labelledby="{cid}-title {cid}-desc" id="{cid}">',
              f'<title id="{cid}-title">{escape(title)}</title>',
              f'<desc id="{cid}-desc">{escape(desc)}; {escape("; ".join(summary))}.</desc>',
-             f'<text x="{pad_l}" y="16" class="chart-title">{escape(title)}</text>']
+             f'<text x="6" y="14" class="chart-title">{escape(title)}</text>']
     if unit:
-        parts.append(f'<text x="{pad_l - 8}" y="{pad_t - 8}" text-anchor="end" class="tick axis-unit">'
-                     f'{escape(unit)}</text>')
+        parts.append(f'<text x="6" y="{pad_t - 10}" class="tick axis-unit">{escape(unit)}</text>')
     for v in y_ticks:
         y = y_of(v)
         parts.append(f'<line x1="{pad_l}" y1="{y:.1f}" x2="{width - pad_r}" y2="{y:.1f}" class="grid"/>')

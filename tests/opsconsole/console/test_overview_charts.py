@@ -45,7 +45,7 @@ def test_each_window_draws_three_charts_with_clock_time_ticks_units_and_a_legend
     for svg, unit in ((rate, "reconciles/s"), (errors, "errors/s"), (time_, "ms")):
         assert _x_ticks(svg) == ticks
         assert f'class="tick axis-unit">{unit}<' in svg
-        assert 'viewBox="0 0 1200 220"' in svg and 'width=' not in svg.split(">", 1)[0].replace("viewBox", "")
+        assert 'viewBox="0 0 1200 230"' in svg and 'width=' not in svg.split(">", 1)[0].replace("viewBox", "")
         assert svg.count('class="grid"') >= 2 and "<desc id=" in svg and "<title id=" in svg
         assert f"over the last {WINDOWS[key].label} in {WINDOWS[key].step_label} buckets" in svg
     assert re.search(r'class="legend line-0">p50<', time_) and re.search(r'class="legend line-1">p99<', time_)
