@@ -16,18 +16,22 @@ Two consecutive runs (in time order) are one group when they have the same resul
 same phase, no transition between them (the newer one recorded none and none happened in between), and neither
 handled a manual reconcile request (a manual run is always a row of its own: someone asked for it). So a stuck
 resource with one `requeue_after` run every 5 s is one group, and a phase change always starts a new one.
+
+`trace_run` answers the trace page's "which run and resource is this trace?": the reconcile span names the key
+(`opsconsole.key`), and the run is found through the (key, started_at) index near the span's start, so the read
+stays bounded without an index on `ReconcileRun.trace_id`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from django.db.models import Q
 
-from reconcilers.models import Resource, Transition
+from reconcilers.models import ReconcileRun, Resource, Transition
 from reconcilers.services.selectors.resources import resource_runs, resource_transitions
 
 
@@ -141,4 +145,30 @@ def resource_run_groups(resource: Resource, *, limit: int = 50) -> list[RunGroup
     return run_groups(page, transitions, current_phase=resource.phase)
 
 
-__all__ = ["RunGroup", "resource_run_groups", "run_groups"]
+def trace_key(spans: Sequence[Any]) -> str:
+    """The workqueue key a trace's spans name (`opsconsole.key` on the reconcile span, the earliest first); ''."""
+    for span in sorted(spans, key=lambda s: (bool(s.parent_span_id), s.start_time)):
+        attributes = span.attributes if isinstance(span.attributes, dict) else {}
+        if isinstance(attributes.get("opsconsole.key"), str) and attributes["opsconsole.key"]:
+            return attributes["opsconsole.key"]
+    return ""
+
+
+def trace_run(trace_id: str, spans: Sequence[Any]) -> tuple[ReconcileRun | None, Resource | None]:
+    """The run recorded with this trace and its resource (either None when not found): the run of the key the
+    spans name, started within a minute of the spans, with this trace id; the resource the run links to, else the
+    newest mirror of the key."""
+    key = trace_key(spans)
+    if not key:
+        return None, None
+    start = min(s.start_time for s in spans)
+    end = max(s.end_time for s in spans)
+    run = (ReconcileRun.objects.filter(key=key, trace_id=trace_id.lower(), started_at__gte=start - timedelta(minutes=1),
+                                       started_at__lte=end + timedelta(minutes=1))
+           .select_related("resource").order_by("-started_at").first())
+    resource = run.resource if run is not None and run.resource is not None else (
+        Resource.objects.filter(key=key).order_by("-id").first())
+    return run, resource
+
+
+__all__ = ["RunGroup", "resource_run_groups", "run_groups", "trace_key", "trace_run"]

@@ -233,7 +233,8 @@ def test_the_trace_page_draws_the_waterfall_and_links_out_when_configured(as_rol
     assert 'class="indent-1"' in html and 'x="500.0"' in html and 'width="500.0"' in html
     assert "span-error" in html and "http.status_code" in html
     assert "Open in the tracing UI" not in html
-    settings.OPSCONSOLE_TRACE_URL_TEMPLATE = "https://jaeger.example/trace/{trace_id}"
+    settings.OPSCONSOLE_TRACE_UI_URL = "https://jaeger.example/trace/{trace_id}"
+    settings.OTEL_EXPORTER_OTLP_ENDPOINT = "http://jaeger:4318"
     assert f'href="https://jaeger.example/trace/{tid}"' in client.get(f"/traces/{tid}/").content.decode()
     assert "No spans are stored" in client.get(f"/traces/{'f' * 32}/").content.decode()
     assert client.get("/traces/not-a-trace/").status_code == 404
