@@ -57,5 +57,5 @@ class ResourceTreeView(NamespacedMixin, APIView):
             resource = resources.resource_get(int(pk), namespaces=self.namespaces)
         except (ValueError, OverflowError, Resource.DoesNotExist) as exc:
             raise NotFound("No such object, or it is outside your namespaces.") from exc
-        tree = health_tree.resource_tree(resource)
+        tree = health_tree.resource_tree(resource, namespaces=self.namespaces)
         return Response({"root": tree.root.as_dict(), "error": tree.error})

@@ -90,7 +90,7 @@ def resource_detail(request: HttpRequest, pk: int) -> HttpResponse:
             except (ReconcileRequest.DoesNotExist, ValidationError, ValueError):
                 context["current_request"] = None
     if want("tree"):  # the health tree: one cached LIST per child kind (health_tree)
-        context["tree"] = health_tree.resource_tree(obj)
+        context["tree"] = health_tree.resource_tree(obj, namespaces=namespaces)
         context["children"] = resources.resource_children_map([obj]).get(obj.uid, [])
     if wanted is None:
         context.update({"events": resources.resource_events(obj, limit=50),

@@ -328,8 +328,10 @@ def tree_kinds(owns: tuple[ResourceKind, ...] | list[ResourceKind]) -> list[Reso
     return out
 
 
-def resource_tree(resource: Resource, *, api: Any = None) -> HealthTree:
-    """The resource's health tree, read live (one cached LIST per kind; see the module docstring)."""
+def resource_tree(resource: Resource, *, namespaces: frozenset[str] | None = None, api: Any = None) -> HealthTree:
+    """The resource's health tree, read live (one cached LIST per kind; see the module docstring); only objects in
+    `namespaces` ('' for cluster-scoped ones) when given: a cluster-scoped resource (a Tenant) may own objects in
+    namespaces its viewer may not see."""
     root = _resource_node(resource)
     try:
         rec = registry.for_key(resource.key)
@@ -355,6 +357,8 @@ def resource_tree(resource: Resource, *, api: Any = None) -> HealthTree:
             return
         for kind, obj in sorted(by_owner.get(node.uid, []), key=lambda ko: (ko[0].kind, _name(ko[1]))):
             child = _node(kind, obj, node.depth + 1)
+            if namespaces is not None and child.namespace not in namespaces:
+                continue
             if child.uid and child.uid not in seen:
                 seen.add(child.uid)
                 node.children.append(child)
@@ -460,7 +464,7 @@ def _live_event(e: dict[str, Any]) -> dict[str, Any]:
     source = e.get("source") or {}
     return {"name": meta.get("name", ""), "type": e.get("type", ""), "reason": e.get("reason", ""),
             "message": e.get("message", ""), "count": e.get("count") or 1,
-            "last_timestamp": e.get("lastTimestamp") or e.get("eventTime") or meta.get("creationTimestamp") or "",
+            "last_timestamp": e.get("lastTimestamp") or e.get("eventTime") or meta.get("creationTimestamp") or None,
             "source": source.get("component", "") if isinstance(source, dict) else str(source), "live": True}
 
 
@@ -483,7 +487,7 @@ def object_page(kind: ResourceKind, namespace: str, name: str, *, api: Any = Non
         if uid:
             listed = kube.list_objects(api, EVENT, ns or None, field_selector=f"involvedObject.uid={uid}",
                                        timeout=LIST_TIMEOUT).items
-            page.events = sorted((_live_event(e) for e in listed), key=lambda e: str(e["last_timestamp"]),
+            page.events = sorted((_live_event(e) for e in listed), key=lambda e: str(e["last_timestamp"] or ""),
                                  reverse=True)
     except Exception as exc:  # the object is shown; what could not be read is said
         log.info("object page of %s %s/%s partly read: %s", kind.kind, ns, name, exc)

@@ -139,3 +139,17 @@ def test_only_owned_kinds_their_descendants_and_events_are_viewable(builtin_kind
     assert ht.viewable_kind("core", "v1", "events") is not None
     assert ht.viewable_kind("core", "v1", "secrets") is None
     assert ht.viewable_kind("apps", "v2", "deployments") is None  # the version must match too
+
+
+@pytest.mark.django_db
+def test_a_cluster_scoped_resources_tree_hides_objects_outside_the_viewers_namespaces(fake):
+    tenant = f.resource("acme", kind=f.TENANT, uid="t-uid")
+    api = fake({"namespaces": [{"metadata": _meta("acme", "n1", "t-uid", namespace="")}],
+                "resourcequotas": [{"metadata": _meta("quota", "q1", "t-uid", namespace="acme")}],
+                "rolebindings": [{"metadata": _meta("admins", "b1", "t-uid", namespace="acme")}]})
+    everything = [(n.kind, n.name) for n in ht.resource_tree(tenant, api=object()).rows()]
+    assert everything == [("Tenant", "acme"), ("Namespace", "acme"), ("ResourceQuota", "quota"),
+                          ("RoleBinding", "admins")]
+    limited = ht.resource_tree(tenant, namespaces=frozenset({""}), api=object())
+    assert [(n.kind, n.name) for n in limited.rows()] == [("Tenant", "acme"), ("Namespace", "acme")]
+    assert ("resourcequotas", None) in api.calls  # a cluster-scoped owner: its namespaced children in any namespace
