@@ -114,6 +114,7 @@ def test_an_object_outside_the_users_namespaces_is_a_404(as_role, cluster):
     res = f.resource("mc", "team-a")
     fake = cluster(res.uid)
     assert as_role("viewer", ["team-b"]).get(POD_PATH.format(ns="team-a")).status_code == 404
+    assert as_role(None).get(POD_PATH.format(ns="team-a")).status_code == 403  # no role: as the resource pages
     assert fake.gets == []  # refused before any read
 
 
