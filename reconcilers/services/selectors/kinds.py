@@ -43,7 +43,7 @@ def kind_list() -> list[dict[str, Any]]:
     return out
 
 
-_class_map: tuple[tuple[int, ...], dict[str, str]] | None = None
+_class_map: tuple[tuple[tuple[type, int], ...], dict[str, str]] | None = None
 
 
 def phase_class_map() -> dict[str, str]:
@@ -52,7 +52,7 @@ def phase_class_map() -> dict[str, str]:
     only when the registered kinds change (the badges ask for it once per phase shown)."""
     global _class_map
     regs = registry.registered()
-    key = tuple(id(rec) for rec in regs)
+    key = tuple((type(rec), id(rec)) for rec in regs)
     cached = _class_map
     if cached is not None and cached[0] == key:
         return cached[1]
