@@ -4,11 +4,13 @@ heartbeat and uptime; runs per minute per worker over the last hour; the workque
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any
 
 from django.http import HttpRequest, HttpResponse
 
 from opsconsole.accounts.roles import user_namespaces
+from opsconsole.console.linechart import line_chart_svg, time_ticks
 from opsconsole.console.live import page
 from opsconsole.console.security import console_page
 from reconcilers.services import workers as workers_service
@@ -45,11 +47,22 @@ def _context(request: HttpRequest) -> dict[str, Any]:
         s["bars"] = _bars(s["per_minute"], peak)
     try:
         depth, depth_error = queue.queue_snapshot(namespaces=namespaces, limit=0), ""
+        depth_chart = _depth_chart() if namespaces is None else None
     except Exception as exc:  # Redis down
-        depth, depth_error = None, f"Redis did not answer: {type(exc).__name__}"
+        depth, depth_error, depth_chart = None, f"Redis did not answer: {type(exc).__name__}", None
     return {"snap": snap, "rows": rows, "series": series, "peak": peak, "depth": depth,
-            "depth_error": depth_error, "window": workers_service.WINDOW_MINUTES,
+            "depth_error": depth_error, "depth_chart": depth_chart, "window": workers_service.WINDOW_MINUTES,
             "chart_w": CHART_W, "chart_h": CHART_H}
+
+
+def _depth_chart() -> Any:
+    """The workqueue's depth over the last hour (the controller's samples), as a line chart."""
+    start, per_minute = queue.queue_depth_history(minutes=workers_service.WINDOW_MINUTES)
+    end = start + timedelta(minutes=len(per_minute))
+    return line_chart_svg("Workqueue depth", [("keys waiting", per_minute)], window=(start, end),
+                          ticks=time_ticks(start, end, timedelta(minutes=15)), unit="keys",
+                          description="keys waiting in the workqueue, the largest sample of each minute",
+                          chart_id="depth-chart", height=180)
 
 
 @console_page

@@ -6,6 +6,8 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from django.utils import timezone
+
 from reconcilers.core.types import Request
 from reconcilers.engine import dispatch
 
@@ -97,3 +99,17 @@ def runs_last_hour(*, namespaces: frozenset[str] | None = None, minutes: int = 6
 def key_namespace(key: str) -> str | None:
     """The namespace a workqueue key names ('' for a cluster-scoped object; None for no valid key)."""
     return _namespace_of(key)
+
+
+def queue_depth_history(*, minutes: int = 60, now: datetime | None = None) -> tuple[datetime, list[int | None]]:
+    """The workqueue's depth over the last `minutes`, one value per minute (the largest sample in it; None where
+    the controller recorded none), and the window's start. Whole-queue counts: callers show it only to users who
+    see every namespace (the totals of keys in namespaces one cannot see are not theirs to read)."""
+    now = now or timezone.now()
+    start = now - timedelta(minutes=minutes)
+    per_minute: list[int | None] = [None] * minutes
+    for at, depth in dispatch.get_queue().depth_history():
+        i = int((at - start.timestamp()) // 60)
+        if 0 <= i < minutes:
+            per_minute[i] = max(per_minute[i] or 0, depth)
+    return start, per_minute

@@ -83,3 +83,24 @@ def test_an_empty_queue_says_what_the_page_shows_and_the_last_hours_runs(as_role
     html = as_role("viewer").get("/queue/").content.decode()
     assert "The queue is empty" in html and 'href="/workers/"' in html
     assert re.search(r'id="queue-recent-runs">2<.*id="queue-recent-failed">1<', html, re.S)
+
+
+def test_the_workqueue_depth_over_the_last_hour_is_drawn_for_someone_who_sees_every_namespace(
+        as_role, monkeypatch):
+    import time as clock
+
+    from reconcilers.engine import dispatch
+
+    queue_ = dispatch.get_queue()
+    now = clock.time()
+    for minutes_ago, depth in ((50, 3), (20, 12), (2, 7)):
+        queue_.record_depth(depth, now - minutes_ago * 60)
+    assert [d for _, d in queue_.depth_history()] == [3, 12, 7]
+    from reconcilers.services import workers as workers_service
+
+    monkeypatch.setattr(workers_service, "workers_snapshot", lambda **_: {"workers": [], "error": "", "at": now,
+                                                                          "timeout": 0.75})
+    page = as_role("admin").get("/workers/").content.decode()
+    assert 'id="depth-history"' in page and "Workqueue depth" in page
+    limited = as_role("viewer", ["team-a"]).get("/workers/").content.decode()
+    assert 'id="depth-history"' not in limited  # whole-queue counts are not for a namespace-limited user
