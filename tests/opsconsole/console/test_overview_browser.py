@@ -5,8 +5,6 @@ no JavaScript console errors."""
 
 from __future__ import annotations
 
-import os
-from collections.abc import Iterator
 from datetime import datetime, timedelta
 
 import pytest
@@ -15,22 +13,11 @@ from playwright.sync_api import expect
 
 from reconcilers.services.selectors import stats
 from tests.opsconsole.api import factories as f
-from tests.opsconsole.console.test_browser import ARGS, CHROMIUM, SHOTS
+from tests.opsconsole.console.conftest import signed_in
+from tests.opsconsole.console.test_browser import SHOTS
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
-
-@pytest.fixture(scope="module")
-def chromium() -> Iterator:
-    """One headless Chromium for the module."""
-    os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"  # the ORM is used next to Playwright's sync loop
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as p:
-        expect.set_options(timeout=10000)
-        b = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=ARGS)
-        yield b
-        b.close()
 
 
 def _minutes_apart(labels: list[str]) -> set[int]:
@@ -46,17 +33,8 @@ def test_a_fresh_start_overview_shows_the_strip_and_charts_over_a_window(chromiu
     for minutes in (1, 1, 5, 12, 25, 40, 55):  # a fresh start: runs over the last hour, not one spike
         f.run(res, at=now - timedelta(minutes=minutes, seconds=5), duration=0.05 * minutes)
     user = f.user("overview-viewer", "viewer")
-    context = chromium.new_context(viewport={"width": 1280, "height": 900})
-    page = context.new_page()
-    errors: list[str] = []
-    page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
-    page.on("pageerror", lambda e: errors.append(str(e)))
+    context, page, errors = signed_in(chromium, live_server.url, user, width=1280, height=900)
     try:
-        page.goto(live_server.url + "/login/")
-        page.fill("#id_username", user.username)
-        page.fill("#id_password", "pw-" + user.username)
-        page.click("button[type=submit]")
-        page.wait_for_url(live_server.url + "/")
         strip = page.locator("#engine-strip")
         expect(strip).to_be_visible()
         expect(strip.locator(".workers-count")).to_have_text("1")

@@ -4,8 +4,6 @@ repeated requeue_after runs are one row that opens from the keyboard; no JavaScr
 
 from __future__ import annotations
 
-import os
-from collections.abc import Iterator
 from datetime import timedelta
 
 import pytest
@@ -13,23 +11,11 @@ from django.utils import timezone
 from playwright.sync_api import expect
 
 from tests.opsconsole.api import factories as f
-from tests.opsconsole.console.test_browser import ARGS, CHROMIUM
+from tests.opsconsole.console.conftest import signed_in
 from tests.opsconsole.console.test_runs_and_trace_pages import TID, _failed_trace
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
-
-@pytest.fixture(scope="module")
-def chromium() -> Iterator:
-    """One headless Chromium for the module."""
-    os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"  # the ORM is used next to Playwright's sync loop
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as p:
-        expect.set_options(timeout=10000)
-        b = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=ARGS)
-        yield b
-        b.close()
 
 
 def test_a_failed_trace_is_marked_failed_and_links_back_to_its_collapsed_runs(chromium, live_server, queue):
@@ -40,17 +26,8 @@ def test_a_failed_trace_is_marked_failed_and_links_back_to_its_collapsed_runs(ch
         f.run(res, result="requeue_after", duration=0.05, at=t0 + timedelta(seconds=5 * i))
     _failed_trace(res)  # the newest run: an error, with its trace's spans
     user = f.user("trace-viewer", "viewer")
-    context = chromium.new_context(viewport={"width": 1280, "height": 900})
-    page = context.new_page()
-    errors: list[str] = []
-    page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
-    page.on("pageerror", lambda e: errors.append(str(e)))
+    context, page, errors = signed_in(chromium, live_server.url, user, width=1280, height=900)
     try:
-        page.goto(live_server.url + "/login/")
-        page.fill("#id_username", user.username)
-        page.fill("#id_password", "pw-" + user.username)
-        page.click("button[type=submit]")
-        page.wait_for_url(live_server.url + "/")
         page.goto(f"{live_server.url}/traces/{TID}/")
         expect(page.locator("#trace-outcome")).to_contain_text("failed")
         expect(page.locator("section.trace-context.trace-failed")).to_be_visible()

@@ -5,10 +5,8 @@ object page with its YAML. At 1280 px, no JavaScript console errors."""
 
 from __future__ import annotations
 
-import os
 import re
 import time
-from collections.abc import Iterator
 
 import pytest
 from playwright.sync_api import expect
@@ -17,25 +15,13 @@ from reconcilers.engine import kube
 from reconcilers.kinds.memcached import DEPLOYMENT, MEMCACHED, POD
 from reconcilers.services.selectors import health_tree
 from tests.opsconsole.api import factories as f
-from tests.opsconsole.console.test_browser import ARGS, CHROMIUM
+from tests.opsconsole.console.conftest import signed_in
 from tests.reconcilers import conftest as reconcilers_conftest
 
 builtin_kinds_only = reconcilers_conftest.builtin_kinds_only  # the fixture, for this module
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 WAITING = re.compile("ImagePullBackOff|ErrImagePull")
 
-
-@pytest.fixture(scope="module")
-def chromium() -> Iterator:
-    """One headless Chromium for the module."""
-    os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"  # the ORM is used next to Playwright's sync loop
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as p:
-        expect.set_options(timeout=10000)
-        b = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=ARGS)
-        yield b
-        b.close()
 
 
 def broken_memcached(kapi, namespace: str):
@@ -68,17 +54,8 @@ def test_a_broken_child_shows_the_pods_waiting_reason_and_links_to_its_page(
     res, pod_name = broken_memcached(kapi, namespace)
     health_tree.cache_clear()
     user = f.user("tree-viewer", "viewer", [namespace])
-    context = chromium.new_context(viewport={"width": 1280, "height": 900})
-    page = context.new_page()
-    errors: list[str] = []
-    page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
-    page.on("pageerror", lambda e: errors.append(str(e)))
+    context, page, errors = signed_in(chromium, live_server.url, user, width=1280, height=900)
     try:
-        page.goto(live_server.url + "/login/")
-        page.fill("#id_username", user.username)
-        page.fill("#id_password", "pw-" + user.username)
-        page.click("button[type=submit]")
-        page.wait_for_url(live_server.url + "/")
         page.goto(f"{live_server.url}/resources/{res.pk}/")
         row = page.locator(f'#health-tree tr[data-kind="Pod"][data-name="{pod_name}"]')
         expect(row).to_contain_text(WAITING)
