@@ -2,6 +2,8 @@
 FROM python:3.11-slim
 ENV PYTHONUNBUFFERED=1 PIP_DISABLE_PIP_VERSION_CHECK=1
 WORKDIR /app
+# Graphviz: the console lays out state machine diagrams with `dot` (without it, a simpler layout)
+RUN apt-get update && apt-get install -y --no-install-recommends graphviz && rm -rf /var/lib/apt/lists/*
 COPY pyproject.toml README.md ./
 COPY opsconsole ./opsconsole
 COPY reconcilers ./reconcilers

@@ -216,6 +216,9 @@ KUBESIM_KUBECONFIG = DATA_DIR / "kubeconfig"
 # Observability: each is off (no-op, zero cost) unless configured.
 PROMETHEUS_URL = os.environ.get("PROMETHEUS_URL") or None
 OTEL_EXPORTER_OTLP_ENDPOINT = os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT") or None
+OPSCONSOLE_TRACE_UI_URL = os.environ.get("OPSCONSOLE_TRACE_UI_URL", "")  # e.g. http://jaeger:16686/trace/{trace_id}
+# Graphviz's dot, which lays out the console's state machine diagrams (a simpler layout without it)
+OPSCONSOLE_DOT_PATH = os.environ.get("OPSCONSOLE_DOT_PATH", "dot")
 # Spans go to the database span store (the console's trace view) unless OPSCONSOLE_TRACING=off.
 OPSCONSOLE_TRACING = os.environ.get("OPSCONSOLE_TRACING", "on")
 OPSCONSOLE_SPAN_RETENTION_HOURS = env_number("OPSCONSOLE_SPAN_RETENTION_HOURS", 168)

@@ -147,6 +147,9 @@ class StateMachineSerializer(serializers.Serializer):
     initial = serializers.CharField()
     terminal = serializers.ListField(child=serializers.CharField())
     transitions = serializers.ListField(child=serializers.DictField(child=serializers.CharField()))
+    classes = serializers.DictField(
+        child=serializers.CharField(), required=False,
+        help_text="each state's semantic class: ready, progressing, warning, failed or terminal")
 
 
 class OwnedKindSerializer(serializers.Serializer):

@@ -6,7 +6,7 @@ from django.urls import URLPattern, include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, SpectacularSwaggerView
 from rest_framework.routers import SimpleRouter
 
-from opsconsole.api import actions, by_key, healing, reads, revisions, tokens
+from opsconsole.api import actions, by_key, healing, reads, revisions, tokens, tree
 from opsconsole.api.pagination import NewestFirstPagination
 
 router = SimpleRouter(trailing_slash=False)
@@ -52,6 +52,7 @@ urlpatterns = [
     path("resources/<str:pk>/reconcile", actions.ResourceReconcileView.as_view(), name="resource-reconcile"),
     path("resources/<str:pk>/revisions", revisions.ResourceRevisionsView.as_view(), name="resource-revisions"),
     path("resources/<str:pk>/healing", healing.ResourceHealingView.as_view(), name="resource-healing"),
+    path("resources/<str:pk>/tree", tree.ResourceTreeView.as_view(), name="resource-tree"),
     *(path(f"resources/<str:pk>/{sub}", view.as_view(), name=f"resource-{sub}")
       for sub, view in healing.ACTIONS.items()),
     path("healing", healing.HealingOverviewView.as_view(), name="healing"),

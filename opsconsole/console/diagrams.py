@@ -1,75 +1,45 @@
-"""Server-rendered inline SVG: a kind's state machine (states with their counts and median dwell time, edges
-with their transition counts, the current state and a resource's path highlighted, every state a link to its
-resources) and small line charts. Every text is escaped; no inline style (the CSP forbids it): colours come
-from classes in console.css."""
+"""Server-rendered inline SVG of a kind's state machine, laid out by Graphviz (`graph_layout`): states coloured
+by their semantic class (ready, progressing, warning, failed, terminal; the same classes as the badges) with
+their resources now and how long those have been there (median / max), edges drawn faint until something
+took them and labelled with their transitions (last hour / last day) only then, a resource's path marked
+with the order and time of each step, every state a link to its resources (the line charts are in
+`linechart`). Every text is escaped; no inline style (the CSP forbids it): colours come from classes in
+console.css."""
 
 from __future__ import annotations
 
-import math
+import re
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
+from django.utils import timezone
 from django.utils.html import escape
 from django.utils.safestring import SafeString, mark_safe
 
-from opsconsole.console.templatetags.console import duration
+from opsconsole.console.graph_layout import NODE_H, NODE_W, machine_layout
+from opsconsole.console.templatetags.console import SEMANTIC_BADGE, duration
 
-NODE_W, NODE_H, COL_GAP, ROW_GAP, PAD = 150, 58, 90, 36, 24
-
-
-@dataclass
-class _Node:
-    name: str
-    x: float
-    y: float
+#: a glyph per semantic class: the state's class shows in its shape of text, not only in its colour
+CLASS_GLYPH = {"ready": "✓", "progressing": "…", "warning": "!", "failed": "✕", "terminal": "■"}
+#: one step of a resource: (order number, from phase, to phase, when)
+Step = tuple[int, str, str, datetime]
 
 
-def _layers(machine: dict[str, Any]) -> dict[str, int]:
-    """Each state's column: its distance from the initial state (breadth first)."""
-    succ: dict[str, list[str]] = {}
-    for e in machine["transitions"]:
-        succ.setdefault(e["from"], []).append(e["to"])
-    depth = {machine["initial"]: 0}
-    frontier = [machine["initial"]]
-    while frontier:
-        nxt = []
-        for s in frontier:
-            for t in succ.get(s, []):
-                if t not in depth:
-                    depth[t] = depth[s] + 1
-                    nxt.append(t)
-        frontier = nxt
-    for s in machine["states"]:
-        depth.setdefault(s, 0)
-    return depth
+def _clock(moment: datetime, fmt: str = "%H:%M") -> str:
+    return (timezone.localtime(moment) if timezone.is_aware(moment) else moment).strftime(fmt)
 
 
-def _layout(machine: dict[str, Any]) -> tuple[dict[str, _Node], float, float]:
-    depth = _layers(machine)
-    columns: dict[int, list[str]] = {}
-    for s in machine["states"]:
-        columns.setdefault(depth[s], []).append(s)
-    rows = max(len(c) for c in columns.values())
-    height = PAD * 2 + rows * NODE_H + (rows - 1) * ROW_GAP
-    nodes = {}
-    for col, states in columns.items():
-        block = len(states) * NODE_H + (len(states) - 1) * ROW_GAP
-        top = (height - block) / 2
-        for i, s in enumerate(states):
-            nodes[s] = _Node(s, PAD + col * (NODE_W + COL_GAP), top + i * (NODE_H + ROW_GAP))
-    width = PAD * 2 + len(columns) * NODE_W + (len(columns) - 1) * COL_GAP
-    return nodes, width, height
-
-
-def _border_point(node: _Node, tx: float, ty: float) -> tuple[float, float]:
-    """Where the line from the node's centre towards (tx, ty) leaves its rectangle."""
-    cx, cy = node.x + NODE_W / 2, node.y + NODE_H / 2
-    dx, dy = tx - cx, ty - cy
-    if dx == 0 and dy == 0:
-        return cx, cy
-    scale = min((NODE_W / 2) / abs(dx) if dx else math.inf, (NODE_H / 2) / abs(dy) if dy else math.inf)
-    return cx + dx * scale, cy + dy * scale
+def _visits(steps: Sequence[Step], now: datetime) -> dict[str, tuple[int, float]]:
+    """Per state: how many times the resource entered it and the seconds it spent there in all (the current
+    stay until now)."""
+    out: dict[str, tuple[int, float]] = {}
+    ordered = sorted(steps, key=lambda s: s[0])
+    for i, (_, _, to, at) in enumerate(ordered):
+        until = ordered[i + 1][3] if i + 1 < len(ordered) else now
+        n, total = out.get(to, (0, 0.0))
+        out[to] = (n + 1, total + max(0.0, (until - at).total_seconds()))
+    return out
 
 
 def state_machine_svg(
@@ -79,123 +49,121 @@ def state_machine_svg(
     hour: dict[tuple[str, str], int] | None = None,
     day: dict[tuple[str, str], int] | None = None,
     dwell: dict[str, float] | None = None,
+    dwell_now: dict[str, dict[str, float]] | None = None,
     current: str = "",
     path: Sequence[tuple[str, str]] = (),
+    steps: Sequence[Step] = (),
+    classes: dict[str, str] | None = None,
     state_href: Callable[[str], str] | None = None,
     label: str = "",
+    now: datetime | None = None,
 ) -> SafeString:
-    """The machine as an `<svg>`: with `counts`, each state shows its resources; with `hour`/`day`, each edge its
-    transitions (last hour / last day); `dwell` the median seconds before leaving; `current` and `path` are
-    highlighted; `state_href(state)` makes each state a link."""
-    nodes, width, height = _layout(machine)
-    taken = set(path)
-    parts = [f'<svg class="machine" viewBox="0 0 {width:.0f} {height:.0f}" width="{width:.0f}" '
-             f'height="{height:.0f}" role="img" aria-label="{escape(label or machine["name"])} state machine">',
-             '<defs><marker id="arrow" viewBox="0 0 10 10" refX="9" refY="5" markerWidth="9" markerHeight="9" '
-             'markerUnits="userSpaceOnUse" orient="auto-start-reverse">'
-             '<path d="M0,0 L10,5 L0,10 z" class="arrowhead"/></marker></defs>']
+    """The machine as an `<svg>`. `counts`: the resources in each state now; `dwell_now`: {state: {"median",
+    "max"}} seconds they have been there; `dwell`: the median seconds before leaving (in the state's title);
+    `hour`/`day`: transitions per edge (an edge none took in the day is faint and unlabelled); `current` and
+    `path` (edges) or `steps` (a resource's transitions, numbered, with their times) are marked; `classes`:
+    each state's semantic class (default: the machine's own `classes`, else progressing);
+    `state_href(state)` makes each state a link."""
+    layout = machine_layout(machine)
+    now = now or timezone.now()
+    classes = classes if classes is not None else machine.get("classes") or {}
+    prefix = "sm-" + (re.sub(r"[^A-Za-z0-9_-]", "-", label or machine["name"]) or "m")
+    taken_steps: dict[tuple[str, str], list[Step]] = {}
+    for step in steps:
+        taken_steps.setdefault((step[1], step[2]), []).append(step)
+    taken = set(path) | set(taken_steps)
+    visits = _visits(steps, now) if steps else {}
+    width, height = layout.width, layout.height
+    parts = [f'<svg class="machine graph" viewBox="0 0 {width:.0f} {height:.0f}" width="{width:.0f}" '
+             f'height="{height:.0f}" role="img" aria-label="{escape(label or machine["name"])} state machine" '
+             f'data-layout="{layout.engine}">', "<defs>"]
+    for kind in ("faint", "active", "taken"):
+        parts.append(f'<marker id="{prefix}-{kind}" viewBox="0 0 10 10" refX="10" refY="5" markerWidth="11" '
+                     f'markerHeight="11" markerUnits="userSpaceOnUse" orient="auto">'
+                     f'<path d="M0,0 L10,5 L0,10 z" class="arrowhead arrowhead-{kind}"/></marker>')
+    parts.append("</defs>")
+    labels: list[str] = []  # drawn after every edge so that no curve crosses a label
+    counted = hour is not None or day is not None
     for e in machine["transitions"]:
-        a, b = nodes[e["from"]], nodes[e["to"]]
-        ax, ay = a.x + NODE_W / 2, a.y + NODE_H / 2
-        bx, by = b.x + NODE_W / 2, b.y + NODE_H / 2
-        length = math.hypot(bx - ax, by - ay) or 1
-        nx, ny = -(by - ay) / length, (bx - ax) / length  # the normal: opposite edges bend to opposite sides
-        bend = 26 if abs(bx - ax) < 1 or abs(by - ay) < 1 else 18
-        mx, my = (ax + bx) / 2 + nx * bend, (ay + by) / 2 + ny * bend
-        sx, sy = _border_point(a, mx, my)
-        ex, ey = _border_point(b, mx, my)
-        klass = "edge taken" if (e["from"], e["to"]) in taken else "edge"
-        n_hour = (hour or {}).get((e["from"], e["to"]), 0)
-        n_day = (day or {}).get((e["from"], e["to"]), 0)
-        if n_day:
-            klass += " active"
-        title = f'{e["from"]} → {e["to"]}'
-        if hour is not None or day is not None:
+        edge = (e["from"], e["to"])
+        route = layout.edges.get(edge)
+        if route is None:
+            continue
+        n_hour, n_day = (hour or {}).get(edge, 0), (day or {}).get(edge, 0)
+        klass, marker = "edge", "faint"
+        if edge in taken:
+            klass, marker = "edge taken", "taken"
+        elif n_day or n_hour:
+            klass, marker = "edge active", "active"
+        else:
+            klass += " faint"
+        title = f"{e['from']} → {e['to']}"
+        if counted:
             title += f": {n_hour} in the last hour, {n_day} in the last day"
-        parts.append(f'<g class="{klass}"><title>{escape(title)}</title>'
-                     f'<path d="M{sx:.1f},{sy:.1f} Q{mx:.1f},{my:.1f} {ex:.1f},{ey:.1f}" marker-end="url(#arrow)"/>')
-        if hour is not None or day is not None:
-            lx, ly = (sx + 2 * mx + ex) / 4, (sy + 2 * my + ey) / 4
-            parts.append(f'<text x="{lx:.1f}" y="{ly + 4:.1f}" class="edge-label" text-anchor="middle">'
-                         f'{n_hour}/{n_day}</text>')
-        parts.append("</g>")
+        these = sorted(taken_steps.get(edge, []), key=lambda s: s[0])
+        if these:
+            title += "; this resource: " + ", ".join(f"#{s[0]} at {_clock(s[3], '%Y-%m-%d %H:%M:%S')}" for s in these)
+        parts.append(f'<g class="{klass}" data-edge="{escape(e["from"])}→{escape(e["to"])}">'
+                     f'<title>{escape(title)}</title>'
+                     f'<path d="{route.d()}" marker-end="url(#{prefix}-{marker})"/></g>')
+        text = ""
+        if these:
+            text = ",".join(f"#{s[0]}" for s in these[-3:]) + f" {_clock(these[-1][3])}"
+            if len(these) > 3:
+                text = "…" + text
+        elif counted and (n_hour or n_day):
+            text = f"{n_hour}/{n_day}"
+        if text:
+            mx, my = route.midpoint()
+            klass = "edge-label taken" if these else "edge-label"
+            labels.append(f'<text x="{mx:.1f}" y="{my - 4:.1f}" class="{klass}" text-anchor="middle">'
+                          f'{escape(text)}</text>')
+    parts += labels
     for s in machine["states"]:
-        n = nodes[s]
-        klass = "state"
+        cx, cy = layout.nodes[s]
+        x, y = cx - NODE_W / 2, cy - NODE_H / 2
+        semantic = classes.get(s, "progressing")
+        klass = f"state st-{SEMANTIC_BADGE.get(semantic, 'none')} cls-{semantic}"
         if s == current:
             klass += " current"
         if s in machine.get("terminal", []):
             klass += " terminal"
         if s == machine["initial"]:
             klass += " initial"
+        if s in visits:
+            klass += " visited"
         count = (counts or {}).get(s)
-        title = s + (f": {count or 0} resources" if counts is not None else "")
+        now_figures = (dwell_now or {}).get(s) or {}
+        title = f"{s} ({semantic})"
+        if counts is not None:
+            title += f": {count or 0} resources"
+        if now_figures.get("n"):
+            title += (f", there for a median {duration(now_figures.get('median'))}, "
+                      f"the longest {duration(now_figures.get('max'))}")
         if dwell and s in dwell:
             title += f", median {duration(dwell[s])} before leaving"
-        body = [f'<title>{escape(title)}</title>',
-                f'<rect x="{n.x:.1f}" y="{n.y:.1f}" width="{NODE_W}" height="{NODE_H}" rx="8"/>',
-                f'<text x="{n.x + NODE_W / 2:.1f}" y="{n.y + 22:.1f}" text-anchor="middle" class="state-name">'
-                f'{escape(s)}</text>']
-        sub = []
+        if s in visits:
+            title += f"; this resource entered it {visits[s][0]}× and spent {duration(visits[s][1])} there"
+            if s == current:
+                title += " (it is there now)"
+        lines = []
         if counts is not None:
-            sub.append(str(count or 0))
-        if dwell and s in dwell:
-            sub.append(f"med {duration(dwell[s])}")
-        if sub:
-            body.append(f'<text x="{n.x + NODE_W / 2:.1f}" y="{n.y + 42:.1f}" text-anchor="middle" '
-                        f'class="state-sub">{escape(" · ".join(sub))}</text>')
-        group = f'<g class="{klass}" data-state="{escape(s)}">{"".join(body)}</g>'
+            lines.append(f"{count or 0} now")
+        if now_figures.get("n"):
+            lines.append(f"{duration(now_figures.get('median'))} / {duration(now_figures.get('max'))}")
+        if s in visits:
+            lines.append(f"{visits[s][0]}× · {duration(visits[s][1])}")
+        body = [f"<title>{escape(title)}</title>",
+                f'<rect x="{x:.1f}" y="{y:.1f}" width="{NODE_W:.0f}" height="{NODE_H:.0f}" rx="9"/>',
+                f'<text x="{cx:.1f}" y="{y + 22:.1f}" text-anchor="middle" class="state-name">{escape(s)}</text>',
+                f'<text x="{x + NODE_W - 10:.1f}" y="{y + 18:.1f}" text-anchor="end" class="state-glyph" '
+                f'aria-hidden="true">{CLASS_GLYPH.get(semantic, "")}</text>']
+        for i, line in enumerate(lines[:2]):
+            body.append(f'<text x="{cx:.1f}" y="{y + 42 + 17 * i:.1f}" text-anchor="middle" '
+                        f'class="state-sub">{escape(line)}</text>')
+        group = f'<g class="{klass}" data-state="{escape(s)}" data-class="{semantic}">{"".join(body)}</g>'
         if state_href is not None:
             group = f'<a href="{escape(state_href(s))}" class="state-link">{group}</a>'
         parts.append(group)
-    parts.append("</svg>")
-    return mark_safe("".join(parts))  # noqa: S308 - every interpolated text above is escaped
-
-
-def line_chart_svg(
-    title: str,
-    series: Sequence[tuple[str, Sequence[float | None]]],
-    *,
-    labels: tuple[str, str] = ("", ""),
-    fmt: Callable[[float], str] = lambda v: f"{v:.2f}",
-    width: int = 320,
-    height: int = 140,
-) -> SafeString:
-    """A small line chart of one or more series over the same buckets (None: no data in that bucket)."""
-    pad_l, pad_r, pad_t, pad_b = 44, 8, 22, 22
-    values = [v for _, points in series for v in points if v is not None]
-    top = max(values) if values else 0.0
-    top = top * 1.1 if top > 0 else 1.0
-    n = max((len(p) for _, p in series), default=0)
-    inner_w, inner_h = width - pad_l - pad_r, height - pad_t - pad_b
-    parts = [f'<svg class="chart" viewBox="0 0 {width} {height}" width="{width}" height="{height}" role="img" '
-             f'aria-label="{escape(title)}">',
-             f'<text x="{pad_l}" y="14" class="chart-title">{escape(title)}</text>',
-             f'<line x1="{pad_l}" y1="{pad_t + inner_h}" x2="{width - pad_r}" y2="{pad_t + inner_h}" class="axis"/>',
-             f'<line x1="{pad_l}" y1="{pad_t}" x2="{pad_l}" y2="{pad_t + inner_h}" class="axis"/>',
-             f'<text x="{pad_l - 4}" y="{pad_t + 8}" text-anchor="end" class="tick">{escape(fmt(top))}</text>',
-             f'<text x="{pad_l - 4}" y="{pad_t + inner_h}" text-anchor="end" class="tick">{escape(fmt(0.0))}</text>',
-             f'<text x="{pad_l}" y="{height - 6}" class="tick">{escape(labels[0])}</text>',
-             f'<text x="{width - pad_r}" y="{height - 6}" text-anchor="end" class="tick">{escape(labels[1])}</text>']
-    if not values:
-        parts.append(f'<text x="{pad_l + inner_w / 2}" y="{pad_t + inner_h / 2}" text-anchor="middle" '
-                     f'class="tick">no data in this range</text>')
-    for i, (name, points) in enumerate(series):
-        coords = []
-        for j, v in enumerate(points):
-            if v is None:
-                continue
-            x = pad_l + (inner_w * j / max(1, n - 1))
-            y = pad_t + inner_h - inner_h * (v / top)
-            coords.append(f"{x:.1f},{y:.1f}")
-        if coords:
-            parts.append(f'<polyline points="{" ".join(coords)}" class="line line-{i}"><title>{escape(name)}'
-                         f'</title></polyline>')
-            # a dot per bucket with data: a lone bucket (all runs in the last minutes) has no line to draw
-            parts.extend(f'<circle cx="{c.split(",")[0]}" cy="{c.split(",")[1]}" r="2.5" class="point line-{i}"/>'
-                         for c in coords)
-        if len(series) > 1:
-            parts.append(f'<text x="{width - pad_r - 70 * (len(series) - i) + 70}" y="14" text-anchor="end" '
-                         f'class="legend line-{i}">{escape(name)}</text>')
     parts.append("</svg>")
     return mark_safe("".join(parts))  # noqa: S308 - every interpolated text above is escaped

@@ -3,7 +3,7 @@ most 18 digits (a bigger number is no row, and SQLite cannot even compare one: i
 
 from django.urls import path, register_converter
 
-from opsconsole.console.views import audit, detail, healing, overview, queue, resources, tokens, trace
+from opsconsole.console.views import audit, detail, healing, objects, overview, queue, resources, tokens, trace, workers
 
 app_name = "console"
 
@@ -33,12 +33,16 @@ urlpatterns = [
     path("resources/<rowid:pk>/resume", healing.resource_resume, name="resource-resume"),
     path("resources/<rowid:pk>/pin", healing.resource_pin, name="resource-pin"),
     path("resources/<rowid:pk>/unpin", healing.resource_unpin, name="resource-unpin"),
+    path("objects/<str:group>/<str:version>/<str:plural>/<str:namespace>/<str:name>/", objects.object_detail,
+         name="object"),
+    path("objects/<str:group>/<str:version>/<str:plural>/<str:name>/", objects.object_detail, name="object-cluster"),
     path("traces/<str:trace_id>/", trace.trace_detail, name="trace"),
     path("audit/", audit.audit_log, name="audit"),
     path("audit/verify", audit.audit_verify, name="audit-verify"),
     path("queue/", queue.queue_view, name="queue"),
     path("queue/retry-now", queue.queue_retry_now, name="queue-retry-now"),
     path("queue/reset-backoff", queue.queue_reset_backoff, name="queue-reset-backoff"),
+    path("workers/", workers.workers_view, name="workers"),
     path("tokens/", tokens.token_page, name="tokens"),
     path("tokens/create", tokens.token_create_view, name="tokens-create"),
     path("tokens/<rowid:pk>/revoke", tokens.token_revoke_view, name="tokens-revoke"),

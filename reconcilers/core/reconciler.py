@@ -109,6 +109,10 @@ class Context(Protocol):
         ...
 
 
+#: the semantic classes a phase may have (`Reconciler.phase_class`)
+PHASE_CLASSES = ("ready", "progressing", "warning", "failed", "terminal")
+
+
 class Reconciler(ABC):
     """Base class of a reconciler: subclass it as `<Kind>Reconciler` in `reconcilers/kinds/<kind>.py`."""
 
@@ -127,6 +131,9 @@ class Reconciler(ABC):
     ready_phases: ClassVar[tuple[str, ...]] = ("Running", "Ready")
     #: phases besides `failed_phase` whose transitions into them are posted as Warning Events (others: Normal)
     warning_phases: ClassVar[tuple[str, ...]] = ("Degraded",)
+    #: the semantic class of a phase (one of `PHASE_CLASSES`: ready, progressing, warning, failed, terminal) where
+    #: the derived one does not fit (`phase_class`); the console colours badges and diagram states by it
+    phase_classes: ClassVar[dict[str, str]] = {}
     #: kinds the reconciler reads but does not own (e.g. Memcached's Pods): the RBAC generator grants
     #: `get`/`list` on them
     rbac_reads: ClassVar[tuple[ResourceKind, ...]] = ()
@@ -163,6 +170,23 @@ class Reconciler(ABC):
     def name(self) -> str:
         """The controller name used in metrics labels and logs: the kind, lower-cased."""
         return self.resource.kind.lower()
+
+    def phase_class(self, phase: str) -> str:
+        """The semantic class of `phase`: its entry in `phase_classes`, else derived: `ready_phases` → ready,
+        `failed_phase` → failed, `warning_phases` → warning, the state machine's terminal states → terminal,
+        any other phase → progressing."""
+        if phase in self.phase_classes:
+            return self.phase_classes[phase]
+        if phase in self.ready_phases:
+            return "ready"
+        if phase == self.failed_phase:
+            return "failed"
+        if phase in self.warning_phases:
+            return "warning"
+        machine = getattr(self, "state_machine", None)
+        if machine is not None and phase in machine.terminal:
+            return "terminal"
+        return "progressing"
 
     @abstractmethod
     def reconcile(self, ctx: Context, obj: dict[str, Any]) -> Result:

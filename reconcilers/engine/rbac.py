@@ -15,7 +15,8 @@ Every verb comes from a call the code makes (one ServiceAccount serves web, work
 - `coordination.k8s.io` leases: `create`, and `get`/`update` of the `opsconsole-controller` Lease only;
 - core `events`: `create` (the runner's Events), `list`/`watch` (the controller's Events archive);
 - what the archive's owner resolver reads to file an Event about a Pod under its registered owner (Pod →
-  ReplicaSet → Deployment → the kind): `get` on core `pods` and apps `replicasets` (owned kinds have it already).
+  ReplicaSet → Deployment → the kind): `get` on core `pods` and apps `replicasets` (owned kinds have it already);
+  and what the console's health tree lists below a Deployment (one LIST per kind in a namespace): `list` on them.
 
 `manage.py rbac` prints it; `deploy/k8s/rbac.yaml` is its checked-in output (a test keeps it current).
 """
@@ -79,8 +80,8 @@ def _engine_permissions() -> dict[tuple[str, str, str], set[str]]:
         (LEASE.group, LEASE.plural, ""): {"create"},
         (LEASE.group, LEASE.plural, LEASE_NAME): {"get", "update"},
         ("", "events", ""): {"create", "list", "watch"},
-        ("", "pods", ""): {"get"},
-        ("apps", "replicasets", ""): {"get"},
+        ("", "pods", ""): {"get", "list"},
+        ("apps", "replicasets", ""): {"get", "list"},
     }
 
 

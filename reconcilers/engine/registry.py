@@ -21,7 +21,7 @@ from importlib.metadata import entry_points
 from django.conf import settings
 from django.utils.module_loading import import_string
 
-from reconcilers.core.reconciler import Reconciler
+from reconcilers.core.reconciler import PHASE_CLASSES, Reconciler
 from reconcilers.core.types import Request
 
 ENTRY_POINT_GROUP = "opsconsole.kinds"
@@ -57,7 +57,23 @@ def _reconciler_class(path: str, origin: str) -> type[Reconciler]:
         raise ImportError(f"{origin} kind {path!r}: {exc}") from exc
     if not (isinstance(cls, type) and issubclass(cls, Reconciler)):
         raise TypeError(f"{origin} kind {path!r} is not a Reconciler subclass")
+    _check_phase_classes(cls, f"{origin} kind {path!r}")
     return cls
+
+
+def _check_phase_classes(cls: type[Reconciler], where: str) -> None:
+    """ValueError unless every `phase_classes` entry names one of the machine's states and a known class."""
+    declared = getattr(cls, "phase_classes", None) or {}
+    if not isinstance(declared, dict):
+        raise ValueError(f"{where}: phase_classes must be a dict {{phase: class}}, not {type(declared).__name__}")
+    machine = getattr(cls, "state_machine", None)
+    states = set(machine.states) if machine is not None else None
+    for phase, klass in declared.items():
+        if klass not in PHASE_CLASSES:
+            raise ValueError(f"{where}: phase_classes[{phase!r}] is {klass!r}; "
+                             f"a phase class is one of {', '.join(PHASE_CLASSES)}")
+        if states is not None and phase not in states:
+            raise ValueError(f"{where}: phase_classes names {phase!r}, which is not a state of its state machine")
 
 
 def load(path: str, origin: str = "OPSCONSOLE_RECONCILERS") -> Reconciler:

@@ -39,6 +39,8 @@ from typing import Any
 import redis
 
 _PARTS = ("dirty", "processing", "leases", "delayed", "failures", "bucket", "dispatched", "resent")
+#: depth samples kept (one every DEPTH_SAMPLE_SECONDS in the controller: an hour)
+DEPTH_HISTORY = 240
 
 # KEYS: 1 dirty, 2 processing, 3 leases, 4 delayed, 5 failures, 6 bucket, 7 dispatched, 8 resent. ARGV[1]: now,
 # or < 0 for the Redis server's clock. Times are formatted with 6 decimals: Lua numbers returned to Redis truncate.
@@ -449,6 +451,27 @@ class WorkQueue:
         already scheduled keeps its time (use retry_now to move it)."""
         self.forget(key)
 
+    def record_depth(self, depth: int, at: float, keep: int = DEPTH_HISTORY) -> None:
+        """Append one sample of the queue's depth (keys waiting) at `at` (epoch seconds) to its history, which keeps
+        the newest `keep` samples (the controller samples it; the console's workers page draws it)."""
+        key = self.prefix + "depth-history"
+        pipe = self.redis.pipeline(transaction=False)
+        pipe.lpush(key, f"{at:.3f} {int(depth)}")
+        pipe.ltrim(key, 0, keep - 1)
+        pipe.execute()
+
+    def depth_history(self, limit: int = DEPTH_HISTORY) -> list[tuple[float, int]]:
+        """The depth samples, oldest first: (epoch seconds, keys waiting)."""
+        raw = self.redis.lrange(self.prefix + "depth-history", 0, limit - 1)
+        out = []
+        for item in raw:
+            at, _, depth = _text(item).partition(" ")
+            try:
+                out.append((float(at), int(depth)))
+            except ValueError:
+                continue
+        return out[::-1]
+
     def clear(self) -> None:
         """Delete every Redis key of this queue (tests, admin)."""
-        self.redis.delete(*self.keys)
+        self.redis.delete(*self.keys, self.prefix + "depth-history")

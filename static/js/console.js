@@ -67,9 +67,12 @@
           if (el.contains(document.activeElement) && document.activeElement.tagName === "INPUT") return;
           var checked = {};
           el.querySelectorAll("input[type=checkbox]:checked").forEach(function (c) { checked[c.value] = true; });
+          var open = {};  // expanded <details> (a collapsed run group, a span) stay expanded across refreshes
+          el.querySelectorAll("details[id][open]").forEach(function (d) { open[d.id] = true; });
           last[name] = frags[name];
           el.innerHTML = frags[name];
           el.querySelectorAll("input[type=checkbox]").forEach(function (c) { if (checked[c.value]) c.checked = true; });
+          el.querySelectorAll("details[id]").forEach(function (d) { if (open[d.id]) d.open = true; });
           refreshTimes(el);
         });
       })

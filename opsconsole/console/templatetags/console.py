@@ -12,6 +12,7 @@ from django.utils import timezone
 from django.utils.html import format_html
 
 from reconcilers.core.meta import parse_rfc3339
+from reconcilers.services.selectors import kinds
 
 register = template.Library()
 
@@ -73,10 +74,20 @@ def duration(seconds: float | None) -> str:
     return ago(seconds)
 
 
+#: a phase's semantic class (`Reconciler.phase_class`) → the badge colour
+SEMANTIC_BADGE = {"ready": "ok", "progressing": "wait", "warning": "warn", "failed": "bad", "terminal": "off"}
+
+
 @register.simple_tag
 def badge(value: str | None) -> str:
-    """A coloured badge for a phase, a run result or a request state."""
+    """A coloured badge for a phase, a run result, a request state or a condition status. A phase of a
+    registered kind is coloured by its semantic class (the first kind declaring the phase wins) and says the
+    class in words for screen readers too (colour is never the only signal); other values keep their colours."""
     text = value or "—"
+    semantic = kinds.phase_class_map().get(text) if value else None
+    if semantic is not None:
+        return format_html('<span class="badge badge-{} phase-{}">{}<span class="sr-only"> ({})</span></span>',
+                           SEMANTIC_BADGE.get(semantic, "none"), semantic, text, semantic)
     return format_html('<span class="badge badge-{}">{}</span>', _PHASE_CLASS.get(text, "none"), text)
 
 

@@ -28,7 +28,7 @@ from reconcilers.services.revisions import (
     revision_compare,
     revision_compare_default,
 )
-from reconcilers.services.selectors import kinds, resources, stats
+from reconcilers.services.selectors import health_tree, kinds, resources, runs, stats
 
 FRAGMENTS = {
     "head": "console/_detail_head.html",
@@ -37,6 +37,7 @@ FRAGMENTS = {
     "runs": "console/_detail_runs.html",
     "request": "console/_detail_request.html",
     "revisions": "console/_detail_revisions.html",
+    "tree": "console/_detail_tree.html",
 }
 
 
@@ -60,8 +61,10 @@ def resource_detail(request: HttpRequest, pk: int) -> HttpResponse:
     context: dict[str, Any] = {"r": obj}
     if want("machine"):
         info = next((k for k in kinds.kind_list() if k["group"] == obj.group and k["plural"] == obj.plural), None)
+        steps = [(seq, a, b, at) for seq, a, b, at in reversed(resources.resource_transitions(obj).order_by("-seq")
+                 .values_list("seq", "from_phase", "to_phase", "created_at")[:200])]  # the newest 200 steps
         context["machine"] = state_machine_svg(
-            info["state_machine"], current=obj.phase, path=stats.resource_path(obj), label=obj.kind,
+            info["state_machine"], current=obj.phase, steps=steps, label=obj.kind,
             state_href=lambda s: reverse("console:resources") + "?" + urlencode({"kind": obj.kind, "phase": s}),
         ) if info else None
     if want("timeline"):
@@ -76,7 +79,7 @@ def resource_detail(request: HttpRequest, pk: int) -> HttpResponse:
     if want("revisions") or want("healing"):  # the Healing panel and the revisions' "Roll back to this"
         context.update(healing_context(obj))
     if want("runs"):
-        context["runs"] = list(resources.resource_runs(obj).order_by("-started_at", "-id")[:50])
+        context["run_groups"] = runs.resource_run_groups(obj, limit=50)  # repeats collapsed into one row
     if want("request"):
         context["requests"] = list(stats.resource_requests(obj, limit=10))
         context["current_request"] = None
@@ -86,11 +89,11 @@ def resource_detail(request: HttpRequest, pk: int) -> HttpResponse:
                 context["current_request"] = stats.reconcile_request_visible(wanted_id, namespaces=namespaces)
             except (ReconcileRequest.DoesNotExist, ValidationError, ValueError):
                 context["current_request"] = None
+    if want("tree"):  # the health tree: one cached LIST per child kind (health_tree)
+        context["tree"] = health_tree.resource_tree(obj, namespaces=namespaces)
+        context["children"] = resources.resource_children_map([obj]).get(obj.uid, [])
     if wanted is None:
-        children = resources.resource_children_map([obj]).get(obj.uid, [])
-        live_children, children_error = resources.resource_live_children(obj)
-        context.update({"children": children, "live_children": live_children, "children_error": children_error,
-                        "events": resources.resource_events(obj, limit=50),
+        context.update({"events": resources.resource_events(obj, limit=50),
                         "chain": audit_chain_status(resource_uid=obj.uid)})
     return page(request, "console/detail.html", context, FRAGMENTS)
 

@@ -1,16 +1,18 @@
 """The overview: each kind's state machine with counts, edge counts and dwell medians; recent transitions;
-the reconcile charts; the healing counts (anomalies by kind and rule, suspended, rolling back, escalated);
-the queue depth, the controller's leader and the workers alive."""
+the reconcile charts over a window the reader picks (`?window=`); the engine strip (the queue, the controller's
+leader, the workers alive, the healing counts: anomalous, suspended, rolling back, escalated) and the anomalies
+by kind and rule."""
 
 from __future__ import annotations
 
+from typing import Any
 from urllib.parse import urlencode
 
 from django.http import HttpRequest, HttpResponse
-from django.urls import reverse
+from django.urls import NoReverseMatch, reverse
 
 from opsconsole.accounts.roles import user_namespaces
-from opsconsole.console.charts import overview_charts
+from opsconsole.console.charts import WINDOWS, overview_charts, window_get
 from opsconsole.console.diagrams import state_machine_svg
 from opsconsole.console.live import page
 from opsconsole.console.security import console_page
@@ -47,6 +49,7 @@ def _machines(namespaces: frozenset[str] | None) -> list[dict[str, object]]:
         svg = state_machine_svg(
             k["state_machine"], counts=per_state,
             hour=figures[kind]["hour"], day=figures[kind]["day"], dwell=figures[kind]["dwell"],
+            dwell_now=stats.phase_dwell_now(kind, namespaces=namespaces),
             state_href=href, label=kind,
         )
         out.append({"kind": kind, "info": k, "svg": svg, "total": total,
@@ -54,30 +57,54 @@ def _machines(namespaces: frozenset[str] | None) -> list[dict[str, object]]:
     return out
 
 
-def _engine(namespaces: frozenset[str] | None) -> dict[str, object]:
+def _href(name: str, query: str = "") -> str:
+    """The URL of a console page, or '' when it does not exist (yet)."""
+    try:
+        return reverse(name) + query
+    except NoReverseMatch:
+        return ""
+
+
+def _engine(namespaces: frozenset[str] | None, healing: dict[str, Any]) -> dict[str, object]:
+    """The strip across the top: queue, leader, workers alive, anomalies (each with the page it links to)."""
     try:
         snap = queue.queue_snapshot(namespaces=namespaces, limit=0)
         q = {"depth": snap["depth"], "processing": snap["processing_count"], "delayed": snap["delayed_count"],
              "error": ""}
     except Exception as exc:  # Redis down: the page says so
         q = {"depth": None, "processing": None, "delayed": None, "error": f"Redis did not answer: {type(exc).__name__}"}
-    return {"queue": q, "leader": stats.controller_leader(), "workers": stats.workers_alive()}
+    anomalies = [
+        {"key": key, "label": label, "count": healing.get(key, 0), "css": css,
+         "href": _href("console:resources", f"?healing={key}")}
+        for key, label, css in (("anomalous", "anomalous", "healing-anomalous"),
+                                ("suspended", "suspended", "healing-suspended"),
+                                ("rolling_back", "rolling back", "healing-rolling-back"),
+                                ("escalated", "escalated", "healing-escalated"))
+    ]
+    return {"queue": q, "leader": stats.controller_leader(), "workers": stats.workers_alive(),
+            "queue_href": _href("console:queue"), "workers_href": _href("console:workers"),
+            "anomalies": anomalies, "healing_error": healing.get("error", "")}
 
 
 @console_page
 def overview(request: HttpRequest) -> HttpResponse:
-    """The landing page."""
+    """The landing page (`?window=15m|1h|24h` picks the charts' window; anything else: 1 h)."""
     namespaces = user_namespaces(request.user)
     wanted = set(request.GET.get("_live", "").split(",")) if request.GET.get("_live") else set(FRAGMENTS)
-    context: dict[str, object] = {}
+    window = window_get(request.GET.get("window"))
+    context: dict[str, object] = {
+        "window": window,
+        "windows": [{"key": w.key, "label": w.label, "current": w.key == window.key} for w in WINDOWS.values()],
+    }
+    healing = healing_overview(namespaces) if wanted & {"engine", "healing"} else {}
     if "machines" in wanted:
         context["machines"] = _machines(namespaces)
     if "recent" in wanted:
         context["recent"] = list(transitions.transition_list(namespaces=namespaces).order_by("-id")[:15])
     if "engine" in wanted:
-        context["engine"] = _engine(namespaces)
+        context["engine"] = _engine(namespaces, healing)
     if "charts" in wanted:
-        context["charts"] = overview_charts(namespaces=namespaces)
+        context["charts"] = overview_charts(window=window, namespaces=namespaces)
     if "healing" in wanted:
-        context["healing"] = healing_overview(namespaces)
+        context["healing"] = healing
     return page(request, "console/overview.html", context, FRAGMENTS)

@@ -24,12 +24,24 @@ FRAGMENTS = {"queue": "console/_queue_tables.html"}
 
 @console_page
 def queue_view(request: HttpRequest) -> HttpResponse:
-    """The queue now."""
+    """The queue now: its keys link to their resources (one query for the page), a due time reads 'in 5 s' or
+    'overdue by 3 s'; an empty queue says what it would show and how many runs the last hour had."""
+    namespaces = user_namespaces(request.user)
     try:
-        snap, error = queue.queue_snapshot(namespaces=user_namespaces(request.user), limit=500), ""
+        snap, error = queue.queue_snapshot(namespaces=namespaces, limit=500), ""
     except Exception as exc:  # Redis down
         snap, error = None, f"Redis did not answer: {type(exc).__name__}: {exc}"
-    return page(request, "console/queue.html", {"snap": snap, "error": error}, FRAGMENTS)
+    recent = None
+    if snap is not None:
+        items = [*snap["pending"], *snap["processing"], *snap["backing_off"]]
+        ids = queue.resource_ids_by_key({item["key"] for item in items})
+        for item in items:
+            item["resource_id"] = ids.get(item["key"])
+        for d in snap["backing_off"]:
+            d["retry_wording"] = queue.due_wording(d["retry_due_in_seconds"])
+        if not items:
+            recent = queue.runs_last_hour(namespaces=namespaces)
+    return page(request, "console/queue.html", {"snap": snap, "error": error, "recent": recent}, FRAGMENTS)
 
 
 def _control(request: HttpRequest, action: str, control: Any) -> HttpResponse:

@@ -1,9 +1,12 @@
-"""One trace's span waterfall (service, name, duration, attributes, errors), from the stored spans, with a link
-out to an external tracing UI when `OPSCONSOLE_TRACE_URL_TEMPLATE` (e.g. `https://jaeger/trace/{trace_id}`) is
-set."""
+"""One trace in context: the run and resource it belongs to (links back), the run's outcome (a failed run's trace
+is marked failed), and the span waterfall under a time axis (tick labels in ms), errors in red with their
+exception, each span's attributes in a `<details>`; a link out to Jaeger/Tempo when `OPSCONSOLE_TRACE_UI_URL`
+(e.g. `http://jaeger:16686/trace/{trace_id}`) and `OTEL_EXPORTER_OTLP_ENDPOINT` are both set (spans only reach
+that UI over OTLP)."""
 
 from __future__ import annotations
 
+import math
 import re
 from typing import Any
 
@@ -13,7 +16,7 @@ from django.http import Http404, HttpRequest, HttpResponse
 from opsconsole.accounts.roles import user_namespaces
 from opsconsole.console.live import page
 from opsconsole.console.security import console_page
-from reconcilers.services.selectors import stats
+from reconcilers.services.selectors import runs, stats
 
 _TRACE_ID = re.compile(r"^[0-9a-fA-F]{32}$")
 
@@ -45,9 +48,49 @@ def waterfall(spans: list[Any]) -> tuple[list[dict[str, Any]], float]:
     return rows, total_ms
 
 
+def time_axis(total_ms: float, *, target: int = 6) -> list[dict[str, Any]]:
+    """Ticks for a waterfall `total_ms` wide: a round step (1, 2 or 5 × 10^k ms) giving about `target` ticks, each
+    {"pct": position in percent, "label": "20 ms", "anchor": the SVG text-anchor}."""
+    if total_ms <= 0:
+        return []
+    raw = total_ms / target
+    magnitude = 10 ** math.floor(math.log10(raw))
+    step = next(m * magnitude for m in (1, 2, 5, 10) if m * magnitude >= raw)
+    ticks = []
+    for i in range(int(total_ms // step) + 1):
+        value = i * step
+        pct = round(100 * value / total_ms, 2)
+        label = f"{value:.0f} ms" if step >= 1 else f"{value:.{max(0, -math.floor(math.log10(step)))}f} ms"
+        ticks.append({"pct": pct, "label": label, "anchor": "start" if i == 0 else "middle"})
+    if len(ticks) > 1 and ticks[-1]["pct"] > 92:
+        ticks[-1]["anchor"] = "end"
+    return ticks
+
+
+def _exceptions(span: Any) -> list[dict[str, str]]:
+    """The exceptions a span recorded (OpenTelemetry's `exception` events): type, message, stack trace."""
+    found = []
+    for event in span.events or []:
+        if isinstance(event, dict) and event.get("name") == "exception":
+            attrs = event.get("attributes") or {}
+            found.append({"type": str(attrs.get("exception.type", "")),
+                          "message": str(attrs.get("exception.message", "")),
+                          "stacktrace": str(attrs.get("exception.stacktrace", ""))})
+    return found
+
+
+def trace_ui_url(trace_id: str) -> str:
+    """The trace in the external tracing UI, or '' unless a UI URL and an OTLP endpoint are both configured."""
+    template = (getattr(settings, "OPSCONSOLE_TRACE_UI_URL", "")
+                or getattr(settings, "OPSCONSOLE_TRACE_URL_TEMPLATE", "") or "")  # the older, undocumented name
+    if not template or not getattr(settings, "OTEL_EXPORTER_OTLP_ENDPOINT", None):
+        return ""
+    return template.replace("{trace_id}", trace_id.lower())
+
+
 @console_page
 def trace_detail(request: HttpRequest, trace_id: str) -> HttpResponse:
-    """The waterfall page."""
+    """The trace page."""
     if not _TRACE_ID.match(trace_id):
         raise Http404("Not a trace id (32 hex digits).")
     try:
@@ -55,7 +98,15 @@ def trace_detail(request: HttpRequest, trace_id: str) -> HttpResponse:
     except stats.TraceNotVisible as exc:
         raise Http404("No such trace, or it is outside your namespaces.") from exc
     rows, total = waterfall(spans)
-    template = getattr(settings, "OPSCONSOLE_TRACE_URL_TEMPLATE", "") or ""
-    external = template.replace("{trace_id}", trace_id.lower()) if template else ""
-    return page(request, "console/trace.html", {"trace_id": trace_id.lower(), "rows": rows, "total_ms": total,
-                                                "external": external})
+    for row in rows:
+        row["exceptions"] = _exceptions(row["span"])
+    run, resource = runs.trace_run(trace_id, spans) if spans else (None, None)
+    root = rows[0]["span"] if rows else None
+    outcome = run.result if run is not None else (
+        str(root.attributes.get("opsconsole.result", "")) if root is not None and isinstance(root.attributes, dict)
+        else "")
+    return page(request, "console/trace.html", {
+        "trace_id": trace_id.lower(), "rows": rows, "total_ms": total, "ticks": time_axis(total),
+        "external": trace_ui_url(trace_id), "run": run, "resource": resource, "key": runs.trace_key(spans),
+        "outcome": outcome, "failed": outcome == "error", "error_spans": sum(1 for r in rows if r["error"]),
+    })

@@ -58,6 +58,8 @@ QUEUE_BACKOFF_MIN = 0.1
 QUEUE_BACKOFF_MAX = 5.0
 #: the pause before a mirror sweep that failed (the database away) is tried again
 SWEEP_RETRY_SECONDS = 5.0
+#: how often the workqueue's total depth is sampled into its history (the console's workers page)
+DEPTH_SAMPLE_SECONDS = 15.0
 #: the archive thread's pause when no Event waits (Controller(background=True))
 ARCHIVE_IDLE_SECONDS = 0.2
 #: the Events archive: the pause after a failed batch (doubling, capped) and the failures before one by one
@@ -159,6 +161,12 @@ def _default_mirror_sweep(reconciler: Reconciler, present: set[str], namespace: 
     return recording.resource_mirror_sweep(reconciler, present, namespace=namespace, listed_at=listed_at)
 
 
+def _default_depth_record(depth: int) -> None:
+    from reconcilers.engine import dispatch
+
+    dispatch.get_queue().record_depth(depth, time.time())
+
+
 def _default_queue_depths() -> dict[str, Any]:
     from reconcilers.engine import dispatch
 
@@ -251,6 +259,9 @@ class Controller:
         self.informer_options = dict(informer_options or {})
         self.clock = clock
         self.queue_depths = queue_depths or _default_queue_depths
+        # the depth history the workers page draws (None: not recorded; tests that fake the depths pass none)
+        self.depth_record: Callable[[int], Any] | None = _default_depth_record if queue_depths is None else None
+        self._next_depth_sample = -float("inf")
         self.metrics_interval = metrics_interval
         self._next_metrics = -float("inf")
         # signed audit checkpoints (reconcilers.engine.checkpoint), written only while leading
@@ -481,9 +492,15 @@ class Controller:
         return True
 
     def _queue_metrics(self) -> None:
-        """The workqueue gauges from the per-kind depths (not counted as work: metrics never keep the loop busy)."""
+        """The workqueue gauges from the per-kind depths (not counted as work: metrics never keep the loop busy);
+        every DEPTH_SAMPLE_SECONDS the total depth goes into the queue's depth history too (the workers page)."""
         try:
-            queue_metrics_update(self.queue_depths(), self.controller_names)
+            depths = self.queue_depths()
+            queue_metrics_update(depths, self.controller_names)
+            now = self.clock()
+            if self.depth_record is not None and now >= self._next_depth_sample:
+                self._next_depth_sample = now + DEPTH_SAMPLE_SECONDS
+                self.depth_record(sum(int(getattr(d, "pending", 0)) for d in depths.values()))
         except Exception:
             log.debug("controller: workqueue metrics not updated", exc_info=True)
 

@@ -1,4 +1,5 @@
-"""Reads of the registered reconcilers: each one's kind, resource and state machine."""
+"""Reads of the registered reconcilers: each one's kind, resource and state machine (with each state's
+semantic class), and the phase → class map the console's badges colour by."""
 
 from __future__ import annotations
 
@@ -36,8 +37,30 @@ def kind_list() -> list[dict[str, Any]]:
             "reconciler": f"{type(rec).__module__}.{type(rec).__qualname__}",
             "finalizer": rec.finalizer or "",
             "owns": [{"api_version": o.api_version, "kind": o.kind, "plural": o.plural} for o in rec.owns],
-            "state_machine": rec.state_machine.as_dict(),
+            "state_machine": rec.state_machine.as_dict() | {
+                "classes": {state: rec.phase_class(state) for state in rec.state_machine.states}},
         })
+    return out
+
+
+_class_map: tuple[tuple[tuple[type, int], ...], dict[str, str]] | None = None
+
+
+def phase_class_map() -> dict[str, str]:
+    """Every registered kind's phases with their semantic class (ready, progressing, warning, failed,
+    terminal): the first kind in registration order wins when two kinds class one phase differently. Rebuilt
+    only when the registered kinds change (the badges ask for it once per phase shown)."""
+    global _class_map
+    regs = registry.registered()
+    key = tuple((type(rec), id(rec)) for rec in regs)
+    cached = _class_map
+    if cached is not None and cached[0] == key:
+        return cached[1]
+    out: dict[str, str] = {}
+    for rec in regs:
+        for state in rec.state_machine.states:
+            out.setdefault(state, rec.phase_class(state))
+    _class_map = (key, out)
     return out
 
 

@@ -3,8 +3,10 @@ as wall-clock times, limited to the namespaces the caller may see."""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
+
+from django.utils import timezone
 
 from reconcilers.core.types import Request
 from reconcilers.engine import dispatch
@@ -50,6 +52,64 @@ def queue_snapshot(*, namespaces: frozenset[str] | None = None, limit: int = 100
                         "lease_expires": _when(p.lease_expires), "dirty": p.dirty}
                        for p in processing[:limit]],
         "backing_off": [{"key": d.key, "failures": d.failures, "next_retry": _when(d.next_retry),
-                         "retry_in_seconds": max(0.0, d.next_retry - snap.now)}
+                         "retry_in_seconds": max(0.0, d.next_retry - snap.now),
+                         "retry_due_in_seconds": d.next_retry - snap.now}
                         for d in backing_off[:limit]],
     }
+
+
+def resource_ids_by_key(keys: list[str] | set[str]) -> dict[str, int]:
+    """The mirrored Resource id of each key that has one (a live row before a deleted one, then the newest):
+    one query for a page's keys, so that keys can link to their resources."""
+    from reconcilers.models import Resource
+
+    wanted = {k for k in keys if k}
+    ids: dict[str, int] = {}
+    if not wanted:
+        return ids
+    for key, pk in (Resource.objects.filter(key__in=wanted).order_by("key", "deleted", "-id")
+                    .values_list("key", "id")):
+        ids.setdefault(key, pk)
+    return ids
+
+
+def due_wording(seconds_until: float) -> str:
+    """A due time relative to now: 'in 5 s' ahead, 'due now' within a second, 'overdue by 3 s' behind."""
+    if -1.0 <= seconds_until <= 1.0:
+        return "due now"
+    s = abs(seconds_until)
+    text = f"{int(s)} s" if s < 60 else f"{int(s // 60)} min" if s < 3600 else f"{int(s // 3600)} h"
+    return f"in {text}" if seconds_until > 0 else f"overdue by {text}"
+
+
+def runs_last_hour(*, namespaces: frozenset[str] | None = None, minutes: int = 60) -> dict[str, int]:
+    """{"runs", "failed"} of the reconciles that started in the last `minutes` (of the caller's namespaces):
+    one aggregate query on the started_at index."""
+    from django.db.models import Count, Q
+    from django.utils import timezone
+
+    from reconcilers.models import ReconcileRun
+
+    runs = ReconcileRun.objects.filter(started_at__gte=timezone.now() - timedelta(minutes=minutes))
+    if namespaces is not None:
+        runs = runs.filter(resource__namespace__in=namespaces)
+    return runs.aggregate(runs=Count("id"), failed=Count("id", filter=Q(result="error")))
+
+
+def key_namespace(key: str) -> str | None:
+    """The namespace a workqueue key names ('' for a cluster-scoped object; None for no valid key)."""
+    return _namespace_of(key)
+
+
+def queue_depth_history(*, minutes: int = 60, now: datetime | None = None) -> tuple[datetime, list[int | None]]:
+    """The workqueue's depth over the last `minutes`, one value per minute (the largest sample in it; None where
+    the controller recorded none), and the window's start. Whole-queue counts: callers show it only to users who
+    see every namespace (the totals of keys in namespaces one cannot see are not theirs to read)."""
+    now = now or timezone.now()
+    start = now - timedelta(minutes=minutes)
+    per_minute: list[int | None] = [None] * minutes
+    for at, depth in dispatch.get_queue().depth_history():
+        i = int((at - start.timestamp()) // 60)
+        if 0 <= i < minutes:
+            per_minute[i] = max(per_minute[i] or 0, depth)
+    return start, per_minute

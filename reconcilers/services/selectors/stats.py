@@ -6,6 +6,7 @@ the Celery workers answering a ping), each limited to the caller's namespaces wh
 from __future__ import annotations
 
 import logging
+import math
 import statistics
 import threading
 import time
@@ -14,16 +15,23 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from django.conf import settings
+from django.db import connection
 from django.db.models import (
+    Aggregate,
     Count,
     DateTimeField,
     DurationField,
     ExpressionWrapper,
     F,
+    FloatField,
+    Func,
+    IntegerField,
+    Min,
     OuterRef,
     Q,
     QuerySet,
     Subquery,
+    Value,
 )
 from django.utils import timezone
 
@@ -31,7 +39,7 @@ from reconcilers.core.meta import parse_rfc3339
 from reconcilers.core.types import Request
 from reconcilers.engine import apiclient, kube
 from reconcilers.engine.controller.leader import LEASE, LEASE_NAME
-from reconcilers.models import ReconcileRequest, Resource, Span, Transition
+from reconcilers.models import ReconcileRequest, ReconcileRun, Resource, RunResult, Span, Transition
 from reconcilers.services.selectors.filters import namespace_q
 
 log = logging.getLogger(__name__)
@@ -300,3 +308,124 @@ def workers_alive(*, ttl: float = 10.0, timeout: float = 0.3) -> dict[str, Any]:
 def recent_window(hours: float) -> datetime:
     """Now minus `hours`."""
     return timezone.now() - timedelta(hours=hours)
+
+
+# -- the overview's charts (issue 18): the reconcile runs of a window per bucket, in one aggregate query --------
+
+
+class _PercentileDisc(Aggregate):
+    """PERCENTILE_DISC(fraction) WITHIN GROUP (ORDER BY expr): the nearest-rank quantile (a value of the set)."""
+
+    function = "PERCENTILE_DISC"
+    template = "%(function)s(%(fraction)s) WITHIN GROUP (ORDER BY %(expressions)s)"
+    output_field = FloatField()
+
+
+def run_buckets(
+    start: datetime,
+    end: datetime,
+    step: timedelta,
+    *,
+    quantiles: tuple[float, ...] = (0.5, 0.99),
+    namespaces: frozenset[str] | None = None,
+) -> list[dict[str, Any]]:
+    """The reconcile runs started in [start, end) in buckets of `step` from `start`: one dict per bucket, oldest
+    first, {"start", "runs", "errors", "quantiles": {q: seconds or None}} (runs and errors 0, quantiles None
+    for a bucket without runs); runs by their resource's namespace when limited to `namespaces`.
+
+    One query: a range scan of the index on started_at, grouped by bucket number, counting runs and errors and
+    taking each duration quantile (nearest rank, as `DatabaseMetricsSource` does) per bucket. SQLite (the
+    embedded default) has neither EXTRACT nor PERCENTILE_DISC: there the same range scan reads the window's
+    (started_at, duration, result) and the buckets are computed here."""
+    seconds = step.total_seconds()
+    if seconds <= 0 or end <= start:
+        return []
+    n = math.ceil((end - start).total_seconds() / seconds - 1e-9)
+    if connection.vendor != "postgresql":
+        return _run_buckets_read(start, end, step, n, quantiles, namespaces)
+    bucket = Func(F("started_at"), Value(start, output_field=DateTimeField()), arg_joiner=" - ",
+                  template=f"CAST(FLOOR(EXTRACT(EPOCH FROM (%(expressions)s)) / {float(seconds)!r}) AS integer)",
+                  output_field=IntegerField())
+    figures: dict[str, Any] = {"runs": Count("id"), "errors": Count("id", filter=Q(result=RunResult.ERROR))}
+    for i, q in enumerate(quantiles):
+        figures[f"q{i}"] = _PercentileDisc("duration_seconds", fraction=float(q))
+    rows = (ReconcileRun.objects.filter(namespace_q(namespaces, column="resource__namespace"),
+                                        started_at__gte=start, started_at__lt=end)
+            .annotate(bucket=bucket).values("bucket").annotate(**figures).order_by())
+    out = [{"start": start + step * i, "runs": 0, "errors": 0, "quantiles": dict.fromkeys(quantiles)}
+           for i in range(n)]
+    for row in rows:
+        if 0 <= row["bucket"] < n:
+            out[row["bucket"]].update(runs=row["runs"], errors=row["errors"],
+                                      quantiles={q: row[f"q{i}"] for i, q in enumerate(quantiles)})
+    return out
+
+
+def _run_buckets_read(start: datetime, end: datetime, step: timedelta, n: int, quantiles: tuple[float, ...],
+                      namespaces: frozenset[str] | None) -> list[dict[str, Any]]:
+    """`run_buckets` without SQL percentiles: the window's runs read once, bucketed and ranked in Python."""
+    seconds = step.total_seconds()
+    durations: list[list[float]] = [[] for _ in range(n)]
+    errors = [0] * n
+    rows = (ReconcileRun.objects.filter(namespace_q(namespaces, column="resource__namespace"),
+                                        started_at__gte=start, started_at__lt=end)
+            .values_list("started_at", "duration_seconds", "result").iterator(chunk_size=5000))
+    for started_at, duration, result in rows:
+        i = int((started_at - start).total_seconds() // seconds)
+        if 0 <= i < n:
+            durations[i].append(float(duration or 0.0))
+            errors[i] += result == RunResult.ERROR
+    out = []
+    for i in range(n):
+        ranked = sorted(durations[i])
+        figures = {q: (ranked[max(0, math.ceil(q * len(ranked)) - 1)] if ranked else None) for q in quantiles}
+        out.append({"start": start + step * i, "runs": len(ranked), "errors": errors[i], "quantiles": figures})
+    return out
+
+
+# -- the state machine diagrams (issue 18): how long the live resources have been in their phase now ---------
+
+
+class _MedianEpoch(Aggregate):
+    """PERCENTILE_CONT(0.5) WITHIN GROUP (ORDER BY EXTRACT(EPOCH FROM expr)): the median of a timestamp column in
+    seconds since the epoch (PostgreSQL)."""
+
+    function = "PERCENTILE_CONT"
+    template = "%(function)s(0.5) WITHIN GROUP (ORDER BY EXTRACT(EPOCH FROM %(expressions)s))"
+    output_field = FloatField()
+
+
+def phase_dwell_now(
+    kind: str,
+    *,
+    namespaces: frozenset[str] | None = None,
+    now: datetime | None = None,
+    method: str | None = None,
+) -> dict[str, dict[str, float]]:
+    """How long the live (not deleted) resources of `kind` have been in the phase they are in now, per phase:
+    {phase: {"n": resources, "median": seconds, "max": seconds}} from `Resource.phase_since` (resources without a
+    phase yet are left out).
+
+    One aggregate query on PostgreSQL (`method` "percentile": count, oldest entry and PERCENTILE_CONT of the
+    entry times per phase, over the live kind/phase index); elsewhere (`method` "offset", SQLite) the count and
+    oldest entry in one query and the middle entry time(s) of each phase by one bounded ORDER BY/OFFSET query per
+    phase. The median of the times spent is now minus the median entry time."""
+    now = now or timezone.now()
+    method = method or ("percentile" if connection.vendor == "postgresql" else "offset")
+    live = (Resource.objects.filter(namespace_q(namespaces), kind=kind, deleted=False, phase_since__isnull=False)
+            .exclude(phase=""))
+    figures: dict[str, Any] = {"n": Count("id"), "oldest": Min("phase_since")}
+    if method == "percentile":
+        figures["mid"] = _MedianEpoch("phase_since")
+    out: dict[str, dict[str, float]] = {}
+    for row in live.values("phase").annotate(**figures).order_by():
+        n = int(row["n"])
+        if method == "percentile":
+            median = now.timestamp() - float(row["mid"])
+        else:
+            middle = list(live.filter(phase=row["phase"]).order_by("phase_since")
+                          .values_list("phase_since", flat=True)[(n - 1) // 2:n // 2 + 1])
+            median = statistics.fmean((now - m).total_seconds() for m in middle)
+        out[row["phase"]] = {"n": n, "median": max(0.0, median),
+                             "max": max(0.0, (now - row["oldest"]).total_seconds())}
+    return out

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from opsconsole.console.diagrams import line_chart_svg
+from opsconsole.console.linechart import line_chart_svg
 
 
 def test_a_single_bucket_with_data_still_shows_as_a_dot_and_gaps_are_skipped() -> None:

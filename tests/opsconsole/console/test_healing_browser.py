@@ -4,31 +4,16 @@ resumes it, and sees both in the healing records; no JavaScript console errors."
 
 from __future__ import annotations
 
-import os
-from collections.abc import Iterator
-
 import pytest
 from playwright.sync_api import expect
 
 from reconcilers.engine.healing.suspend import SUSPENDED
 from tests.opsconsole.api import factories as f
 from tests.opsconsole.api.test_healing_api import Cluster
-from tests.opsconsole.console.test_browser import ARGS, CHROMIUM
+from tests.opsconsole.console.conftest import signed_in
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
-
-@pytest.fixture(scope="module")
-def chromium() -> Iterator:
-    """One headless Chromium for the module."""
-    os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"  # the ORM is used next to Playwright's sync loop
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as p:
-        expect.set_options(timeout=10000)
-        b = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=ARGS)
-        yield b
-        b.close()
 
 
 def test_an_operator_suspends_and_resumes_from_the_detail_page(chromium, live_server, kapi, queue, reconcilers):
@@ -36,17 +21,8 @@ def test_an_operator_suspends_and_resumes_from_the_detail_page(chromium, live_se
     cluster = Cluster(kapi)
     res = cluster.gadget(cluster.inside, "web", generations=2)
     user = f.user("heal-op", "operator", [cluster.inside])
-    context = chromium.new_context(viewport={"width": 1366, "height": 900})
-    page = context.new_page()
-    errors: list[str] = []
-    page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
-    page.on("pageerror", lambda e: errors.append(str(e)))
+    context, page, errors = signed_in(chromium, live_server.url, user, width=1366, height=900)
     try:
-        page.goto(live_server.url + "/login/")
-        page.fill("#id_username", user.username)
-        page.fill("#id_password", "pw-" + user.username)
-        page.click("button[type=submit]")
-        page.wait_for_url(live_server.url + "/")
         page.goto(f"{live_server.url}/resources/{res.pk}/")
         expect(page.locator("#suspended-banner")).to_have_count(0)
         page.fill("#suspend-reason", "database migration")

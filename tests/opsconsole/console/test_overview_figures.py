@@ -10,6 +10,7 @@ import time
 from datetime import timedelta
 
 import pytest
+from django.db import connection
 from django.utils import timezone
 
 from reconcilers.services.selectors import stats
@@ -142,3 +143,31 @@ def test_an_engine_read_past_its_ttl_answers_the_last_value_while_one_thread_rea
         time.sleep(0.01)
     assert stats._cached("probe", 60.0, read, background=True) == 2
     assert len(calls) == 2
+
+
+@pytest.mark.parametrize("method", ["percentile", "offset"])
+def test_the_time_in_the_current_phase_has_its_median_and_longest_per_phase(now, method):
+    if method == "percentile" and connection.vendor != "postgresql":
+        pytest.skip("PERCENTILE_CONT is PostgreSQL's")
+    for name, phase, ago in [("r1", "Running", 10 * M), ("r2", "Running", 30 * M), ("r3", "Running", 2 * H),
+                             ("r4", "Running", 5 * H), ("f1", "Failed", 90.0)]:
+        f.resource(name, "team-a" if name != "r4" else "team-b", phase=phase, since=now - timedelta(seconds=ago))
+    f.resource("gone", phase="Running", since=now - timedelta(days=9), deleted=True)  # deleted: not counted
+    f.resource("new", phase="", since=now - timedelta(days=9))  # no phase yet: not counted
+    f.resource("t", kind=f.TENANT, phase="Running", since=now - timedelta(days=9))  # another kind
+    dwell = stats.phase_dwell_now("Memcached", now=now, method=method)
+    assert dwell == {
+        "Running": {"n": 4, "median": pytest.approx((30 * M + 2 * H) / 2), "max": pytest.approx(5 * H)},
+        "Failed": {"n": 1, "median": pytest.approx(90.0), "max": pytest.approx(90.0)},
+    }
+    team_a = stats.phase_dwell_now("Memcached", now=now, method=method, namespaces=frozenset({"team-a"}))
+    assert team_a["Running"] == {"n": 3, "median": pytest.approx(30 * M), "max": pytest.approx(2 * H)}
+
+
+def test_the_time_in_the_current_phase_is_one_query_on_postgresql(now, django_assert_num_queries):
+    if connection.vendor != "postgresql":
+        pytest.skip("the one-query form is PostgreSQL's")
+    for i in range(5):
+        f.resource(f"q{i}", phase=("Running", "Pending", "Failed")[i % 3], since=now - timedelta(minutes=i + 1))
+    with django_assert_num_queries(1):
+        assert set(stats.phase_dwell_now("Memcached", now=now)) == {"Running", "Pending", "Failed"}

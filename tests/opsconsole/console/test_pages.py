@@ -50,7 +50,9 @@ def test_the_overview_draws_each_kind_with_counts_edges_and_dwell_medians(as_rol
     html = as_role("viewer").get("/").content.decode()
     assert 'aria-label="Memcached state machine"' in html
     assert 'href="/resources/?kind=Memcached&amp;phase=Running"' in html
-    assert "<title>Running: 1 resources" in html and "<title>Pending: 1 resources" in html
+    assert "<title>Running (ready): 1 resources" in html and "<title>Pending (progressing): 1 resources" in html
+    assert "1 now</text>" in html
+    assert 'class="edge-label" text-anchor="middle">1/1</text>' in html  # only an edge something took has a label
     assert "<title>Pending → Running: 1 in the last hour, 1 in the last day</title>" in html
     assert "median 1 min before leaving" in html  # Pending was left after one minute
     assert "Recent transitions" in html and f"/resources/{a.pk}/" in html
@@ -82,7 +84,7 @@ def test_live_fragments_come_back_as_json_with_the_current_state(as_role):
     f.transition(res, "Pending")
     assert "live" in client.get("/?_live=recent").json()["fragments"]["recent"]
     head = client.get(f"/resources/{res.pk}/?_live=head").json()["fragments"]["head"]
-    assert "badge-wait\">Pending" in head
+    assert "badge-wait phase-progressing\">Pending<span class=\"sr-only\"> (progressing)</span>" in head
 
 
 def test_the_resources_table_filters_by_phase_namespace_label_search_and_lag(as_role):
@@ -169,8 +171,9 @@ def test_the_detail_page_shows_the_machine_path_timeline_runs_and_yaml(as_role):
     _chain(res, ["Pending", "Running", "Degraded"])
     run = f.run(res, result="error", duration=0.25)
     html = as_role("viewer").get(f"/resources/{res.pk}/").content.decode()
-    assert 'class="state current" data-state="Degraded"' in html
+    assert 'class="state st-warn cls-warning current visited" data-state="Degraded"' in html
     assert html.count('class="edge taken') == 2
+    assert ">#2 " in html and ">#3 " in html  # the steps' order numbers on the edges they took
     assert "#3" in html and "#1" in html
     assert f'data-run="{run.pk}"' in html and "250 ms" in html and "Boom" in html
     assert f"/traces/{'ab' * 16}/" in html
@@ -233,7 +236,8 @@ def test_the_trace_page_draws_the_waterfall_and_links_out_when_configured(as_rol
     assert 'class="indent-1"' in html and 'x="500.0"' in html and 'width="500.0"' in html
     assert "span-error" in html and "http.status_code" in html
     assert "Open in the tracing UI" not in html
-    settings.OPSCONSOLE_TRACE_URL_TEMPLATE = "https://jaeger.example/trace/{trace_id}"
+    settings.OPSCONSOLE_TRACE_UI_URL = "https://jaeger.example/trace/{trace_id}"
+    settings.OTEL_EXPORTER_OTLP_ENDPOINT = "http://jaeger:4318"
     assert f'href="https://jaeger.example/trace/{tid}"' in client.get(f"/traces/{tid}/").content.decode()
     assert "No spans are stored" in client.get(f"/traces/{'f' * 32}/").content.decode()
     assert client.get("/traces/not-a-trace/").status_code == 404

@@ -119,7 +119,7 @@ def test_permissions_follow_the_reconciler_declarations() -> None:
 def test_the_events_archive_may_watch_events_and_read_what_leads_a_pod_to_its_owner() -> None:
     role = cluster_role()
     assert _verbs(role, "", "events") == {"create", "list", "watch"}
-    assert "get" in _verbs(role, "", "pods") and _verbs(role, "apps", "replicasets") == {"get"}
+    assert "get" in _verbs(role, "", "pods") and _verbs(role, "apps", "replicasets") == {"get", "list"}
     assert "get" in _verbs(role, "apps", "deployments")
     assert cluster_role([])["rules"]  # the engine's own rules stand without any kind registered
-    assert _verbs(cluster_role([]), "", "pods") == {"get"}
+    assert _verbs(cluster_role([]), "", "pods") == {"get", "list"}  # the console's health tree lists them

@@ -62,3 +62,19 @@ def test_without_background_the_loop_runs_the_healing_step_inline():
     controller.running = True
     controller.step()
     assert heals == [1]
+
+
+def test_the_loop_samples_the_queue_depth_for_its_history_every_fifteen_seconds():
+    from types import SimpleNamespace
+
+    now = [100.0]
+    samples: list[int] = []
+    controller = Controller(None, [], enqueue=lambda key: True, pump=lambda: 0, mirror=False, archive_events=False,
+                            queue_depths=lambda: {"a/v1/x": SimpleNamespace(pending=3, unfinished_seconds=0.0,
+                                                                            longest_running_seconds=0.0)},
+                            clock=lambda: now[0])
+    controller.depth_record = samples.append
+    for step in range(40):  # 40 s of 1-second metric updates
+        now[0] = 100.0 + step
+        controller._queue_metrics()
+    assert samples == [3, 3, 3]

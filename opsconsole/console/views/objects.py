@@ -1,0 +1,43 @@
+"""A read-only page for one Kubernetes object below a registered resource (a Deployment, a ReplicaSet, a Pod, a
+Service…): its YAML (managedFields omitted), its Events (a live LIST by involvedObject.uid, plus the archived
+ones when it belongs to a mirrored resource) and its owner chain up to that resource, with links.
+
+Why only some kinds: the console reads with its own identity, which may read more than its users should see (the
+engine's ClusterRole covers Pods, ReplicaSets, Events and every owned kind, and a future grant might cover
+Secrets). So the page shows only what the health tree can lead to: a registered kind's `owns`, ReplicaSets,
+Pods and Events (`health_tree.viewable_kinds`); any other address, a Secret included, is a 404, as is an object
+outside the user's namespaces (the same login, role and namespace limit as the resource pages; a cluster-scoped
+object needs the cluster scope '')."""
+
+from __future__ import annotations
+
+from django.http import Http404, HttpRequest, HttpResponse
+
+from opsconsole.accounts.roles import user_namespaces
+from opsconsole.console.live import page
+from opsconsole.console.security import console_page
+from reconcilers.services.selectors import health_tree
+
+NOT_FOUND = "No such object, or it is outside your namespaces or not shown by the console."
+
+
+@console_page
+def object_detail(request: HttpRequest, group: str, version: str, plural: str, name: str,
+                  namespace: str = "") -> HttpResponse:
+    """One object (namespaced when `namespace` is given, cluster-scoped otherwise)."""
+    kind = health_tree.viewable_kind(group, version, plural)
+    if kind is None or kind.namespaced != bool(namespace):
+        raise Http404(NOT_FOUND)
+    limit = user_namespaces(request.user)
+    if limit is not None and namespace not in limit:
+        raise Http404(NOT_FOUND)
+    try:
+        view = health_tree.object_page(kind, namespace, name)
+    except health_tree.ObjectMissing as exc:
+        raise Http404(NOT_FOUND) from exc
+    except Exception as exc:  # the Kubernetes API did not answer: say so, never a 500
+        return page(request, "console/object.html",
+                    {"kind": kind, "namespace": namespace, "name": name, "view": None,
+                     "error": f"The Kubernetes API did not answer: {exc}"}, status=503)
+    return page(request, "console/object.html",
+                {"kind": kind, "namespace": namespace, "name": name, "view": view, "error": view.error})
