@@ -8,6 +8,7 @@ parameter: enough for kubectl to rely on server-side field validation.
 from __future__ import annotations
 
 import hashlib
+import json
 from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
@@ -160,6 +161,71 @@ class Discovery:
                     "responses": {"200": {"description": "OK"}},
                 }}
             return {"openapi": "3.0.0", "info": {"title": "Kubernetes", "version": version_info()["gitVersion"]},
-                    "paths": paths, "components": {"schemas": {}}}
+                    "paths": paths, "components": {"schemas": crd_components(types, group, version)}}
 
         return self._cached(f"/openapi/{group}/{version}", build)
+
+
+# ---- CRD schemas in OpenAPI v3 (kubectl explain, client-side tooling) ------------------------------------------
+
+OBJECT_META = "io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta"
+_API_VERSION_DOC = ("APIVersion defines the versioned schema of this representation of an object. Servers should "
+                    "convert recognized schemas to the latest internal value, and may reject unrecognized values.")
+_KIND_DOC = ("Kind is a string value representing the REST resource this object represents. Servers may infer this "
+             "from the endpoint the client submits requests to. Cannot be updated. In CamelCase.")
+_META_DOC = "Standard object's metadata."
+#: the ObjectMeta fields a CRD's `metadata` refers to, as kube-apiserver describes them (abridged)
+_OBJECT_META_SCHEMA: dict[str, Any] = {
+    "description": "ObjectMeta is metadata that all persisted resources must have, which includes all objects "
+                   "users must create.",
+    "type": "object",
+    "properties": {
+        "name": {"type": "string", "description": "Name must be unique within a namespace."},
+        "namespace": {"type": "string", "description": "Namespace defines the space within which each name must "
+                                                       "be unique."},
+        "labels": {"type": "object", "additionalProperties": {"type": "string"},
+                   "description": "Map of string keys and values that can be used to organize and categorize "
+                                  "(scope and select) objects."},
+        "annotations": {"type": "object", "additionalProperties": {"type": "string"},
+                        "description": "Annotations is an unstructured key value map stored with a resource."},
+        "uid": {"type": "string", "description": "UID is the unique in time and space value for this object."},
+        "generation": {"type": "integer", "format": "int64",
+                       "description": "A sequence number representing a specific generation of the desired state."},
+        "resourceVersion": {"type": "string", "description": "An opaque value that represents the internal "
+                                                             "version of this object."},
+        "creationTimestamp": {"type": "string", "format": "date-time",
+                              "description": "A timestamp representing the server time when this object was "
+                                             "created."},
+        "deletionTimestamp": {"type": "string", "format": "date-time",
+                              "description": "The time after which this resource will be deleted."},
+        "finalizers": {"type": "array", "items": {"type": "string"},
+                       "description": "Must be empty before the object is deleted from the registry."},
+    },
+}
+
+
+def component_name(group: str, version: str, kind: str) -> str:
+    """kube-apiserver's schema name of a CRD kind: the group reversed, the version, the kind
+    (cache.example.com/v1alpha1 Memcached → com.example.cache.v1alpha1.Memcached)."""
+    return ".".join([*reversed(group.split(".")), version, kind]) if group else f"{version}.{kind}"
+
+
+def crd_components(types: list[Any], group: str, version: str) -> dict[str, Any]:
+    """The `components.schemas` of one group/version's OpenAPI v3 document: each custom resource's schema for that
+    version (its CRD's openAPIV3Schema, with apiVersion, kind and metadata described as kube-apiserver does and
+    `x-kubernetes-group-version-kind` naming it), so `kubectl explain` finds its fields; ObjectMeta when one
+    refers to it. Built-in kinds carry no schema here (kubesim does not model them in OpenAPI)."""
+    out: dict[str, Any] = {}
+    for rt in types:
+        schema = (rt.schemas or {}).get(version)
+        if rt.builtin or not schema:
+            continue
+        doc = json.loads(json.dumps(schema))  # a copy: the registry's schema stays as the CRD declared it
+        props = doc.setdefault("properties", {})
+        props.setdefault("apiVersion", {"type": "string", "description": _API_VERSION_DOC})
+        props.setdefault("kind", {"type": "string", "description": _KIND_DOC})
+        props["metadata"] = {"allOf": [{"$ref": f"#/components/schemas/{OBJECT_META}"}], "description": _META_DOC}
+        doc["x-kubernetes-group-version-kind"] = [{"group": group, "kind": rt.kind, "version": version}]
+        out[component_name(group, version, rt.kind)] = doc
+        out[OBJECT_META] = _OBJECT_META_SCHEMA
+    return out

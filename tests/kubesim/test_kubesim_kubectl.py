@@ -261,3 +261,16 @@ def test_get_cronjobs_and_pdb_print_kubectls_columns(kubectl, tmp_path):
     bad = kubectl("apply", "-f", "-", check=False, stdin=BATCH_AND_POLICY.replace('"17 3 * * *"', '"17 25 * * *"'))
     assert bad.returncode != 0 and "spec.schedule" in bad.stderr and "above maximum (23)" in bad.stderr
     kubectl("delete", "namespace", "batchpol")
+
+
+def test_kubectl_explain_reads_a_crds_fields_from_openapi_v3(kubectl):
+    crd = Path(__file__).resolve().parents[2] / "deploy" / "crds" / "memcached.yaml"
+    kubectl("apply", "-f", str(crd))
+    wait_for(lambda: kubectl("explain", "memcacheds", check=False).returncode == 0, timeout=10)
+    spec = kubectl("explain", "memcacheds.spec").stdout
+    assert "KIND:       Memcached" in spec and "VERSION:    v1alpha1" in spec
+    assert "size\t<integer> -required-" in spec and "Number of memcached replicas." in spec
+    size = kubectl("explain", "memcacheds.spec.size").stdout
+    assert "FIELD: size <integer>" in size
+    top = kubectl("explain", "memcacheds").stdout
+    assert "metadata\t<ObjectMeta>" in top and "apiVersion\t<string>" in top
