@@ -14,6 +14,7 @@ from aiohttp import web
 from kubesim import errors
 from kubesim.errors import ApiError
 from kubesim.server.admin import add_admin_routes
+from kubesim.server.authorization import add_authorization_routes
 from kubesim.server.discovery import Discovery, version_info
 from kubesim.server.http import error_response, json_response
 from kubesim.server.resources import ResourceHandler
@@ -122,6 +123,7 @@ def build_app(sim: Simulator) -> web.Application:
     app.router.add_get("/openapi/v3/{path:.+}", sync(discovery.openapi_gv))
     app.router.add_get("/openapi/v2", openapi_v2)
     add_admin_routes(app, sim)
+    add_authorization_routes(app)
     app.router.add_route("*", "/api/{tail:.+}", resources.handle)
     app.router.add_route("*", "/apis/{tail:.+}", resources.handle)
     app.router.add_route("*", "/{tail:.*}", not_found)

@@ -274,3 +274,10 @@ def test_kubectl_explain_reads_a_crds_fields_from_openapi_v3(kubectl):
     assert "FIELD: size <integer>" in size
     top = kubectl("explain", "memcacheds").stdout
     assert "metadata\t<ObjectMeta>" in top and "apiVersion\t<string>" in top
+
+
+def test_kubectl_auth_can_i_is_answered_as_always_allow_does(kubectl):
+    assert kubectl("auth", "can-i", "list", "pods").stdout.strip() == "yes"
+    assert kubectl("auth", "can-i", "delete", "memcacheds.cache.example.com", "-n", "team-a").stdout.strip() == "yes"
+    rules = kubectl("auth", "can-i", "--list").stdout
+    assert "*.*" in rules and "[*]" in rules
