@@ -23,9 +23,10 @@ from reconcilers.core.reconciler import Reconciler, ResourceKind
 from reconcilers.engine import kube
 
 #: simulated pod lifecycle: Pending → bound → Running → Ready in about 0.1 s (a Deployment in 0.1-0.3 s); a
-#: broken image's pull is retried after 0.3 s, doubling to 2 s (the real kubelet: 10 s to 300 s)
+#: broken image's pull is retried after 1 s, doubling to 30 s (the real kubelet: 10 s to 300 s): a broken Pod
+#: left over by an earlier test soon goes quiet
 POD_DELAYS: dict[str, float] = {"schedule_delay": 0.02, "start_delay": 0.04, "ready_delay": 0.04,
-                                "terminate_delay": 0.02, "image_pull_backoff": 0.3, "image_pull_backoff_max": 2.0}
+                                "terminate_delay": 0.02, "image_pull_backoff": 1.0, "image_pull_backoff_max": 30.0}
 CRD = ResourceKind("apiextensions.k8s.io", "v1", "customresourcedefinitions", "CustomResourceDefinition", False)
 NAMESPACE = ResourceKind("", "v1", "namespaces", "Namespace", namespaced=False)
 FIELD_MANAGER = "opsconsole-testing"

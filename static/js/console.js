@@ -64,7 +64,8 @@
           if (last[name] === frags[name]) return;
           var el = document.querySelector('[data-live="' + name + '"]');
           if (!el) return;
-          if (el.contains(document.activeElement) && document.activeElement.tagName === "INPUT") return;
+          // never swap a form out while someone is filling it in
+          if (el.contains(document.activeElement) && /^(INPUT|SELECT|TEXTAREA)$/.test(document.activeElement.tagName)) return;
           var checked = {};
           el.querySelectorAll("input[type=checkbox]:checked").forEach(function (c) { checked[c.value] = true; });
           var open = {};  // expanded <details> (a collapsed run group, a span) stay expanded across refreshes

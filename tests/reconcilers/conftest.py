@@ -32,8 +32,8 @@ CRDS_DIR = ROOT / "deploy" / "crds"
 SAMPLES_DIR = ROOT / "deploy" / "samples"
 NAMESPACE = ResourceKind("", "v1", "namespaces", "Namespace", namespaced=False)
 # short simulated pod lifecycle: Pending → bound → Running → Ready in ~0.1 s
-POD_DELAYS = {"schedule_delay": 0.02, "start_delay": 0.04, "ready_delay": 0.04, "image_pull_backoff": 0.3,
-              "image_pull_backoff_max": 2.0}
+POD_DELAYS = {"schedule_delay": 0.02, "start_delay": 0.04, "ready_delay": 0.04, "image_pull_backoff": 1.0,
+              "image_pull_backoff_max": 30.0}
 
 
 @contextmanager

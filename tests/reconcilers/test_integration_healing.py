@@ -161,7 +161,7 @@ def test_a_suspended_resource_is_not_reconciled_and_resumes_at_its_expiry(integr
     assert ReconcileRun.objects.filter(resource__uid=uid).count() == runs  # the change waits
     assert kube.get_object(kapi, GADGET, namespace, "paused")["status"]["observedGeneration"] == 1
     try:
-        phase_is(uid, "Pending", timeout=15)
+        phase_is(uid, "Pending", timeout=30)
     except AssertionError as exc:
         from reconcilers.engine import dispatch
 
@@ -169,7 +169,7 @@ def test_a_suspended_resource_is_not_reconciled_and_resumes_at_its_expiry(integr
         queue = dispatch.get_queue().snapshot()
         runs = list(ReconcileRun.objects.filter(resource__uid=uid).values_list("result", "started_at"))
         raise AssertionError(f"{exc}; resource {row}; healing {actions(uid)}; runs {runs}"
-                             f"; queue delayed {[d for d in queue.delayed if 'paused' in str(d)]} pending "
+                             f"; queue delayed {[d for d in queue.backing_off if 'paused' in str(d)]} pending "
                              f"{[p for p in queue.pending if 'paused' in str(p)]} processing "
                              f"{[p for p in queue.processing if 'paused' in str(p)]}; now {timezone.now()}") from exc
     resumed = HealingRecord.objects.get(resource_uid=uid, action=HealingAction.RESUMED)

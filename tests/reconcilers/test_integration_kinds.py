@@ -60,7 +60,7 @@ def test_fifty_memcacheds_converge_to_running_each_recording_exactly_pending_the
 def test_a_broken_image_reaches_failed_with_its_reason(integration, kapi, namespace):
     uid = kube.create_object(kapi, MEMCACHED, memcached(namespace, "broken", image="memcached:broken",
                                                          progressDeadlineSeconds=2))["metadata"]["uid"]
-    wait_for(lambda: recorded(uid, "Failed"), timeout=30, interval=0.2)
+    wait_for(lambda: recorded(uid, "Failed"), timeout=45, interval=0.2)
     status = kube.get_object(kapi, MEMCACHED, namespace, "broken")["status"]
     assert status["phase"] == "Failed" and status["reason"] == "ProgressDeadlineExceeded"
     assert "ErrImagePull" in status["message"] or "ImagePullBackOff" in status["message"]

@@ -38,6 +38,7 @@ FRAGMENTS = {
     "request": "console/_detail_request.html",
     "revisions": "console/_detail_revisions.html",
     "tree": "console/_detail_tree.html",
+    "healing": "console/_detail_healing.html",
 }
 
 

@@ -58,6 +58,8 @@ QUEUE_BACKOFF_MIN = 0.1
 QUEUE_BACKOFF_MAX = 5.0
 #: the pause before a mirror sweep that failed (the database away) is tried again
 SWEEP_RETRY_SECONDS = 5.0
+#: a loop step slower than this is logged: enqueueing and the release of delayed keys wait for it
+SLOW_STEP_SECONDS = 2.0
 #: how often the workqueue's total depth is sampled into its history (the console's workers page)
 DEPTH_SAMPLE_SECONDS = 15.0
 #: the archive thread's pause when no Event waits (Controller(background=True))
@@ -653,10 +655,17 @@ class Controller:
     # -- the loop ------------------------------------------------------------------------------------------
 
     def run(self) -> None:
-        """Step until `request_stop()`; then stop the informers and release the Lease."""
+        """Step until `request_stop()`; then stop the informers and release the Lease. A step that takes longer
+        than SLOW_STEP_SECONDS is logged (enqueueing and the pump wait for it)."""
         try:
             while not self._stop.is_set():
-                if not self.step():
+                started = time.monotonic()
+                did = self.step()
+                took = time.monotonic() - started
+                if took > SLOW_STEP_SECONDS:
+                    log.warning("controller: a loop step took %.1fs (keys handed off: %d; enqueueing and the pump "
+                                "waited)", took, self.handoff.pending()[0])
+                if not did:
                     self.handoff.wait(self._sleep_budget())
         finally:
             self.shutdown()

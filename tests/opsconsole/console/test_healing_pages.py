@@ -43,6 +43,8 @@ def test_the_detail_page_shows_anomalies_the_banner_and_records_and_hides_forms_
     assert "crash_loop" in html and "7 restarts in 5 minutes" in html
     assert 'id="resume-form"' not in html and 'id="suspend-form"' not in html
     assert 'id="resume-form"' in as_role("operator").get(f"/resources/{res.pk}/").content.decode()
+    live = as_role("viewer").get(f"/resources/{res.pk}/", {"_live": "healing"}).json()["fragments"]["healing"]
+    assert 'id="suspended-banner"' in live and "crash_loop" in live  # the panel refreshes with the page
 
 
 @pytest.mark.django_db(transaction=True)
