@@ -41,7 +41,9 @@ def kubesim_with_crds() -> Iterator[KubesimHandle]:
     """kubesim as a subprocess (so the test process's GIL is not shared with it), with the CRDs of the built-in
     kinds and of the test-only Gadget generated from the kinds and served (the pytest plugin's installer, as a
     kind author's tests get them)."""
-    with running_kubesim(mode="process", **POD_DELAYS) as handle:
+    # the whole session's changes fit its watch history: a late module's watches are not cut short by 410 Gone
+    # (and re-listed) because earlier modules' Pods and Events filled kubesim's default 10,000 events
+    with running_kubesim(mode="process", history_size=200_000, **POD_DELAYS) as handle:
         api = kube.build_api_client(handle.kubeconfig)
         CrdInstaller(api).ensure([MemcachedReconciler, TenantReconciler, testkinds.GadgetReconciler])
         api.close()

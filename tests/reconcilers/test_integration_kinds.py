@@ -60,7 +60,22 @@ def test_fifty_memcacheds_converge_to_running_each_recording_exactly_pending_the
 def test_a_broken_image_reaches_failed_with_its_reason(integration, kapi, namespace):
     uid = kube.create_object(kapi, MEMCACHED, memcached(namespace, "broken", image="memcached:broken",
                                                          progressDeadlineSeconds=2))["metadata"]["uid"]
-    wait_for(lambda: recorded(uid, "Failed"), timeout=45, interval=0.2)
+    try:
+        wait_for(lambda: recorded(uid, "Failed"), timeout=45, interval=0.2)
+    except AssertionError as exc:  # say where it stands: the record, the runs, the live status, the queue
+        from reconcilers.engine import dispatch
+
+        runs = list(ReconcileRun.objects.filter(resource__uid=uid).order_by("started_at")
+                    .values_list("started_at", "result", "error_class", "duration_seconds"))
+        snap = dispatch.get_queue().snapshot()
+        key = MEMCACHED.request(namespace, "broken").key()
+        where = {"pending": [p for p in snap.pending if key in str(p)],
+                 "processing": [p for p in snap.processing if key in str(p)],
+                 "backing_off": [p for p in snap.backing_off if key in str(p)]}
+        raise AssertionError(f"{exc}; record {Resource.objects.filter(uid=uid).values('phase', 'reason').first()}; "
+                             f"transitions {phases(uid)}; runs {runs}; live status "
+                             f"{kube.get_object(kapi, MEMCACHED, namespace, 'broken').get('status')}; queue {where}"
+                             ) from exc
     status = kube.get_object(kapi, MEMCACHED, namespace, "broken")["status"]
     assert status["phase"] == "Failed" and status["reason"] == "ProgressDeadlineExceeded"
     assert "ErrImagePull" in status["message"] or "ImagePullBackOff" in status["message"]
