@@ -120,7 +120,7 @@ class _ProcessServer:
                "--image-pull-backoff-max", str(o.kubelet.image_pull_backoff_max), "--log-level", "WARNING"]
         for marker in o.kubelet.broken_image_markers:
             cmd += ["--broken-image-marker", marker]
-        cmd += ["--token", o.token] if o.token else ["--no-auth"]
+        cmd += [f"--token={o.token}"] if o.token else ["--no-auth"]  # a token may begin with "-"
         if o.token and not o.tls:
             cmd.append("--no-tls")
         if o.tls_cert and o.tls_key:

@@ -132,7 +132,7 @@ def start_kubesim(run_dir: Path, env: dict[str, str], *, schedule_delay: float, 
     kubeconfig path) once it serves."""
     kubeconfig = run_dir / "kubeconfig"
     cmd = [sys.executable, "-m", "kubesim", "--host", "127.0.0.1", "--port", "0", "--kubeconfig", str(kubeconfig),
-           "--token", token, "--no-tls", "--schedule-delay", str(schedule_delay), "--start-delay", str(start_delay),
+           f"--token={token}", "--no-tls", "--schedule-delay", str(schedule_delay), "--start-delay", str(start_delay),
            "--ready-delay", str(ready_delay), "--log-level", "WARNING"]
     proc = Proc("kubesim", cmd, env, run_dir / "kubesim.log").start(stdout=subprocess.PIPE)
     assert proc.popen is not None and proc.popen.stdout is not None
