@@ -710,6 +710,10 @@ def resource_deletions_record(deletions: Sequence[Deletion]) -> list[Transition]
             continue
         for kind, move in zip(kinds, moves, strict=True):
             _transitions_observe(kind, [move])
+        if appended:
+            hows = sorted({by_uid[t.resource_uid].how for t in appended if t.resource_uid in by_uid})
+            log.info("recorded deleted: %s (%s)", ", ".join(sorted({t.resource_uid for t in appended})),
+                     "; ".join(hows))
         return list(appended)
     raise AssertionError("unreachable")
 

@@ -1,6 +1,10 @@
 """Fixtures of the fault suite: a kubesim of its own (faults injected there never reach the rest of the
 session), two real Celery workers and a controller process on it with short leases and a small backoff cap,
-Redis and the test database. The engine, the Gadget test kind and the helpers come from tests/reconcilers."""
+Redis and the test database. The engine, the Gadget test kind and the helpers come from tests/reconcilers.
+
+Both are scoped to this directory and stopped after its last test: a controller left running on this kubesim
+would go on writing to the test database, and its re-lists would record every other test's objects deleted
+(its kubesim never had them)."""
 
 from __future__ import annotations
 
@@ -19,18 +23,22 @@ from tests.reconcilers.conftest import (  # noqa: F401 - fixtures re-registered 
     audit_intact,
     engine_running,
     kapi,
-    kubesim,
     namespace,
+    package_kubesim,
     wait_idle,
 )
 from tests.reconcilers.testkinds import GADGET, gadget
+
+kubesim = package_kubesim()  # a kubesim of this directory's own
 
 #: the backoff of the fault engine: 50 ms doubling, capped at 2 s (production: 5 ms, 1000 s)
 BACKOFF_BASE = 0.05
 BACKOFF_CAP = 2.0
 
 
-@pytest.fixture(scope="session")
+
+
+@pytest.fixture(scope="package")
 def fault_engine(kubesim, redis_client, django_db_setup, django_db_blocker) -> Iterator[Engine]:  # noqa: F811
     """The engine the fault tests break: 2 workers (one pool child each) and a controller."""
     extra = {

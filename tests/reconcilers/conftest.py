@@ -57,6 +57,20 @@ def kubesim() -> Iterator[KubesimHandle]:
         yield handle
 
 
+def package_kubesim():  # noqa: ANN201 - a pytest fixture
+    """A `kubesim` fixture for another test directory's conftest (`kubesim = package_kubesim()`): a kubesim
+    (kubesim_with_crds) of that directory's own, started for its first test and stopped after its last.
+    Re-exporting the session fixture instead registers a second session-scoped kubesim there, which lives (its
+    kubelets busy) to the end of the session, and an engine on it would go on writing to the test database."""
+
+    @pytest.fixture(scope="package", name="kubesim")
+    def kubesim_of_package() -> Iterator[KubesimHandle]:
+        with kubesim_with_crds() as handle:
+            yield handle
+
+    return kubesim_of_package
+
+
 @pytest.fixture
 def kapi(kubesim, settings) -> Iterator:
     """The engine's shared ApiClient (kube.get_api_client), configured from kubesim's kubeconfig."""

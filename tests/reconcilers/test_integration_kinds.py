@@ -24,6 +24,12 @@ def phases(uid):
     return list(Transition.objects.filter(resource_uid=uid).order_by("seq").values_list("from_phase", "to_phase"))
 
 
+def messages(uid):
+    """Each transition's time, actor, reason and message (which path recorded it)."""
+    return list(Transition.objects.filter(resource_uid=uid).order_by("seq")
+                .values_list("created_at", "actor", "reason", "message"))
+
+
 def phase_of(api, kind, namespace, name):
     obj = kube.get_object(api, kind, namespace, name)
     return ((obj or {}).get("status") or {}).get("phase")
@@ -73,7 +79,7 @@ def test_a_broken_image_reaches_failed_with_its_reason(integration, kapi, namesp
                  "processing": [p for p in snap.processing if key in str(p)],
                  "backing_off": [p for p in snap.backing_off if key in str(p)]}
         raise AssertionError(f"{exc}; record {Resource.objects.filter(uid=uid).values('phase', 'reason').first()}; "
-                             f"transitions {phases(uid)}; runs {runs}; live status "
+                             f"transitions {phases(uid)}; messages {messages(uid)}; runs {runs}; live status "
                              f"{kube.get_object(kapi, MEMCACHED, namespace, 'broken').get('status')}; queue {where}"
                              ) from exc
     status = kube.get_object(kapi, MEMCACHED, namespace, "broken")["status"]

@@ -16,7 +16,9 @@ from tests.opsconsole.api.conftest import (  # noqa: F401 - fixtures, re-exporte
     viewer,
 )
 from tests.opsconsole.console.conftest import _fresh_memos, as_role  # noqa: F401 - fixtures, as above
-from tests.reconcilers.conftest import kapi, kubesim, namespace, reconcilers  # noqa: F401 - fixtures, as above
+from tests.reconcilers.conftest import kapi, namespace, package_kubesim, reconcilers  # noqa: F401 - fixtures, as above
+
+kubesim = package_kubesim()  # a kubesim of this directory's own
 
 
 @pytest.fixture(autouse=True)

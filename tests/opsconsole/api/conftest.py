@@ -16,10 +16,12 @@ from tests.opsconsole.api import factories
 from tests.reconcilers.conftest import (  # noqa: F401 - fixtures, re-exported for this directory
     Sent,
     kapi,
-    kubesim,
     namespace,
+    package_kubesim,
     reconcilers,
 )
+
+kubesim = package_kubesim()  # a kubesim of this directory's own
 
 
 @pytest.fixture(autouse=True)

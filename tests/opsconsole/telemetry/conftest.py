@@ -20,11 +20,13 @@ from reconcilers.engine import registry
 from tests.reconcilers.conftest import (  # noqa: F401 - fixtures, re-exported for this directory
     ControllerProcess,
     kapi,
-    kubesim,
     namespace,
+    package_kubesim,
     wait_idle,
 )
 from tests.support.workers import WorkerProcess
+
+kubesim = package_kubesim()  # a kubesim of this directory's own
 
 RECONCILERS = ["tests.reconcilers.testkinds.GadgetReconciler"]
 PROMETHEUS = "/usr/bin/prometheus"
