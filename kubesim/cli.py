@@ -26,6 +26,10 @@ def build_parser() -> argparse.ArgumentParser:
     auth = p.add_mutually_exclusive_group()
     auth.add_argument("--token", default=None, help="bearer token to require (default: a random one)")
     auth.add_argument("--no-auth", action="store_true", help="accept unauthenticated requests")
+    p.add_argument("--token-auth-file", default=None,
+                   help="more bearer tokens, kube-apiserver's format: token,user,uid,\"group1,group2\" per line")
+    p.add_argument("--authorization-mode", default="AlwaysAllow", choices=("AlwaysAllow", "RBAC"),
+                   help="AlwaysAllow (default) or RBAC: roles and bindings enforced, 403 Forbidden otherwise")
     p.add_argument("--no-tls", action="store_true",
                    help="serve plain HTTP even with a token (kubectl then sends no token)")
     p.add_argument("--tls-cert", default=None, help="PEM certificate (default: self-signed, made with openssl)")
@@ -104,7 +108,8 @@ def options_from_args(args: argparse.Namespace) -> Options:
     return Options(host=args.host, port=args.port, token=token, data_dir=args.data_dir,
                    tls=bool(token) and not args.no_tls, tls_cert=args.tls_cert, tls_key=args.tls_key,
                    history_size=args.history_size, bookmark_interval=args.bookmark_interval,
-                   controllers=not args.no_controllers, kubelet=kubelet, faults=faults)
+                   controllers=not args.no_controllers, kubelet=kubelet, faults=faults,
+                   token_auth_file=args.token_auth_file, authorization_mode=args.authorization_mode)
 
 
 async def serve(options: Options, kubeconfig: str) -> None:
@@ -131,7 +136,7 @@ def main(argv: list[str] | None = None) -> int:
                         stream=sys.stderr)
     try:
         asyncio.run(serve(options_from_args(args), args.kubeconfig))
-    except OSError as e:
+    except (OSError, ValueError) as e:  # a port in use, an unreadable token file
         print(f"kubesim: {e}", file=sys.stderr)
         return 1
     return 0

@@ -116,8 +116,14 @@ def json_path(expr: str) -> list[str]:
     return [p for p in expr.lstrip("$").split(".") if p]
 
 
-def name_error(name: str, *, label: bool = False) -> str | None:
-    """The apiserver's message when ``name`` is not a valid DNS-1123 subdomain (or label), else None."""
+def name_error(name: str, *, label: bool = False, path_segment: bool = False) -> str | None:
+    """The apiserver's message when ``name`` is not a valid DNS-1123 subdomain (or label, or for the RBAC kinds a
+    path segment name: anything but ``.``, ``..`` and names with ``/`` or ``%``), else None."""
+    if path_segment:
+        if name in (".", ".."):
+            return f"may not be '{name}'"
+        bad = next((c for c in ("/", "%") if c in name), None)
+        return f"may not contain '{bad}'" if bad else None
     if label:
         if len(name) > 63 or not DNS1123_LABEL.match(name):
             return (

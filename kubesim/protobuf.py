@@ -70,6 +70,19 @@ KINDS: dict[tuple[str, str], dict[int, tuple[str, Any]]] = {
                                3: ("imagePullSecrets", [{1: ("name", "str")}]),
                                4: ("automountServiceAccountToken", "bool")},
 }
+# authorization.k8s.io/v1 (k8s.io/api/authorization/v1/generated.proto): what `kubectl auth can-i` sends
+RESOURCE_ATTRIBUTES = {1: ("namespace", "str"), 2: ("verb", "str"), 3: ("group", "str"), 4: ("version", "str"),
+                       5: ("resource", "str"), 6: ("subresource", "str"), 7: ("name", "str")}
+NON_RESOURCE_ATTRIBUTES = {1: ("path", "str"), 2: ("verb", "str")}
+ACCESS_SPEC = {1: ("resourceAttributes", RESOURCE_ATTRIBUTES), 2: ("nonResourceAttributes", NON_RESOURCE_ATTRIBUTES)}
+KINDS[("authorization.k8s.io/v1", "SelfSubjectAccessReview")] = {1: ("metadata", OBJECT_META), 2: ("spec", ACCESS_SPEC)}
+KINDS[("authorization.k8s.io/v1", "SubjectAccessReview")] = {1: ("metadata", OBJECT_META), 2: ("spec", {
+    **ACCESS_SPEC, 3: ("user", "str"), 4: ("groups", ["str"]), 6: ("uid", "str")})}
+KINDS[("authorization.k8s.io/v1", "SelfSubjectRulesReview")] = {1: ("metadata", OBJECT_META),
+                                                                 2: ("spec", {1: ("namespace", "str")})}
+# authentication.k8s.io/v1 TokenRequest (k8s.io/api/authentication/v1/generated.proto): `kubectl create token`
+KINDS[("authentication.k8s.io/v1", "TokenRequest")] = {1: ("metadata", OBJECT_META), 2: ("spec", {
+    1: ("audiences", ["str"]), 4: ("expirationSeconds", "int")})}
 
 
 def _value(kind: Any, wire: int, raw: Any) -> Any:

@@ -6,11 +6,15 @@ import asyncio
 import logging
 import ssl
 import tempfile
+from collections import deque
 from typing import Any
 
 from aiohttp import web
 
 from kubesim import errors
+from kubesim.auth.identity import Authenticator, read_token_file
+from kubesim.auth.rbac import RBACAuthorizer, bootstrap_policy
+from kubesim.auth.request_info import Attributes
 from kubesim.cluster import Cluster
 from kubesim.controllers import ControllerManager
 from kubesim.meta import clone, new_uid, now
@@ -22,6 +26,7 @@ from kubesim.store import Store
 from kubesim.tls import ensure_certificate, server_context
 
 log = logging.getLogger("kubesim")
+ACCESS_LOG_SIZE = 200_000
 DEFAULT_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
 
 
@@ -35,6 +40,14 @@ class Simulator:
         self.cluster = Cluster(self.store, self.registry)
         self.persistence = Persistence(self.options.data_dir) if self.options.data_dir else None
         self.controllers = ControllerManager(self)
+        if self.options.authorization_mode not in ("AlwaysAllow", "RBAC"):
+            raise ValueError(f"authorization mode must be AlwaysAllow or RBAC, got {self.options.authorization_mode!r}")
+        static = read_token_file(self.options.token_auth_file) if self.options.token_auth_file else None
+        self.authenticator = Authenticator(self.options.token, static)
+        self.authorizer = (RBACAuthorizer(self.cluster, self.authorize) if self.options.authorization_mode == "RBAC"
+                           else None)
+        #: under RBAC, every authorization decision (newest last): who asked to do what, and the answer
+        self.access_log: deque[dict[str, Any]] = deque(maxlen=ACCESS_LOG_SIZE)
         self.active_watches = 0
         self.injected_errors = 0
         self.delayed_requests = 0  # requests the latency fault slowed down
@@ -73,6 +86,8 @@ class Simulator:
         for name in DEFAULT_NAMESPACES:
             if self.cluster.find(ns_rt, "", name) is None:
                 self.cluster.create(ns_rt, "", {"metadata": {"name": name}})
+        if self.authorizer is not None:
+            self._bootstrap_rbac()
         node_rt = self.cluster.resource("", "nodes")
         node_name = self.options.kubelet.node_name
         if self.cluster.find(node_rt, "", node_name) is None:
@@ -94,6 +109,32 @@ class Simulator:
                 "daemonEndpoints": {"kubeletEndpoint": {"Port": 10250}},
             }
             self.cluster.update(node_rt, "", node_name, ready, subresource="status")
+
+    def _bootstrap_rbac(self) -> None:
+        """The default ClusterRoles and ClusterRoleBindings of a new cluster, created when missing."""
+        roles, bindings = bootstrap_policy()
+        for plural, objects in (("clusterroles", roles), ("clusterrolebindings", bindings)):
+            rt = self.cluster.resource("rbac.authorization.k8s.io", plural)
+            for obj in objects:
+                if self.cluster.find(rt, "", obj["metadata"]["name"]) is None:
+                    self.cluster.create(rt, "", obj)
+
+    def authorize(self, attrs: Attributes) -> bool:
+        """Under RBAC, the decision on `attrs`, recorded on the access log (requests, and the checks made while
+        serving one: `bind`/`escalate` on roles, `update` on an owner's finalizers); AlwaysAllow: True."""
+        if self.authorizer is None:
+            return True
+        allowed, _reason = self.authorizer.authorize(attrs)
+        self.access_log.append({"user": attrs.user.name, "verb": attrs.verb, "resourceRequest": attrs.resource_request,
+                                "apiGroup": attrs.api_group, "resource": attrs.resource,
+                                "subresource": attrs.subresource, "namespace": attrs.namespace, "name": attrs.name,
+                                "path": attrs.path, "allowed": allowed})
+        return allowed
+
+    def service_account_uid(self, namespace: str, name: str) -> str | None:
+        """The uid of a stored ServiceAccount (None when there is none)."""
+        obj = self.cluster.find(self.cluster.resource("", "serviceaccounts"), namespace, name)
+        return obj["metadata"]["uid"] if obj else None
 
     async def start(self) -> int:
         """Bootstrap, start the controllers and listen; returns the bound port."""

@@ -20,6 +20,7 @@ import sys
 import tempfile
 import threading
 import time
+import urllib.parse
 import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -129,6 +130,9 @@ class _ProcessServer:
             cmd += ["--data-dir", o.data_dir]
         if not o.controllers:
             cmd.append("--no-controllers")
+        cmd += ["--authorization-mode", o.authorization_mode]
+        if o.token_auth_file:
+            cmd += ["--token-auth-file", o.token_auth_file]
         f = o.faults
         cmd += ["--fault-error-rate", str(f.error_rate), "--fault-error-code", str(f.error_code),
                 "--fault-retry-after", str(f.retry_after), "--fault-latency-ms", str(f.latency * 1000),
@@ -199,6 +203,12 @@ class KubesimHandle:
         else:
             self.ca_pem = self._server.certificate_pem()
 
+    def kubeconfig_for(self, token: str, path: str) -> str:
+        """Write a kubeconfig for this server that authenticates with `token` (a token-file user's, a
+        ServiceAccount's) instead of the admin's; returns `path`."""
+        write_kubeconfig(path, self.url, token, self.ca_pem)
+        return path
+
     def stop(self) -> None:
         """Stop the server (idempotent)."""
         if self._server is not None:
@@ -249,6 +259,17 @@ class KubesimHandle:
     def stats(self) -> dict[str, Any]:
         """resourceVersion, object count, open watches, injected errors, delayed requests, watches cut."""
         return self._admin("GET", "/kubesim/stats")
+
+    def access_log(self, user: str | None = None, *, allowed: bool | None = None) -> list[dict[str, Any]]:
+        """The authorization decisions kubesim made under RBAC, oldest first (of `user` only; only allowed or
+        only refused ones): user, verb, resourceRequest, apiGroup, resource, subresource, namespace, name, path,
+        allowed."""
+        query = urllib.parse.urlencode({k: v for k, v in (("user", user), ("allowed", allowed)) if v is not None})
+        return self._admin("GET", "/kubesim/access" + (f"?{query}" if query else ""))["items"]
+
+    def clear_access_log(self) -> None:
+        """Forget the decisions recorded so far."""
+        self._admin("DELETE", "/kubesim/access")
 
 
 @contextmanager

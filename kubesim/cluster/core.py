@@ -216,7 +216,7 @@ class Cluster(PatchingMixin, DeletingMixin):
 
     def _meta_causes(self, rt: ResourceType, obj: dict[str, Any]) -> list[dict[str, str]]:
         name = obj["metadata"].get("name", "")
-        msg = name_error(name, label=rt.plural == "namespaces")
+        msg = name_error(name, label=rt.plural == "namespaces", path_segment=rt.group == "rbac.authorization.k8s.io")
         causes = [cause("metadata.name", "FieldValueInvalid", f'Invalid value: "{name}": {msg}')] if msg else []
         for key in ("labels", "annotations"):
             value = obj["metadata"].get(key)

@@ -1,4 +1,5 @@
-"""The ``/kubesim/...`` admin endpoints: fault injection, failing a Pod, stats and snapshots."""
+"""The ``/kubesim/...`` admin endpoints: fault injection, failing a Pod, stats, snapshots and the log of
+authorization decisions (under RBAC)."""
 
 from __future__ import annotations
 
@@ -54,6 +55,19 @@ def add_admin_routes(app: web.Application, sim: Simulator) -> None:
         sim.persistence.snapshot()
         return json_response({"resourceVersion": sim.store.rv})
 
+    async def access(request: web.Request) -> web.Response:
+        wanted_user = request.query.get("user")
+        wanted = request.query.get("allowed")
+        items = [e for e in sim.access_log if (wanted_user is None or e["user"] == wanted_user)
+                 and (wanted is None or e["allowed"] == (wanted.lower() in ("true", "1")))]
+        return json_response({"items": items})
+
+    async def clear_access(request: web.Request) -> web.Response:
+        sim.access_log.clear()
+        return json_response({"items": []})
+
+    app.router.add_get("/kubesim/access", access)
+    app.router.add_delete("/kubesim/access", clear_access)
     app.router.add_get("/kubesim/faults", get_faults)
     app.router.add_put("/kubesim/faults", change_faults)
     app.router.add_patch("/kubesim/faults", change_faults)

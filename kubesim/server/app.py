@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import hmac
 import logging
 import random
 from collections.abc import Awaitable, Callable
@@ -12,11 +11,13 @@ from typing import TYPE_CHECKING
 from aiohttp import web
 
 from kubesim import errors
+from kubesim.auth.request_info import forbidden_message, request_attributes
 from kubesim.errors import ApiError
 from kubesim.server.admin import add_admin_routes
+from kubesim.server.authentication import add_authentication_routes
 from kubesim.server.authorization import add_authorization_routes
 from kubesim.server.discovery import Discovery, version_info
-from kubesim.server.http import error_response, json_response
+from kubesim.server.http import USER, error_response, json_response
 from kubesim.server.resources import ResourceHandler
 
 if TYPE_CHECKING:
@@ -57,12 +58,23 @@ def build_app(sim: Simulator) -> web.Application:
 
     @web.middleware
     async def auth_mw(request: web.Request, handler: Handler) -> web.StreamResponse:
-        token = sim.options.token
-        if token and request.path not in _PUBLIC:
-            header = request.headers.get("Authorization", "")
-            scheme, _, given = header.partition(" ")
-            if scheme.lower() != "bearer" or not hmac.compare_digest(given.strip().encode(), token.encode()):
-                return error_response(errors.unauthorized())
+        """Who asks (401 when nobody kubesim knows), then, under RBAC, whether they may (403 Forbidden)."""
+        if request.path in _PUBLIC:
+            return await handler(request)
+        scheme, _, given = request.headers.get("Authorization", "").partition(" ")
+        token = given.strip() if scheme.lower() == "bearer" else None
+        user = sim.authenticator.authenticate(token, sim.service_account_uid)
+        if user is None:
+            return error_response(errors.unauthorized())
+        request[USER] = user
+        if sim.authorizer is not None:
+            attrs = request_attributes(user, request.method, request.path,
+                                       str(request.query.get("watch", "")).lower() in ("true", "1"))
+            allowed = sim.authorize(attrs)
+            if not allowed:
+                details = {key: value for key, value in (("name", attrs.name), ("group", attrs.api_group),
+                                                         ("kind", attrs.resource)) if value}
+                return error_response(ApiError(403, "Forbidden", forbidden_message(attrs), details))
         return await handler(request)
 
     @web.middleware
@@ -123,7 +135,8 @@ def build_app(sim: Simulator) -> web.Application:
     app.router.add_get("/openapi/v3/{path:.+}", sync(discovery.openapi_gv))
     app.router.add_get("/openapi/v2", openapi_v2)
     add_admin_routes(app, sim)
-    add_authorization_routes(app)
+    add_authorization_routes(app, sim)
+    add_authentication_routes(app, sim)
     app.router.add_route("*", "/api/{tail:.+}", resources.handle)
     app.router.add_route("*", "/apis/{tail:.+}", resources.handle)
     app.router.add_route("*", "/{tail:.*}", not_found)

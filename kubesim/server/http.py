@@ -10,8 +10,17 @@ import yaml
 from aiohttp import web
 
 from kubesim import errors, protobuf
+from kubesim.auth.identity import ADMIN, UserInfo
 from kubesim.errors import ApiError
 from kubesim.meta import dumps, load_yaml
+
+#: who made the request (set by the authentication middleware)
+USER = web.RequestKey("user", UserInfo)
+
+
+def request_user(request: web.Request) -> UserInfo:
+    """The authenticated user of `request` (the admin where no middleware ran, as in handler unit tests)."""
+    return request.get(USER, ADMIN)
 
 
 def json_response(body: Any, status: int = 200, headers: dict[str, str] | None = None) -> web.Response:

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
 
 from kubesim import errors
+from kubesim.auth.rbac import RBAC_GROUP
+from kubesim.auth.request_info import forbidden_message, request_attributes
 from kubesim.cluster import WriteOptions
+from kubesim.cluster.patching import APPLY as APPLY_PATCH
 from kubesim.meta import dumps
 from kubesim.registry import ResourceType
 from kubesim.selectors import parse_field_selector, parse_label_selector
@@ -19,6 +22,7 @@ from kubesim.server.http import (
     json_response,
     parse_accept,
     read_body,
+    request_user,
     warning_headers,
 )
 from kubesim.server.watch import serve_watch
@@ -135,12 +139,23 @@ class ResourceHandler:
         if method == "PUT":
             opts = _write_opts(request)
             body = await read_body(request)
+            self._check_rbac_write(t, request, body)
+            self._check_owner_references(t, request, body, self.cluster.find(t.rt, t.namespace or "", t.name))
             obj = self.cluster.update(t.rt, t.namespace or "", t.name, body, subresource=t.sub, opts=opts,
                                       version=t.version)
             return self._render(t, obj, accept, request, 200, warning_headers(opts.warnings))
         if method == "PATCH":
             opts = _write_opts(request)
             raw = await request.read()
+            self._check_apply_create(t, request)
+            if self._guards_rbac_write(t) or (self.sim.authorizer is not None and b"ownerReferences" in raw):
+                # the patched object is what must not escalate or block its owners' deletion: try it first
+                old = self.cluster.find(t.rt, t.namespace or "", t.name)
+                dry, _ = self.cluster.patch(t.rt, t.namespace or "", t.name, request.content_type, raw,
+                                            subresource=t.sub, opts=replace(opts, dry_run=True, warnings=[]),
+                                            version=t.version)
+                self._check_rbac_write(t, request, dry)
+                self._check_owner_references(t, request, dry, old)
             obj, created = self.cluster.patch(t.rt, t.namespace or "", t.name, request.content_type, raw,
                                               subresource=t.sub, opts=opts, version=t.version)
             return self._render(t, obj, accept, request, 201 if created else 200, warning_headers(opts.warnings))
@@ -191,8 +206,47 @@ class ResourceHandler:
         body = await read_body(request)
         if t.rt.namespaced and t.namespace is None:
             raise errors.resource_not_found()
+        self._check_rbac_write(t, request, body)
+        self._check_owner_references(t, request, body, None)
         obj = self.cluster.create(t.rt, t.namespace or "", body, opts, t.version)
         return self._render(t, obj, accept, request, 201, warning_headers(opts.warnings))
+
+    def _guards_rbac_write(self, t: Target) -> bool:
+        return (self.sim.authorizer is not None and t.rt.group == RBAC_GROUP and t.sub is None
+                and t.rt.plural in ("roles", "clusterroles", "rolebindings", "clusterrolebindings"))
+
+    def _check_rbac_write(self, t: Target, request: web.Request, obj: Any) -> None:
+        """Under RBAC, escalation prevention on a (Cluster)Role or (Cluster)RoleBinding written as `obj`."""
+        if not self._guards_rbac_write(t) or not isinstance(obj, dict):
+            return
+        authorizer, user = self.sim.authorizer, request_user(request)
+        assert authorizer is not None
+        if t.rt.plural in ("roles", "clusterroles"):
+            authorizer.check_role_write(user, t.rt.plural, t.namespace or "", obj)
+        else:
+            authorizer.check_binding_write(user, t.rt.plural, t.namespace or "", obj)
+
+    def _check_apply_create(self, t: Target, request: web.Request) -> None:
+        """Under RBAC, an apply PATCH that would create its object needs `create` too, as kube-apiserver's patch
+        handler authorizes it (403 with the create message otherwise)."""
+        if (self.sim.authorizer is None or t.sub is not None or request.content_type != APPLY_PATCH
+                or self.cluster.find(t.rt, t.namespace or "", t.name or "") is not None):
+            return
+        attrs = replace(request_attributes(request_user(request), "PATCH", request.path), verb="create")
+        if not self.sim.authorize(attrs):
+            raise errors.forbidden(forbidden_message(attrs), t.rt.plural, t.rt.group, t.name or "")
+
+    def _check_owner_references(self, t: Target, request: web.Request, obj: Any, old: dict[str, Any] | None) -> None:
+        """Under RBAC, OwnerReferencesPermissionEnforcement on an object written as `obj` (`old`: before)."""
+        if self.sim.authorizer is None or t.sub is not None or not isinstance(obj, dict):
+            return
+
+        def plural_of(api_version: str, kind: str) -> str | None:
+            rt = self.sim.registry.by_kind(api_version, kind)
+            return rt.plural if rt is not None else None
+
+        self.sim.authorizer.check_owner_references(request_user(request), errors.qualified(t.rt.plural, t.rt.group),
+                                                   t.namespace or "", obj, old, plural_of)
 
     async def _delete_options(self, request: web.Request) -> dict[str, Any]:
         body = await read_body(request)

@@ -3,9 +3,10 @@
 Every verb comes from a call the code makes (one ServiceAccount serves web, worker and controller):
 
 - the reconciled resource: `get` (runner, manual-reconcile service), `list`/`watch` (informers), `patch`
-  (finalizers, the manual-reconcile annotation);
+  (finalizers, the manual-reconcile and suspension annotations), `update` (a rollback PUTs the restored spec
+  with the resourceVersion it read, so a concurrent change is a 409, never overwritten);
 - `<plural>/status`: `update` (the runner PUTs status with the resourceVersion it read);
-- `<plural>/finalizers`: `update` when the reconciler keeps a finalizer or owns children: children carry
+- `<plural>/finalizers`: `update` when the reconciler owns children (its own finalizer is a `patch`): children carry
   `blockOwnerDeletion: true`, and the OwnerReferencesPermissionEnforcement admission plugin only lets a client
   set that when it may update the owner's finalizers;
 - owned child kinds: `get`/`create`/`patch` (`Context.apply_child`), `list`/`watch` (informers, children
@@ -53,9 +54,9 @@ def reconciler_permissions(rec: Reconciler) -> dict[tuple[str, str, str], set[st
     """(apiGroup, resource, resourceName or '') → verbs that one reconciler needs."""
     perms: dict[tuple[str, str, str], set[str]] = defaultdict(set)
     own = rec.resource
-    perms[(own.group, own.plural, "")] |= {"get", "list", "watch", "patch"}
+    perms[(own.group, own.plural, "")] |= {"get", "list", "watch", "patch", "update"}
     perms[(own.group, f"{own.plural}/status", "")] |= {"update"}
-    if rec.finalizer or rec.owns:
+    if rec.owns:
         perms[(own.group, f"{own.plural}/finalizers", "")] |= {"update"}
     child_verbs = {"get", "list", "watch", "create", "patch"}
     if _overrides_finalize(rec):

@@ -60,11 +60,22 @@ def test_every_kind_a_registered_reconciler_module_names_is_granted() -> None:
 
 def test_own_resource_gets_status_update_and_finalizers_update_but_no_create_or_delete() -> None:
     role = cluster_role()
-    assert _verbs(role, "cache.example.com", "memcacheds") == {"get", "list", "watch", "patch"}
+    # update: a rollback PUTs the restored spec
+    assert _verbs(role, "cache.example.com", "memcacheds") == {"get", "list", "watch", "patch", "update"}
     assert _verbs(role, "cache.example.com", "memcacheds/status") == {"update"}
     # children carry blockOwnerDeletion: the apiserver requires update on the owner's finalizers
     assert _verbs(role, "cache.example.com", "memcacheds/finalizers") == {"update"}
     assert _verbs(role, "tenancy.example.com", "tenants/finalizers") == {"update"}
+
+
+def test_a_finalizer_alone_needs_no_finalizers_subresource() -> None:
+    from tests.reconcilers.testkinds import GadgetReconciler
+
+    rec = GadgetReconciler()
+    assert rec.finalizer and not rec.owns  # its finalizer is a patch of the object itself
+    role = cluster_role([rec])
+    assert _verbs(role, "test.opsconsole.io", "gadgets/finalizers") == set()
+    assert "patch" in _verbs(role, "test.opsconsole.io", "gadgets")
 
 
 def test_children_are_deleted_only_by_reconcilers_that_clean_up() -> None:
