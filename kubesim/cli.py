@@ -30,6 +30,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="more bearer tokens, kube-apiserver's format: token,user,uid,\"group1,group2\" per line")
     p.add_argument("--authorization-mode", default="AlwaysAllow", choices=("AlwaysAllow", "RBAC"),
                    help="AlwaysAllow (default) or RBAC: roles and bindings enforced, 403 Forbidden otherwise")
+    p.add_argument("--webhook-client-cert", default=None,
+                   help="PEM certificate kubesim presents to admission and conversion webhooks (mutual TLS)")
+    p.add_argument("--webhook-client-key", default=None, help="PEM private key for --webhook-client-cert")
     p.add_argument("--no-tls", action="store_true",
                    help="serve plain HTTP even with a token (kubectl then sends no token)")
     p.add_argument("--tls-cert", default=None, help="PEM certificate (default: self-signed, made with openssl)")
@@ -109,7 +112,8 @@ def options_from_args(args: argparse.Namespace) -> Options:
                    tls=bool(token) and not args.no_tls, tls_cert=args.tls_cert, tls_key=args.tls_key,
                    history_size=args.history_size, bookmark_interval=args.bookmark_interval,
                    controllers=not args.no_controllers, kubelet=kubelet, faults=faults,
-                   token_auth_file=args.token_auth_file, authorization_mode=args.authorization_mode)
+                   token_auth_file=args.token_auth_file, authorization_mode=args.authorization_mode,
+                   webhook_client_cert=args.webhook_client_cert, webhook_client_key=args.webhook_client_key)
 
 
 async def serve(options: Options, kubeconfig: str) -> None:

@@ -73,6 +73,8 @@ class Options:
     token: str | None = None  # bearer token; None disables authentication
     token_auth_file: str | None = None  # kube-apiserver's --token-auth-file: token,user,uid,"group1,group2"
     authorization_mode: str = "AlwaysAllow"  # or "RBAC" (roles and bindings enforced, 403 Forbidden)
+    webhook_client_cert: str | None = None  # PEM certificate (and key) kubesim presents to admission and
+    webhook_client_key: str | None = None  # conversion webhooks that ask for one (mutual TLS)
     tls: bool = False  # serve HTTPS (kubectl only sends a bearer token over TLS)
     tls_cert: str | None = None  # PEM files; generated with openssl when tls is on and these are unset
     tls_key: str | None = None

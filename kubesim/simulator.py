@@ -21,6 +21,7 @@ from kubesim.meta import clone, new_uid, now
 from kubesim.options import Options
 from kubesim.persistence import Persistence
 from kubesim.registry.builtins import builtin_registry
+from kubesim.server.admission import AdmissionChain
 from kubesim.server.app import build_app
 from kubesim.store import Store
 from kubesim.tls import ensure_certificate, server_context
@@ -46,6 +47,7 @@ class Simulator:
         self.authenticator = Authenticator(self.options.token, static)
         self.authorizer = (RBACAuthorizer(self.cluster, self.authorize) if self.options.authorization_mode == "RBAC"
                            else None)
+        self.admission = AdmissionChain(self)
         #: under RBAC, every authorization decision (newest last): who asked to do what, and the answer
         self.access_log: deque[dict[str, Any]] = deque(maxlen=ACCESS_LOG_SIZE)
         self.active_watches = 0

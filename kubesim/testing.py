@@ -131,6 +131,8 @@ class _ProcessServer:
         if not o.controllers:
             cmd.append("--no-controllers")
         cmd += ["--authorization-mode", o.authorization_mode]
+        if o.webhook_client_cert and o.webhook_client_key:
+            cmd += ["--webhook-client-cert", o.webhook_client_cert, "--webhook-client-key", o.webhook_client_key]
         if o.token_auth_file:
             cmd += ["--token-auth-file", o.token_auth_file]
         f = o.faults

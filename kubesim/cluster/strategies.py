@@ -11,6 +11,7 @@ from typing import Any
 
 from kubesim.cluster import batch_policy as bp
 from kubesim.cluster.podspec import Causes, default_pod_spec, validate_pod_spec
+from kubesim.cluster.webhook_config import check_mutating, check_validating
 from kubesim.errors import cause
 from kubesim.meta import clone
 
@@ -140,6 +141,8 @@ VALIDATE: dict[tuple[str, str], Callable[[dict[str, Any]], Causes]] = {
     ("batch", "jobs"): bp.job_validate,
     ("batch", "cronjobs"): bp.cronjob_validate,
     ("policy", "poddisruptionbudgets"): bp.pdb_validate,
+    ("admissionregistration.k8s.io", "mutatingwebhookconfigurations"): check_mutating,
+    ("admissionregistration.k8s.io", "validatingwebhookconfigurations"): check_validating,
 }
 
 

@@ -1,4 +1,5 @@
-"""The built-in kinds kubesim serves (core, apps, batch, policy, coordination, events, rbac, apiextensions)."""
+"""The built-in kinds kubesim serves (core, apps, batch, policy, coordination, events, rbac, admissionregistration,
+apiextensions)."""
 
 from __future__ import annotations
 
@@ -109,6 +110,10 @@ def builtin_types() -> list[ResourceType]:
         ResourceType("rbac.authorization.k8s.io", ["v1"], "clusterroles", "clusterrole", "ClusterRole", False),
         ResourceType("rbac.authorization.k8s.io", ["v1"], "clusterrolebindings", "clusterrolebinding",
                      "ClusterRoleBinding", False),
+        ResourceType("admissionregistration.k8s.io", ["v1"], "mutatingwebhookconfigurations",
+                     "mutatingwebhookconfiguration", "MutatingWebhookConfiguration", False),
+        ResourceType("admissionregistration.k8s.io", ["v1"], "validatingwebhookconfigurations",
+                     "validatingwebhookconfiguration", "ValidatingWebhookConfiguration", False),
         ResourceType("apiextensions.k8s.io", ["v1"], "customresourcedefinitions", "customresourcedefinition",
                      "CustomResourceDefinition", False, ["crd", "crds"], ["api-extensions"], status=True,
                      tracks_generation=True),

@@ -12,9 +12,10 @@ from kubesim.auth.rbac import RBAC_GROUP
 from kubesim.auth.request_info import forbidden_message, request_attributes
 from kubesim.cluster import WriteOptions
 from kubesim.cluster.patching import APPLY as APPLY_PATCH
-from kubesim.meta import dumps
+from kubesim.meta import clone, dumps
 from kubesim.registry import ResourceType
 from kubesim.selectors import parse_field_selector, parse_label_selector
+from kubesim.server.admission import AdmissionRequest
 from kubesim.server.http import (
     Accept,
     flag,
@@ -139,6 +140,8 @@ class ResourceHandler:
         if method == "PUT":
             opts = _write_opts(request)
             body = await read_body(request)
+            if self._admits(t):
+                body = await self._admit_write(t, request, opts, "UPDATE", body)
             self._check_rbac_write(t, request, body)
             self._check_owner_references(t, request, body, self.cluster.find(t.rt, t.namespace or "", t.name))
             obj = self.cluster.update(t.rt, t.namespace or "", t.name, body, subresource=t.sub, opts=opts,
@@ -156,6 +159,12 @@ class ResourceHandler:
                                             version=t.version)
                 self._check_rbac_write(t, request, dry)
                 self._check_owner_references(t, request, dry, old)
+            if self._admits(t):
+                mutated = await self._admit_patch(t, request, opts, raw)
+                if mutated is not None:  # a mutating webhook changed the patched object: write it whole
+                    obj = self.cluster.update(t.rt, t.namespace or "", t.name or "", mutated, subresource=t.sub,
+                                              opts=opts, version=t.version)
+                    return self._render(t, obj, accept, request, 200, warning_headers(opts.warnings))
             obj, created = self.cluster.patch(t.rt, t.namespace or "", t.name, request.content_type, raw,
                                               subresource=t.sub, opts=opts, version=t.version)
             return self._render(t, obj, accept, request, 201 if created else 200, warning_headers(opts.warnings))
@@ -206,10 +215,82 @@ class ResourceHandler:
         body = await read_body(request)
         if t.rt.namespaced and t.namespace is None:
             raise errors.resource_not_found()
+        if self._admits(t):
+            body = await self._admit_write(t, request, opts, "CREATE", body)
         self._check_rbac_write(t, request, body)
         self._check_owner_references(t, request, body, None)
         obj = self.cluster.create(t.rt, t.namespace or "", body, opts, t.version)
         return self._render(t, obj, accept, request, 201, warning_headers(opts.warnings))
+
+    # -- admission (kubesim.server.admission) --------------------------------------------------------------
+
+    def _admits(self, t: Target) -> bool:
+        return self.sim.admission.active() and t.sub in (None, "status")
+
+    def _admission_request(self, t: Target, request: web.Request, opts: WriteOptions, operation: str,
+                           obj: dict[str, Any] | None, old: dict[str, Any] | None) -> AdmissionRequest:
+        name = t.name or ((obj or {}).get("metadata") or {}).get("name") or ""
+        options = {"fieldManager": opts.field_manager} if opts.field_manager else {}
+        return AdmissionRequest(t.rt, t.version, operation, t.namespace or "", name, t.sub or "",
+                                request_user(request), opts.dry_run, obj,
+                                t.rt.external(old, t.version) if old is not None else None, options)
+
+    async def _admit_write(self, t: Target, request: web.Request, opts: WriteOptions, operation: str,
+                           body: Any) -> Any:
+        """Create (POST) or update (PUT) `body` through admission: the mutating webhooks, the server's own
+        defaulting and validation (a dry run), the validating webhooks on the result; returns the body to
+        write."""
+        if not isinstance(body, dict):
+            return body
+        body = clone(body)
+        body.setdefault("apiVersion", t.rt.api_version(t.version))
+        body.setdefault("kind", t.rt.kind)
+        old = self.cluster.find(t.rt, t.namespace or "", t.name) if operation == "UPDATE" else None
+        req = self._admission_request(t, request, opts, operation, body, old)
+        body = await self.sim.admission.mutate(req) or body
+        dry = replace(opts, dry_run=True, warnings=[])
+        if operation == "CREATE":
+            final = self.cluster.create(t.rt, t.namespace or "", clone(body), dry, t.version)
+            body.setdefault("metadata", {})["name"] = final["metadata"]["name"]  # a generateName keeps its pick
+            req.name = final["metadata"]["name"]
+        else:
+            final = self.cluster.update(t.rt, t.namespace or "", t.name or "", clone(body), subresource=t.sub,
+                                        opts=dry, version=t.version)
+        await self.sim.admission.validate(req, t.rt.external(final, t.version))
+        opts.warnings.extend(req.warnings)
+        return body
+
+    async def _admit_patch(self, t: Target, request: web.Request, opts: WriteOptions, raw: bytes
+                           ) -> dict[str, Any] | None:
+        """A PATCH through admission: the patched object (a dry run) to the mutating webhooks and, as it would
+        be stored, to the validating ones. Returns the object to write whole when a mutating webhook changed
+        it, None to apply the patch as sent."""
+        old = self.cluster.find(t.rt, t.namespace or "", t.name or "")
+        dry = replace(opts, dry_run=True, warnings=[])
+        patched, _ = self.cluster.patch(t.rt, t.namespace or "", t.name or "", request.content_type, raw,
+                                        subresource=t.sub, opts=dry, version=t.version)
+        patched = t.rt.external(patched, t.version)
+        req = self._admission_request(t, request, opts, "CREATE" if old is None else "UPDATE", patched, old)
+        mutated = await self.sim.admission.mutate(req)
+        result: dict[str, Any] | None = None
+        final = patched
+        if mutated is not None and mutated != patched and old is not None:
+            result = mutated
+            final = t.rt.external(self.cluster.update(t.rt, t.namespace or "", t.name or "", clone(mutated),
+                                                      subresource=t.sub, opts=replace(dry, warnings=[]),
+                                                      version=t.version), t.version)
+        await self.sim.admission.validate(req, final)
+        opts.warnings.extend(req.warnings)
+        return result
+
+    async def _admit_delete(self, t: Target, request: web.Request, opts: WriteOptions) -> None:
+        old = self.cluster.find(t.rt, t.namespace or "", t.name or "")
+        if old is None:
+            return
+        req = self._admission_request(t, request, opts, "DELETE", None, old)
+        await self.sim.admission.mutate(req)
+        await self.sim.admission.validate(req, None)
+        opts.warnings.extend(req.warnings)
 
     def _guards_rbac_write(self, t: Target) -> bool:
         return (self.sim.authorizer is not None and t.rt.group == RBAC_GROUP and t.sub is None
@@ -263,6 +344,8 @@ class ResourceHandler:
     async def _delete(self, t: Target, request: web.Request, accept: Accept) -> web.Response:
         opts = _write_opts(request)
         options = await self._delete_options(request)
+        if self._admits(t):
+            await self._admit_delete(t, request, opts)
         obj, deleted = self.cluster.delete(t.rt, t.namespace or "", t.name, options, opts)
         if deleted and not t.rt.return_deleted:
             meta = obj["metadata"]

@@ -296,7 +296,8 @@ def test_subject_access_review_asks_for_another_user(admin, ns):
     assert review("someone", ["ops"], "delete") is False
     answer = authz.create_subject_access_review({"spec": {"user": "x", "groups": ["ops"], "resourceAttributes": {
         "namespace": ns, "verb": "list", "resource": "services"}}})
-    assert answer.status.reason == f'RBAC: allowed by RoleBinding "ops-list" of Role "lister" to "x" in namespace "{ns}"'
+    assert answer.status.reason == (f'RBAC: allowed by RoleBinding "ops-list" of Role "lister" to "x" '
+                                    f'in namespace "{ns}"')
     with pytest.raises(client.ApiException) as info:
         authz.create_subject_access_review({"spec": {"resourceAttributes": {"verb": "list", "resource": "pods"}}})
     assert info.value.status == 422

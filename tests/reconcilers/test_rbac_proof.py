@@ -21,15 +21,15 @@ from typing import Any
 
 import pytest
 
-from kubesim.auth.rbac import rule_allows
 from kubesim.auth.identity import UserInfo
+from kubesim.auth.rbac import rule_allows
 from kubesim.auth.request_info import Attributes
 from kubesim.testing import KubesimHandle, running_kubesim, wait_for
 from opsconsole.testing.cluster import CrdInstaller
 from reconcilers.core.reconciler import ResourceKind
 from reconcilers.engine import apiclient, dispatch, kube, registry
 from reconcilers.engine.rbac import cluster_role
-from reconcilers.kinds.memcached import DEPLOYMENT, MEMCACHED, MemcachedReconciler
+from reconcilers.kinds.memcached import MEMCACHED, MemcachedReconciler
 from reconcilers.kinds.tenant import NAMESPACE, TENANT, TenantReconciler
 from reconcilers.models import Resource
 from reconcilers.services import healing
@@ -154,7 +154,7 @@ def test_the_generated_role_is_enough_for_everything_the_engine_does_and_no_more
     changes = [(m_uid, MEMCACHED, ns, "cache", {"spec": {"size": 2}}),
                (t_uid, TENANT, None, tenant_name, {"spec": {"quota": {"cpu": "3", "pods": 10}}}),
                (g_uid, GADGET, ns, "widget", {"spec": {"note": "second"}})]
-    for uid, kind, where, name, patch in changes:
+    for _uid, kind, where, name, patch in changes:
         kube.patch_object(admin, kind, where, name, patch)
     for uid, *_ in changes:
         wait_for(lambda u=uid: _at(u, "Running", 2), timeout=45, interval=0.2)
