@@ -23,6 +23,7 @@ from kubesim.persistence import Persistence
 from kubesim.registry.builtins import builtin_registry
 from kubesim.server.admission import AdmissionChain
 from kubesim.server.app import build_app
+from kubesim.server.conversion import conversion_functions
 from kubesim.store import Store
 from kubesim.tls import ensure_certificate, server_context
 
@@ -39,6 +40,7 @@ class Simulator:
         self.store = Store(self.options.history_size)
         self.registry = builtin_registry()
         self.cluster = Cluster(self.store, self.registry)
+        self.cluster.conversion = lambda crd, rt: conversion_functions(self, crd, rt)
         self.persistence = Persistence(self.options.data_dir) if self.options.data_dir else None
         self.controllers = ControllerManager(self)
         if self.options.authorization_mode not in ("AlwaysAllow", "RBAC"):

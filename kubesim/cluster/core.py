@@ -84,6 +84,8 @@ class Cluster(PatchingMixin, DeletingMixin):
         self.store = store
         self.registry = registry
         self.on_types_changed: list[Callable[[], None]] = []
+        #: (CRD, its type) → (convert_out, convert_in) for CRDs converted by webhook (set by the Simulator)
+        self.conversion: Callable[[dict[str, Any], ResourceType], tuple[Any, Any] | None] | None = None
 
     # ---- types --------------------------------------------------------------------------------------
     def resource(self, group: str, plural: str) -> ResourceType:
@@ -104,6 +106,9 @@ class Cluster(PatchingMixin, DeletingMixin):
         if rt is None:
             self.registry.remove(spec["group"], spec["names"]["plural"])
         else:
+            converters = self.conversion(crd, rt) if self.conversion is not None else None
+            if converters is not None:
+                rt.convert_out, rt.convert_in = converters
             self.registry.add(rt)
         for cb in self.on_types_changed:
             cb()
@@ -204,6 +209,8 @@ class Cluster(PatchingMixin, DeletingMixin):
                        opts: WriteOptions) -> tuple[dict[str, Any], list[dict[str, str]]]:
         if rt.builtin:
             return obj, VALIDATE.get((rt.group, rt.plural), lambda o: [])(obj)
+        if rt.convert_in is not None:  # converted by webhook to the storage version: checked against its schema
+            version = rt.storage_version
         schema = rt.schemas.get(version or rt.storage_version) or {}
         res = process(obj, schema)
         if res.unknown:

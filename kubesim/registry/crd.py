@@ -54,6 +54,7 @@ def validate_crd(crd: dict[str, Any]) -> list[dict[str, str]]:
         elif schema.get("type") != "object":
             causes.append(cause(f"spec.versions[{i}].schema.openAPIV3Schema.type", "FieldValueRequired",
                                 'Required value: must not be empty at the root'))
+    causes += _conversion_causes(spec.get("conversion"))
     return causes
 
 
@@ -123,3 +124,28 @@ def resource_type_from_crd(crd: dict[str, Any]) -> ResourceType | None:
         printer_columns=columns,
         field_selectors=tuple(selectable),
     )
+
+
+def _conversion_causes(conversion: Any) -> list[dict[str, str]]:
+    """`spec.conversion`: strategy None (the default) or Webhook, which needs a clientConfig (a url or a service)
+    and conversionReviewVersions with v1."""
+    if conversion is None:
+        return []
+    if not isinstance(conversion, dict):
+        return [cause("spec.conversion", "FieldValueInvalid", "Invalid value: must be an object")]
+    strategy = conversion.get("strategy") or "None"
+    if strategy not in ("None", "Webhook"):
+        return [cause("spec.conversion.strategy", "FieldValueNotSupported",
+                      f'Unsupported value: "{strategy}": supported values: "None", "Webhook"')]
+    if strategy == "None":
+        return []
+    webhook = conversion.get("webhook") or {}
+    causes = []
+    config = webhook.get("clientConfig") or {}
+    if bool(config.get("url")) == bool(config.get("service")):
+        causes.append(cause("spec.conversion.webhook.clientConfig", "FieldValueRequired",
+                            "Required value: exactly one of url or service is required"))
+    if "v1" not in (webhook.get("conversionReviewVersions") or []):
+        causes.append(cause("spec.conversion.webhook.conversionReviewVersions", "FieldValueRequired",
+                            "Required value: must include at least one of v1, v1beta1"))
+    return causes

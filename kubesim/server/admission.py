@@ -44,6 +44,7 @@ from kubesim.errors import ApiError
 from kubesim.meta import clone
 from kubesim.patch.jsonpatch import apply_json_patch
 from kubesim.selectors import selector_from_label_selector
+from kubesim.server.webhook_client import WebhookCallError, webhook_ssl_context, webhook_target
 
 if TYPE_CHECKING:
     from kubesim.registry import ResourceType
@@ -52,7 +53,6 @@ if TYPE_CHECKING:
 GROUP = "admissionregistration.k8s.io"
 MUTATING = "mutatingwebhookconfigurations"
 VALIDATING = "validatingwebhookconfigurations"
-ADDRESS_ANNOTATION = "kubesim.io/address"
 DEFAULT_TIMEOUT = 10
 OPERATION_OPTIONS = {"CREATE": "CreateOptions", "UPDATE": "UpdateOptions", "DELETE": "DeleteOptions"}
 
@@ -196,46 +196,11 @@ class AdmissionChain:
             body["subResource"] = body["requestSubResource"] = req.subresource
         return {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": body}
 
-    def _target(self, hook: Hook) -> tuple[str, str | None, str]:
-        """(URL to POST to, TLS server name to verify or None for the URL's host, the URL as messages say it)."""
-        config = hook.spec.get("clientConfig") or {}
-        if config.get("url"):
-            return str(config["url"]), None, str(config["url"])
-        service = config.get("service") or {}
-        namespace, name = service.get("namespace") or "", service.get("name") or ""
-        port = int(service.get("port") or 443)
-        path = service.get("path") or "/"
-        svc = self.sim.cluster.find(self.sim.cluster.resource("", "services"), namespace, name)
-        if svc is None:
-            raise WebhookCallError(f'service "{namespace}/{name}" not found')
-        address = ((svc.get("metadata") or {}).get("annotations") or {}).get(ADDRESS_ANNOTATION)
-        if not address and (svc.get("spec") or {}).get("type") == "ExternalName":
-            address = f"{svc['spec'].get('externalName')}:{port}"
-        if not address:
-            raise WebhookCallError(f'service "{namespace}/{name}" has no address kubesim can reach (annotate it '
-                                   f'with {ADDRESS_ANNOTATION}: host:port)')
-        return f"https://{address}{path}", f"{name}.{namespace}.svc", f"https://{name}.{namespace}.svc:{port}{path}"
-
-    def _ssl(self, hook: Hook) -> ssl.SSLContext:
-        config = hook.spec.get("clientConfig") or {}
-        bundle = config.get("caBundle")
-        context = ssl.create_default_context()
-        if bundle:
-            try:
-                context = ssl.create_default_context(cadata=base64.b64decode(bundle).decode())
-            except (ValueError, ssl.SSLError) as exc:
-                raise WebhookCallError(f"caBundle: {exc}") from exc
-        opts = self.sim.options
-        if opts.webhook_client_cert and opts.webhook_client_key:
-            context.load_cert_chain(opts.webhook_client_cert, opts.webhook_client_key)
-        return context
-
     async def _call(self, hook: Hook, review: dict[str, Any]) -> dict[str, Any]:
-        url, server_name, shown = self._target(hook)
-        if not url.startswith("https://"):
-            raise WebhookCallError(f'webhook URL "{url}" is not https')
+        config = hook.spec.get("clientConfig") or {}
+        url, server_name, shown = webhook_target(self.sim, config)
         timeout = int(hook.spec.get("timeoutSeconds") or DEFAULT_TIMEOUT)
-        context = self._ssl(hook)
+        context = webhook_ssl_context(self.sim, config)
         self.calls += 1
         try:
             async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=timeout)) as session, \
@@ -320,10 +285,6 @@ class AdmissionChain:
         for result in results:
             if isinstance(result, BaseException):
                 raise result
-
-
-class WebhookCallError(Exception):
-    """A webhook could not be called or did not answer properly."""
 
 
 def denied(name: str, status: dict[str, Any] | None) -> ApiError:
