@@ -288,3 +288,28 @@ def test_a_webhook_configuration_is_defaulted_and_validated(api, configurations)
     fields = {c["field"] for c in body["details"]["causes"]}
     assert fields == {"webhooks[0].name", "webhooks[0].admissionReviewVersions", "webhooks[0].sideEffects",
                       "webhooks[0].clientConfig.url", "webhooks[0].timeoutSeconds", "webhooks[0].rules[0].operations"}
+
+
+def test_match_policy_equivalent_reaches_other_versions_and_exact_does_not(api, hooks, pki, ns, configurations):
+    crd = json.loads(json.dumps(WIDGET_CRD))
+    crd["metadata"]["name"] = "sprockets.example.com"
+    crd["spec"]["names"] = {"plural": "sprockets", "singular": "sprocket", "kind": "Sprocket"}
+    v1 = crd["spec"]["versions"][0]
+    crd["spec"]["versions"] = [{**json.loads(json.dumps(v1)), "name": "v1beta1", "storage": False}, v1]
+    try:
+        client.ApiextensionsV1Api(api).create_custom_resource_definition(crd)
+    except client.ApiException as exc:
+        assert exc.status == 409
+    exact, equivalent = f"/exact-{ns}", f"/equivalent-{ns}"
+    hooks.answers[exact] = hooks.answers[equivalent] = lambda req: {}
+    rules = [{"operations": ["CREATE"], "apiGroups": ["example.com"], "apiVersions": ["v1"],
+              "resources": ["sprockets"]}]
+    configure(api, configurations, "Validating", [
+        hook("exact.example.com", by_url(hooks, pki, exact), ns, matchPolicy="Exact", rules=rules),
+        hook("equivalent.example.com", by_url(hooks, pki, equivalent), ns, matchPolicy="Equivalent", rules=rules)])
+    client.CustomObjectsApi(api).create_namespaced_custom_object("example.com", "v1beta1", ns, "sprockets", {
+        "apiVersion": "example.com/v1beta1", "kind": "Sprocket", "metadata": {"name": "s"}, "spec": {"size": 1}})
+    assert hooks.for_path(exact) == []
+    request = hooks.for_path(equivalent)[0]["request"]
+    assert request["kind"]["version"] == "v1" and request["requestKind"]["version"] == "v1beta1"
+    assert request["object"]["apiVersion"] == "example.com/v1"
