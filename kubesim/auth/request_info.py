@@ -40,15 +40,23 @@ class Attributes:
         return f"{self.resource}.{self.api_group}" if self.api_group else self.resource
 
 
-def request_attributes(user: UserInfo, method: str, path: str, watch: bool = False) -> Attributes:
-    """The attributes of `method path` made by `user` (`watch`: the `watch` query flag was set)."""
+def split_resource_path(path: str) -> tuple[str, str, list[str]] | None:
+    """(group, version, the segments after them) of a resource path `/api/v1/...` or `/apis/GROUP/VERSION/...`;
+    None for any other path."""
     parts = [p for p in path.split("/") if p]
     if parts and parts[0] == "api" and len(parts) >= 3:
-        group, version, rest = "", parts[1], parts[2:]
-    elif parts and parts[0] == "apis" and len(parts) >= 4:
-        group, version, rest = parts[1], parts[2], parts[3:]
-    else:
+        return "", parts[1], parts[2:]
+    if parts and parts[0] == "apis" and len(parts) >= 4:
+        return parts[1], parts[2], parts[3:]
+    return None
+
+
+def request_attributes(user: UserInfo, method: str, path: str, watch: bool = False) -> Attributes:
+    """The attributes of `method path` made by `user` (`watch`: the `watch` query flag was set)."""
+    split = split_resource_path(path)
+    if split is None:
         return Attributes(user, method.lower(), False, path=path or "/")
+    group, version, rest = split
     namespace = ""
     if len(rest) >= 2 and rest[0] == "namespaces":
         namespace = rest[1]

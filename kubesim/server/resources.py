@@ -9,7 +9,7 @@ from aiohttp import web
 
 from kubesim import errors
 from kubesim.auth.rbac import RBAC_GROUP
-from kubesim.auth.request_info import forbidden_message, request_attributes
+from kubesim.auth.request_info import forbidden_message, request_attributes, split_resource_path
 from kubesim.cluster import WriteOptions
 from kubesim.cluster.patching import APPLY as APPLY_PATCH
 from kubesim.meta import clone, dumps
@@ -46,13 +46,10 @@ class Target:
 
 def parse_path(sim: Simulator, path: str) -> Target:
     """Resolve a resource path (404 when the server does not serve it)."""
-    parts = [p for p in path.split("/") if p]
-    if parts and parts[0] == "api" and len(parts) >= 3:
-        group, version, rest = "", parts[1], parts[2:]
-    elif parts and parts[0] == "apis" and len(parts) >= 4:
-        group, version, rest = parts[1], parts[2], parts[3:]
-    else:
+    split = split_resource_path(path)
+    if split is None:
         raise errors.resource_not_found()
+    group, version, rest = split
     namespace = None
     if len(rest) >= 3 and rest[0] == "namespaces" and rest[2] not in ("status", "finalize"):
         namespace, rest = rest[1], rest[2:]
