@@ -202,10 +202,91 @@ def test_typed_create_commands_send_protobuf_and_work(kubectl):
     sec = json.loads(kubectl("get", "secret", "sec", "-n", "made-by-kubectl", "-o", "json").stdout)
     assert sec["data"] == {"password": "aHVudGVyMg=="} and sec["type"] == "Opaque"
     # kinds the protobuf decoder does not cover are refused with 415, not misread
-    bad = kubectl("create", "deployment", "x", "--image=nginx", "-n", "made-by-kubectl", check=False)
+    bad = kubectl("create", "quota", "q", "--hard=pods=2", "-n", "made-by-kubectl", check=False)
     assert bad.returncode != 0 and "unknown format" in bad.stderr
     kubectl("delete", "namespace", "made-by-kubectl")
     assert kubectl("get", "namespace", "made-by-kubectl", check=False).returncode != 0
+
+
+def test_create_deployment_and_services_send_protobuf_and_are_stored_as_sent(kubectl):
+    ns = ("-n", "pb-apps")
+    kubectl("create", "namespace", "pb-apps")
+    kubectl("create", "deployment", "web", "--image=nginx:1.27", "--replicas=2", "--port=80", *ns)
+    web = json.loads(kubectl("get", "deploy", "web", "-o", "json", *ns).stdout)
+    assert web["metadata"]["labels"] == {"app": "web"}
+    assert web["spec"]["replicas"] == 2 and web["spec"]["selector"] == {"matchLabels": {"app": "web"}}
+    assert web["spec"]["template"]["metadata"]["labels"] == {"app": "web"}
+    [container] = web["spec"]["template"]["spec"]["containers"]
+    assert container["name"] == "nginx" and container["image"] == "nginx:1.27"
+    assert container["ports"] == [{"containerPort": 80, "protocol": "TCP"}]
+    # a pointer field set to zero is on the wire and kept; a command after -- is the container's command
+    kubectl("create", "deployment", "idle", "--image=busybox:1.36", "--replicas=0", *ns, "--", "sleep", "3600")
+    idle = json.loads(kubectl("get", "deploy", "idle", "-o", "json", *ns).stdout)
+    assert idle["spec"]["replicas"] == 0
+    assert idle["spec"]["template"]["spec"]["containers"][0]["command"] == ["sleep", "3600"]
+
+    kubectl("create", "service", "clusterip", "web", "--tcp=80:8080", *ns)
+    svc = json.loads(kubectl("get", "svc", "web", "-o", "json", *ns).stdout)
+    assert svc["spec"]["ports"] == [{"name": "80-8080", "protocol": "TCP", "port": 80, "targetPort": 8080}]
+    assert svc["spec"]["selector"] == {"app": "web"} and svc["spec"]["type"] == "ClusterIP"
+    kubectl("create", "service", "nodeport", "web-np", "--tcp=80:http", "--node-port=30123", *ns)
+    np = json.loads(kubectl("get", "svc", "web-np", "-o", "json", *ns).stdout)
+    assert np["spec"]["type"] == "NodePort"
+    assert np["spec"]["ports"] == [{"name": "80-http", "protocol": "TCP", "port": 80, "targetPort": "http",
+                                    "nodePort": 30123}]
+
+    # what kubectl sends as protobuf is stored as the same object sent as JSON would be
+    for args in (("deployment", "web", "--image=nginx:1.27", "--replicas=2", "--port=80"),
+                 ("service", "clusterip", "web", "--tcp=80:8080")):
+        sent = json.loads(kubectl("create", *args, "--dry-run=client", "-o", "json", *ns).stdout)
+        sent["metadata"]["name"] += "-json"
+        kubectl("create", "-f", "-", *ns, stdin=json.dumps(sent))
+        kind = "deploy" if args[0] == "deployment" else "svc"
+        as_json = json.loads(kubectl("get", kind, "web-json", "-o", "json", *ns).stdout)["spec"]
+        as_protobuf = json.loads(kubectl("get", kind, "web", "-o", "json", *ns).stdout)["spec"]
+        for spec in (as_json, as_protobuf):
+            spec.pop("clusterIP", None), spec.pop("clusterIPs", None)
+        assert as_protobuf == as_json
+
+    # a server-side dry run decodes the body, answers the object and stores nothing
+    dry = yaml.safe_load(kubectl("create", "deployment", "dry", "--image=nginx:1.27", "--replicas=3",
+                                 "--dry-run=server", "-o", "yaml", *ns).stdout)
+    assert dry["kind"] == "Deployment" and dry["metadata"]["name"] == "dry" and dry["spec"]["replicas"] == 3
+    assert dry["spec"]["template"]["spec"]["containers"][0]["image"] == "nginx:1.27"
+    assert kubectl("get", "deploy", "dry", *ns, check=False).returncode != 0
+    kubectl("delete", "namespace", "pb-apps")
+
+
+def test_create_cronjob_and_jobs_send_protobuf(kubectl):
+    ns = ("-n", "pb-batch")
+    kubectl("create", "namespace", "pb-batch")
+    kubectl("create", "cronjob", "tick", "--image=busybox", "--schedule=*/1 * * * *", *ns, "--", "echo", "hi")
+    cj = json.loads(kubectl("get", "cronjob", "tick", "-o", "json", *ns).stdout)
+    assert cj["spec"]["schedule"] == "*/1 * * * *"
+    job_template = cj["spec"]["jobTemplate"]
+    assert job_template["metadata"]["name"] == "tick"
+    pod = job_template["spec"]["template"]["spec"]
+    assert pod["restartPolicy"] == "OnFailure"
+    assert [(c["name"], c["image"], c["command"]) for c in pod["containers"]] == [("tick", "busybox", ["echo", "hi"])]
+
+    kubectl("create", "job", "once", "--image=busybox", *ns, "--", "echo", "hi")
+    job = json.loads(kubectl("get", "job", "once", "-o", "json", *ns).stdout)
+    [container] = job["spec"]["template"]["spec"]["containers"]
+    assert container["image"] == "busybox" and container["command"] == ["echo", "hi"] and "args" not in container
+    assert job["spec"]["template"]["spec"]["restartPolicy"] == "Never"
+
+    # --from=cronjob: kubectl copies the job template (as kubesim defaulted it) and adds the annotation and
+    # the controller reference
+    kubectl("create", "job", "by-hand", "--from=cronjob/tick", *ns)
+    manual = json.loads(kubectl("get", "job", "by-hand", "-o", "json", *ns).stdout)
+    assert manual["metadata"]["annotations"]["cronjob.kubernetes.io/instantiate"] == "manual"
+    [owner] = manual["metadata"]["ownerReferences"]
+    assert owner == {"apiVersion": "batch/v1", "kind": "CronJob", "name": "tick", "uid": cj["metadata"]["uid"],
+                     "controller": True}
+    copied = manual["spec"]["template"]["spec"]
+    assert copied["containers"][0]["command"] == ["echo", "hi"] and copied["restartPolicy"] == "OnFailure"
+    assert copied["containers"] == pod["containers"]
+    kubectl("delete", "namespace", "pb-batch")
 
 
 BATCH_AND_POLICY = """
