@@ -23,6 +23,14 @@ from reconcilers.core.types import Condition, ConditionStatus, Request, Result
 
 
 @dataclass(frozen=True)
+class AdmissionUser:
+    """Who asks the API server for a write, as the AdmissionReview names them."""
+
+    username: str
+    groups: tuple[str, ...] = ()
+    uid: str = ""
+
+@dataclass(frozen=True)
 class ResourceKind:
     """One API resource: group ('' for core), version, plural, kind, and whether it lives in a namespace."""
 
@@ -196,3 +204,17 @@ class Reconciler(ABC):
         """Clean up external state of an object being deleted. Return a Result with requeue/requeue_after
         while cleanup is still in progress, or None when it is done (the engine then removes the finalizer)."""
         return None
+
+    # -- admission (the validating and mutating webhooks of `manage.py runwebhooks`) ------------------------
+
+    def validate(self, new: dict[str, Any], old: dict[str, Any] | None, user: AdmissionUser) -> list[str]:
+        """The kind's own admission rules beyond its spec model (cross-field rules, rules on a change from
+        `old`, None on create), for the Kubernetes `user` who asks: each broken rule as a message naming its
+        field (`spec.size: may not shrink below 2`); [] admits. Called after the spec model validated."""
+        return []
+
+    def mutate(self, obj: dict[str, Any], user: AdmissionUser) -> dict[str, Any]:
+        """The object as it should be stored: defaults that depend on more than the spec model (the cluster,
+        the user). Return a changed copy; the mutating webhook sends the difference as a JSONPatch. The
+        object unchanged by default."""
+        return obj

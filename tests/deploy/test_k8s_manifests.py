@@ -99,7 +99,8 @@ def test_the_api_serves_back_the_budgets_and_the_retention_schedule(applied: tup
         return {n: (s["expectedPods"], s["disruptionsAllowed"]) for n, s in status.items()}
 
     # two replicas each, once Ready: every budget lets exactly one pod go (a rollout or a node drain one at a time)
-    assert wait_for(budgets, timeout=30) == {f"opsconsole-{c}": (2, 1) for c in ("web", "worker", "controller")}
+    assert wait_for(budgets, timeout=30) == {f"opsconsole-{c}": (2, 1)
+                                             for c in ("web", "worker", "controller", "webhooks")}
     cronjobs = ResourceKind("batch", "v1", "cronjobs", "CronJob")
     (cron,) = kube.list_objects(api, cronjobs, "opsconsole").items
     assert cron["spec"]["schedule"] == "17 3 * * *" and cron["spec"]["concurrencyPolicy"] == "Forbid"
@@ -178,7 +179,8 @@ def test_services_and_disruption_budgets_select_existing_pods(manifests: list[di
     for svc in _of(manifests, "Service"):
         assert any(svc["spec"]["selector"].items() <= labels.items() for labels in pod_labels), svc["metadata"]
     pdbs = _of(manifests, "PodDisruptionBudget")
-    assert {p["metadata"]["name"] for p in pdbs} == {"opsconsole-web", "opsconsole-worker", "opsconsole-controller"}
+    assert {p["metadata"]["name"] for p in pdbs} == {"opsconsole-web", "opsconsole-worker", "opsconsole-controller",
+                                                     "opsconsole-webhooks"}
     for pdb in pdbs:
         sel = pdb["spec"]["selector"]["matchLabels"]
         assert any(sel.items() <= labels.items() for labels in pod_labels)

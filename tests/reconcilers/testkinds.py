@@ -21,9 +21,10 @@ import redis
 from django.conf import settings
 
 from reconcilers.core.crd import crd_manifest
-from reconcilers.core.reconciler import Context, Reconciler, ResourceKind
+from reconcilers.core.reconciler import AdmissionUser, Context, Reconciler, ResourceKind
 from reconcilers.core.statemachine import StateMachine
 from reconcilers.core.types import PermanentError, Result, TemporaryError
+from reconcilers.kinds.memcached import MemcachedReconciler
 
 GADGET = ResourceKind("test.opsconsole.io", "v1", "gadgets", "Gadget", namespaced=True)
 FINALIZER = "test.opsconsole.io/cleanup"
@@ -153,6 +154,28 @@ class PlainGadgetReconciler(GadgetReconciler):
     """A Gadget reconciler without a finalizer."""
 
     finalizer: ClassVar[str | None] = None
+
+
+class AdmittedMemcachedReconciler(MemcachedReconciler):
+    """Memcached with admission hooks of its own (the webhook tests): `spec.port` may not change once set (a
+    rule on the change), a size above 10 needs an image pinned by digest (a cross-field rule), and the user who
+    created it is stamped on it (a default that depends on who asks)."""
+
+    def validate(self, new: dict[str, Any], old: dict[str, Any] | None, user: AdmissionUser) -> list[str]:
+        spec, before = new.get("spec") or {}, (old or {}).get("spec") or {}
+        errors = []
+        if old is not None and "port" in before and spec.get("port") != before.get("port"):
+            errors.append(f"spec.port: may not change once set (was {before.get('port')})")
+        if int(spec.get("size") or 0) > 10 and "@sha256:" not in str(spec.get("image") or ""):
+            errors.append("spec.image: must be pinned by digest when spec.size is above 10")
+        if (spec.get("image") or "").endswith(":explode"):
+            raise RuntimeError("the hook exploded")
+        return errors
+
+    def mutate(self, obj: dict[str, Any], user: AdmissionUser) -> dict[str, Any]:
+        annotations = obj.setdefault("metadata", {}).setdefault("annotations", {})
+        annotations.setdefault("test.opsconsole.io/requested-by", user.username)
+        return obj
 
 
 def gadget(namespace: str, name: str, **spec: Any) -> dict[str, Any]:

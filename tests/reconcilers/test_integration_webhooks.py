@@ -1,0 +1,155 @@
+"""The admission webhooks end to end: kubesim's admission chain calls `runwebhooks`' server over TLS (its CA in the
+generated configurations); an invalid Memcached is refused at create and at update naming the field, and is not
+stored; the kind's hooks refuse a cross-field or changed value and stamp a default; a dry run is admitted and
+recorded as one; every decision is on the chained action record with the Kubernetes user, and the chain verifies."""
+
+from __future__ import annotations
+
+import json
+import ssl
+import urllib.request
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from kubesim.testing import KubesimHandle, running_kubesim, wait_for
+from opsconsole.accounts.models import ActionRecord
+from opsconsole.testing.cluster import CrdInstaller
+from opsconsole.webhooks.server import WebhookServer, tls_context
+from opsconsole.webhooks.tls import ensure_certificates
+from reconcilers.core.reconciler import ResourceKind
+from reconcilers.engine import audit, kube, registry
+from reconcilers.engine.webhook_config import webhook_configurations
+from reconcilers.kinds.memcached import MEMCACHED, MemcachedReconciler
+from tests.reconcilers.testkinds import AdmittedMemcachedReconciler
+
+pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
+
+KIND = "tests.reconcilers.testkinds.AdmittedMemcachedReconciler"
+NAMESPACE = ResourceKind("", "v1", "namespaces", "Namespace", namespaced=False)
+MUTATING = ResourceKind("admissionregistration.k8s.io", "v1", "mutatingwebhookconfigurations",
+                        "MutatingWebhookConfiguration", namespaced=False)
+VALIDATING = ResourceKind("admissionregistration.k8s.io", "v1", "validatingwebhookconfigurations",
+                          "ValidatingWebhookConfiguration", namespaced=False)
+
+
+@pytest.fixture(scope="module")
+def webhooks(tmp_path_factory) -> Iterator[tuple[WebhookServer, bytes]]:
+    files = ensure_certificates(tmp_path_factory.mktemp("webhooks"), ("localhost",))
+    server = WebhookServer(tls_context(str(files.cert), str(files.key)))
+    server.start()
+    yield server, files.ca_pem()
+    server.stop()
+
+
+@pytest.fixture(scope="module")
+def cluster(webhooks) -> Iterator[tuple[KubesimHandle, Any]]:
+    """A kubesim of this module's own (its webhooks must not reach the session's other tests), the Memcached
+    CRD, and the configurations `manage.py webhooks --url ... --ca-bundle ...` prints."""
+    server, ca = webhooks
+    with running_kubesim(controllers=False) as sim:
+        api = kube.build_api_client(sim.kubeconfig)
+        CrdInstaller(api).ensure([MemcachedReconciler])
+        for doc in webhook_configurations([AdmittedMemcachedReconciler()], url=server.url(), ca_bundle=ca):
+            kube.create_object(api, MUTATING if doc["kind"].startswith("Mutating") else VALIDATING, doc)
+        yield sim, api
+        api.close()
+
+
+@pytest.fixture
+def api(cluster, settings) -> Any:
+    settings.OPSCONSOLE_RECONCILERS = [KIND]
+    settings.OPSCONSOLE_BUILTIN_KINDS = False
+    settings.OPSCONSOLE_KIND_ENTRY_POINTS = False
+    registry.reset()
+    yield cluster[1]
+    registry.reset()
+
+
+@pytest.fixture
+def ns(api) -> str:
+    name = f"w-{uuid.uuid4().hex[:8]}"
+    kube.create_object(api, NAMESPACE, {"metadata": {"name": name}})
+    return name
+
+
+def memcached(ns: str, name: str, **spec: Any) -> dict[str, Any]:
+    return {"apiVersion": "cache.example.com/v1alpha1", "kind": "Memcached",
+            "metadata": {"name": name, "namespace": ns}, "spec": spec}
+
+
+def refused(call: Any) -> tuple[int, str]:
+    with pytest.raises(kube.ApiException) as info:
+        call()
+    return info.value.status, json.loads(info.value.body)["message"]
+
+
+def records(webhook: str, target: str) -> list[ActionRecord]:
+    return list(ActionRecord.objects.filter(action=f"admission.{webhook}", target=target).order_by("seq"))
+
+
+def test_an_invalid_memcached_is_refused_at_create_and_update_naming_the_field(api, ns, webhooks):
+    # an image reference the CRD's schema cannot judge (the model's validator can): refused before it is stored
+    status, message = refused(lambda: kube.create_object(api, MEMCACHED, memcached(ns, "bad", size=1,
+                                                                                   image="Memcached:Latest")))
+    assert status == 422
+    assert message.startswith('admission webhook "validate.memcacheds.cache.example.com" denied the request: '
+                              "spec.image: ")
+    assert kube.get_object(api, MEMCACHED, ns, "bad") is None  # not stored: nothing reaches the engine
+    made = kube.create_object(api, MEMCACHED, memcached(ns, "good", size=1, port=11211))
+    assert made["metadata"]["annotations"]["test.opsconsole.io/requested-by"] == "kubesim-admin"  # mutated
+    status, message = refused(lambda: kube.patch_object(api, MEMCACHED, ns, "good", {"spec": {"port": 2000}}))
+    assert status == 422 and message.endswith("spec.port: may not change once set (was 11211)")
+    status, message = refused(lambda: kube.patch_object(api, MEMCACHED, ns, "good", {"spec": {"image": "a b"}}))
+    assert status == 422 and "denied the request: spec.image: " in message
+    assert kube.get_object(api, MEMCACHED, ns, "good")["spec"]["port"] == 11211
+    status, message = refused(lambda: kube.create_object(api, MEMCACHED, memcached(ns, "boom", size=1,
+                                                                                   image="memcached:explode")))
+    assert status == 500 and "the Memcached kind's validate hook failed: RuntimeError: the hook exploded" in message
+
+    wait_for(lambda: records("validate", f"Memcached {ns}/boom"), timeout=10)
+    refusal = records("validate", f"Memcached {ns}/bad")[0]
+    assert (refusal.actor, refusal.auth, refusal.method, refusal.outcome, refusal.status_code) == (
+        "kubesim-admin", "kubernetes", "CREATE", "rejected", 422)
+    assert refusal.reason.startswith("spec.image: ") and "system:masters" in refusal.detail["groups"]
+    assert refusal.detail["dryRun"] is False and refusal.detail["allowed"] is False
+    updates = [r for r in records("validate", f"Memcached {ns}/good") if r.method == "UPDATE"]
+    assert [r.outcome for r in updates] == ["rejected", "rejected"]
+    mutation = records("mutate", f"Memcached {ns}/good")[0]
+    assert mutation.detail["patch"] == [{"op": "add", "path": "/metadata/annotations",
+                                         "value": {"test.opsconsole.io/requested-by": "kubesim-admin"}}]
+    boom = records("validate", f"Memcached {ns}/boom")[0]
+    assert boom.outcome == "failed" and boom.detail["hookError"] == "RuntimeError: the hook exploded"
+    assert audit.actions_verify() == []  # the decisions are links of the action record's chain
+    # the API serves them (admins), filtered as any action
+    from django.contrib.auth import get_user_model
+    from rest_framework.test import APIClient
+
+    admin = get_user_model().objects.create_superuser("root", password="x" * 16)
+    client = APIClient()
+    client.force_authenticate(admin)
+    served = client.get("/api/v1/actions", {"action": "admission.validate", "outcome": "rejected"}).json()
+    rows = served["results"] if isinstance(served, dict) else served
+    assert {r["target"] for r in rows} >= {f"Memcached {ns}/bad", f"Memcached {ns}/good"}
+
+
+def test_a_server_side_dry_run_is_admitted_and_recorded_as_a_dry_run(api, ns):
+    kube.request_json(api, "POST", kube.collection_path(MEMCACHED, ns), query={"dryRun": "All"},
+                      body=memcached(ns, "trial", size=2))
+    assert kube.get_object(api, MEMCACHED, ns, "trial") is None
+    wait_for(lambda: records("validate", f"Memcached {ns}/trial"), timeout=10)
+    decision = records("validate", f"Memcached {ns}/trial")[0]
+    assert decision.detail["dryRun"] is True and decision.outcome == "allowed"
+
+
+def test_the_server_counts_its_requests_as_controller_runtime_does(api, ns, webhooks):
+    server, ca = webhooks
+    kube.create_object(api, MEMCACHED, memcached(ns, "counted", size=1))
+    context = ssl.create_default_context(cadata=ca.decode())
+    with urllib.request.urlopen(f"{server.url()}/metrics", context=context, timeout=10) as resp:
+        page = resp.read().decode()
+    assert 'controller_runtime_webhook_requests_total{code="200",webhook="/validate/cache.example.com/memcacheds"}' \
+        in page
+    assert "controller_runtime_webhook_latency_seconds_bucket" in page
