@@ -113,14 +113,6 @@ def build_app(sim: Simulator) -> web.Application:
     async def not_found(request: web.Request) -> web.Response:
         raise errors.resource_not_found()
 
-    async def openapi_v2(request: web.Request) -> web.Response:
-        # an empty openapi_v2.Document (zero protobuf bytes): kubectl then knows no schemas, validates
-        # nothing client-side and falls back to its compiled-in patch strategies, as for unknown kinds
-        if "protobuf" in request.headers.get("Accept", ""):
-            return web.Response(body=b"", content_type="application/com.github.proto-openapi.spec.v2.v1.0+protobuf")
-        return json_response({"swagger": "2.0", "info": {"title": "Kubernetes", "version": version_info()[
-            "gitVersion"]}, "paths": {}, "definitions": {}})
-
     app.router.add_get("/healthz", ok)
     app.router.add_get("/readyz", ok)
     app.router.add_get("/livez", ok)
@@ -133,7 +125,7 @@ def build_app(sim: Simulator) -> web.Application:
         app.router.add_get("/apis/{group}/{version}" + slash, sync(discovery.resource_list))
     app.router.add_get("/openapi/v3", sync(discovery.openapi_index))
     app.router.add_get("/openapi/v3/{path:.+}", sync(discovery.openapi_gv))
-    app.router.add_get("/openapi/v2", openapi_v2)
+    app.router.add_get("/openapi/v2", sync(discovery.openapi_v2))
     add_admin_routes(app, sim)
     add_authorization_routes(app, sim)
     add_authentication_routes(app, sim)

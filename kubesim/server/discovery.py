@@ -1,21 +1,27 @@
-"""Discovery and metadata endpoints: /version, /api, /apis, APIResourceLists, health, and a minimal OpenAPI v3.
+"""Discovery and metadata endpoints: /version, /api, /apis, APIResourceLists, health, OpenAPI v3 and v2.
 
 Aggregated discovery is not advertised, so clients (kubectl included) fall back to legacy discovery.
 The OpenAPI v3 documents only declare each resource's PATCH operation and its ``fieldValidation``
-parameter: enough for kubectl to rely on server-side field validation.
+parameter (enough for kubectl to rely on server-side field validation) and each custom resource's schema.
+The OpenAPI v2 document (see :mod:`kubesim.server.openapi_v2`) carries the custom resources' definitions and
+paths, as JSON or as gnostic protobuf, with an ETag. Every document is rebuilt only when the registry changes
+(a CRD created, updated or deleted).
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
 
 from kubesim import KUBE_VERSION, errors
+from kubesim.cluster.core import CRD_KEY
 from kubesim.meta import dumps
 from kubesim.registry import ResourceType
+from kubesim.server import openapi_v2
 from kubesim.server.http import json_response
 
 if TYPE_CHECKING:
@@ -59,18 +65,28 @@ class Discovery:
 
     def __init__(self, sim: Simulator) -> None:
         self.sim = sim
-        self._cache: dict[str, tuple[int, bytes]] = {}
+        #: key → (registry generation, body, ETag) of each document built
+        self._cache: dict[str, tuple[int, bytes, str]] = {}
+        self._v2_document: tuple[int, dict[str, Any]] | None = None
 
-    def _cached(self, key: str, build: Any) -> web.Response:
+    def _cached_body(self, key: str, build: Callable[[], Any],
+                     encode: Callable[[Any], bytes] | None = None) -> tuple[bytes, str]:
+        """The body and ETag of document ``key``, built by ``build`` (None: 404) and encoded by ``encode`` (JSON
+        by default) only when the registry changed since it was last built."""
         gen = self.sim.registry.generation
         hit = self._cache.get(key)
         if hit is None or hit[0] != gen:
-            body = build()
-            if body is None:
+            doc = build()
+            if doc is None:
                 raise errors.resource_not_found()
-            hit = (gen, dumps(body).encode())
+            body = encode(doc) if encode is not None else dumps(doc).encode()
+            hit = (gen, body, '"' + hashlib.sha512(body).hexdigest()[:64].upper() + '"')
             self._cache[key] = hit
-        return web.Response(body=hit[1], content_type="application/json")
+        return hit[1], hit[2]
+
+    def _cached(self, key: str, build: Callable[[], Any]) -> web.Response:
+        body, _ = self._cached_body(key, build)
+        return web.Response(body=body, content_type="application/json")
 
     def api_versions(self, request: web.Request) -> web.Response:
         host = request.host
@@ -164,6 +180,46 @@ class Discovery:
                     "paths": paths, "components": {"schemas": crd_components(types, group, version)}}
 
         return self._cached(f"/openapi/{group}/{version}", build)
+
+    # ---- OpenAPI v2 -----------------------------------------------------------------------------------
+    def _openapi_v2_document(self) -> dict[str, Any]:
+        """The /openapi/v2 document, built once per registry generation (JSON and protobuf share it)."""
+        gen = self.sim.registry.generation
+        if self._v2_document is None or self._v2_document[0] != gen:
+            def stored_crd(rt: ResourceType) -> dict[str, Any] | None:
+                return self.sim.store.get(CRD_KEY, "", rt.crd_name) if rt.crd_name else None
+
+            doc = openapi_v2.build_document(self.sim.registry, stored_crd, _OBJECT_META_SCHEMA,
+                                            version_info()["gitVersion"])
+            self._v2_document = (gen, doc)
+        return self._v2_document[1]
+
+    def openapi_v2(self, request: web.Request) -> web.Response:
+        """GET /openapi/v2: the Swagger 2.0 document of the custom resources, as gnostic protobuf when the client
+        asks for it first (kubectl does), else as JSON; with an ETag, 304 Not Modified when If-None-Match has it."""
+        if _wants_protobuf(request.headers.get("Accept", "")):
+            body, etag = self._cached_body("/openapi/v2#protobuf", self._openapi_v2_document,
+                                           openapi_v2.encode_document)
+            content_type = openapi_v2.PROTOBUF_TYPE
+        else:
+            body, etag = self._cached_body("/openapi/v2", self._openapi_v2_document)
+            content_type = "application/json"
+        headers = {"ETag": etag, "Vary": "Accept"}
+        match = request.headers.get("If-None-Match", "")
+        if match and (match.strip() == "*" or etag in [m.strip().removeprefix("W/") for m in match.split(",")]):
+            return web.Response(status=304, headers=headers)
+        return web.Response(body=body, headers={**headers, "Content-Type": content_type})
+
+
+def _wants_protobuf(accept: str) -> bool:
+    """Whether the first media type of ``accept`` this server can answer is the gnostic protobuf one."""
+    for part in accept.split(","):
+        media = part.split(";")[0].strip().lower()
+        if media.startswith("application/com.github.proto-openapi.spec.v2") and media.endswith("+protobuf"):
+            return True
+        if media in ("application/json", "application/*", "*/*"):
+            return False
+    return False
 
 
 # ---- CRD schemas in OpenAPI v3 (kubectl explain, client-side tooling) ------------------------------------------
