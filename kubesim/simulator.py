@@ -161,6 +161,7 @@ class Simulator:
         """Stop serving: end watches, stop controllers, write the final snapshot."""
         self.store.close_all_watchers()
         await self.controllers.stop()
+        await self.admission.close()
         if self._runner is not None:
             await asyncio.sleep(0)
             await self._runner.cleanup()

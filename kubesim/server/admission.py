@@ -109,6 +109,12 @@ class AdmissionChain:
     def __init__(self, sim: Simulator) -> None:
         self.sim = sim
         self.calls = 0  # webhook calls made (for tests and stats)
+        self._session: aiohttp.ClientSession | None = None
+
+    async def close(self) -> None:
+        """Close the kept-alive connections (when the server stops)."""
+        if self._session is not None and not self._session.closed:
+            await self._session.close()
 
     def _configurations(self, plural: str) -> list[dict[str, Any]]:
         rt = self.sim.cluster.resource(GROUP, plural)
@@ -202,9 +208,11 @@ class AdmissionChain:
         timeout = int(hook.spec.get("timeoutSeconds") or DEFAULT_TIMEOUT)
         context = webhook_ssl_context(self.sim, config)
         self.calls += 1
+        if self._session is None or self._session.closed:  # one session: connections are kept alive
+            self._session = aiohttp.ClientSession()
         try:
-            async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=timeout)) as session, \
-                    session.post(url, json=review, ssl=context, server_hostname=server_name) as resp:
+            async with self._session.post(url, json=review, ssl=context, server_hostname=server_name,
+                                          timeout=aiohttp.ClientTimeout(total=timeout)) as resp:
                 if resp.status != 200:
                     raise WebhookCallError(f'Post "{shown}": the server answered {resp.status}')
                 answer = await resp.json(content_type=None)

@@ -47,16 +47,29 @@ def webhook_target(sim: Simulator, config: dict[str, Any]) -> tuple[str, str | N
     return f"https://{address}{path}", f"{name}.{namespace}.svc", shown
 
 
+_CONTEXTS: dict[tuple[str, str | None, str | None], ssl.SSLContext] = {}
+
+
 def webhook_ssl_context(sim: Simulator, config: dict[str, Any]) -> ssl.SSLContext:
-    """The client TLS context for a webhook: its caBundle, kubesim's client certificate when configured."""
-    bundle = config.get("caBundle")
-    context = ssl.create_default_context()
+    """The client TLS context for a webhook: its caBundle (the system's roots when empty), kubesim's client
+    certificate when configured. Contexts are kept per bundle: loading trust roots costs milliseconds."""
+    bundle = str(config.get("caBundle") or "")
+    opts = sim.options
+    key = (bundle, opts.webhook_client_cert, opts.webhook_client_key)
+    context = _CONTEXTS.get(key)
+    if context is not None:
+        return context
     if bundle:
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
         try:
-            context = ssl.create_default_context(cadata=base64.b64decode(bundle).decode())
+            context.load_verify_locations(cadata=base64.b64decode(bundle).decode())
         except (ValueError, ssl.SSLError) as exc:
             raise WebhookCallError(f"caBundle: {exc}") from exc
-    opts = sim.options
+    else:
+        context = ssl.create_default_context()
     if opts.webhook_client_cert and opts.webhook_client_key:
         context.load_cert_chain(opts.webhook_client_cert, opts.webhook_client_key)
+    if len(_CONTEXTS) > 256:
+        _CONTEXTS.clear()
+    _CONTEXTS[key] = context
     return context
