@@ -23,6 +23,7 @@ from reconcilers.engine.admission import Decision
 
 log = logging.getLogger(__name__)
 RETRY_SECONDS = 0.5
+MAX_RETRY_SECONDS = 5.0
 
 
 def decision_record(decision: Decision, path: str) -> ActionRecord | None:
@@ -42,6 +43,7 @@ class DecisionRecorder:
     def __init__(self) -> None:
         self._queue: queue.Queue[tuple[Decision, str] | None] = queue.Queue()
         self._thread = threading.Thread(target=self._run, name="admission-recorder", daemon=True)
+        self._stopping = threading.Event()
         self.written = 0
 
     def start(self) -> DecisionRecorder:
@@ -57,6 +59,7 @@ class DecisionRecorder:
 
     def stop(self, timeout: float = 10.0) -> None:
         """Write what is left (up to `timeout`), then end the thread."""
+        self._stopping.set()
         self._queue.put(None)
         self._thread.join(timeout)
 
@@ -72,12 +75,24 @@ class DecisionRecorder:
             if item is None:
                 return
             decision, path = item
+            delay, failures = RETRY_SECONDS, 0
             while True:
                 try:
                     if decision_record(decision, path) is not None:
                         self.written += 1
                     break
-                except DatabaseError:
-                    log.warning("admission decision %s not recorded yet; retrying", decision.uid, exc_info=True)
+                except DatabaseError as exc:
+                    failures += 1
+                    if failures == 1:
+                        log.warning("admission decision %s not recorded yet (%s); retrying", decision.uid, exc,
+                                    exc_info=True)
+                    elif failures % 20 == 0:
+                        log.warning("admission decision %s still not recorded after %d tries (%s); %d waiting",
+                                    decision.uid, failures, exc, self._queue.qsize())
+                    if self._stopping.is_set() and failures >= 3:
+                        log.error("admission decisions not recorded at shutdown: %d (%s)",
+                                  1 + self._queue.qsize(), exc)
+                        return
                     close_old_connections()
-                    time.sleep(RETRY_SECONDS)
+                    time.sleep(delay)
+                    delay = min(delay * 2, MAX_RETRY_SECONDS)
