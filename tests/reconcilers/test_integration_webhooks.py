@@ -153,3 +153,18 @@ def test_the_server_counts_its_requests_as_controller_runtime_does(api, ns, webh
     assert 'controller_runtime_webhook_requests_total{code="200",webhook="/validate/cache.example.com/memcacheds"}' \
         in page
     assert "controller_runtime_webhook_latency_seconds_bucket" in page
+
+
+def test_a_decision_handed_over_twice_is_written_once():
+    from opsconsole.webhooks.recorder import DecisionRecorder, decision_record
+    from reconcilers.engine.admission import review_validate
+
+    review = {"request": {"uid": str(uuid.uuid4()), "operation": "CREATE", "namespace": "n", "name": "twice",
+                          "userInfo": {"username": "bob"}, "object": {"spec": {"size": 1}}}}
+    decision = review_validate(AdmittedMemcachedReconciler(), review)
+    assert decision_record(decision, "/validate/cache.example.com/memcacheds") is not None
+    assert decision_record(decision, "/validate/cache.example.com/memcacheds") is None
+    recorder = DecisionRecorder().start()
+    recorder.put(decision, "/validate/cache.example.com/memcacheds")
+    recorder.stop()
+    assert ActionRecord.objects.filter(action="admission.validate", detail__uid=decision.uid).count() == 1
