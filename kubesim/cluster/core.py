@@ -379,6 +379,8 @@ class Cluster(PatchingMixin, DeletingMixin):
         causes = self._meta_causes(rt, new) + causes
         if rt.key == CRD_KEY:
             causes += validate_crd(new)
+            if not causes and subresource is None:
+                _accumulate_stored_versions(new, old)
         if old["metadata"].get("deletionTimestamp"):
             added = [f for f in new["metadata"].get("finalizers") or [] if f not in
                      (old["metadata"].get("finalizers") or [])]
@@ -443,3 +445,14 @@ class Cluster(PatchingMixin, DeletingMixin):
 
 
 __all__ = ["ApiError", "Cluster"]
+
+
+def _accumulate_stored_versions(new: dict[str, Any], old: dict[str, Any]) -> None:
+    """A CRD whose storage version changes keeps the old one in `status.storedVersions` (objects written before
+    are still stored in it), as kube-apiserver does, until someone migrates them and edits the status."""
+    stored = list((old.get("status") or {}).get("storedVersions") or [])
+    storage = next((v["name"] for v in new["spec"].get("versions") or [] if v.get("storage")), None)
+    if storage and storage not in stored:
+        stored.append(storage)
+    status = new.setdefault("status", dict(old.get("status") or {}))
+    status["storedVersions"] = stored

@@ -45,6 +45,8 @@ class ResourceType:
     storage_key_override: tuple[str, str] | None = None
     convert_out: Callable[[dict[str, Any], str], dict[str, Any]] | None = None
     convert_in: Callable[[dict[str, Any]], dict[str, Any]] | None = None
+    #: served versions a CRD marks deprecated → the Warning every request to them gets
+    deprecated: dict[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if not self.storage_version:

@@ -84,6 +84,7 @@ def resource_type_from_crd(crd: dict[str, Any]) -> ResourceType | None:
         return None
     versions = sorted((v["name"] for v in served), key=version_priority, reverse=True)
     storage = next(v["name"] for v in spec["versions"] if v.get("storage"))
+    deprecated = {v["name"]: _deprecation_warning(spec, v, versions) for v in served if v.get("deprecated")}
     schemas: dict[str, dict[str, Any]] = {}
     columns: dict[str, list[dict[str, Any]]] = {}
     has_status = False
@@ -123,6 +124,7 @@ def resource_type_from_crd(crd: dict[str, Any]) -> ResourceType | None:
         schemas=schemas,
         printer_columns=columns,
         field_selectors=tuple(selectable),
+        deprecated=deprecated,
     )
 
 
@@ -149,3 +151,15 @@ def _conversion_causes(conversion: Any) -> list[dict[str, str]]:
         causes.append(cause("spec.conversion.webhook.conversionReviewVersions", "FieldValueRequired",
                             "Required value: must include at least one of v1, v1beta1"))
     return causes
+
+
+def _deprecation_warning(spec: dict[str, Any], version: dict[str, Any], served: list[str]) -> str:
+    """A deprecated version's `deprecationWarning`, or kube-apiserver's default: `example.com/v1alpha1 Gizmo is
+    deprecated; use example.com/v1 Gizmo` (the most preferred served version that is not deprecated)."""
+    if version.get("deprecationWarning"):
+        return str(version["deprecationWarning"])
+    group, kind = spec["group"], spec["names"]["kind"]
+    current = {v["name"] for v in spec.get("versions") or [] if v.get("served") and not v.get("deprecated")}
+    instead = next((name for name in served if name in current), None)
+    warning = f"{group}/{version['name']} {kind} is deprecated"
+    return f"{warning}; use {group}/{instead} {kind}" if instead else warning

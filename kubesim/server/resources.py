@@ -109,6 +109,15 @@ class ResourceHandler:
 
     async def handle(self, request: web.Request) -> web.StreamResponse:
         t = parse_path(self.sim, request.path)
+        response = await self._handle(t, request)
+        warning = t.rt.deprecated.get(t.version)
+        if warning and not response.prepared:  # a watch stream has sent its headers already
+            header = '299 - "' + warning.replace('"', '\\"') + '"'
+            existing = response.headers.get("Warning")
+            response.headers["Warning"] = f"{existing}, {header}" if existing else header
+        return response
+
+    async def _handle(self, t: Target, request: web.Request) -> web.StreamResponse:
         method = request.method
         accept = parse_accept(request.headers.get("Accept"))
         if t.name is None:

@@ -152,3 +152,27 @@ def test_a_webhook_conversion_needs_its_client_config(cluster):
         ext.create_custom_resource_definition(crd)
     fields = {c["field"] for c in json.loads(info.value.body)["details"]["causes"]}
     assert fields == {"spec.conversion.webhook.clientConfig", "spec.conversion.webhook.conversionReviewVersions"}
+
+
+def test_a_deprecated_version_warns_and_a_storage_switch_keeps_the_old_stored_version(cluster, custom, ns):
+    api = cluster.api_client()
+    ext = client.ApiextensionsV1Api(api)
+    custom.create_namespaced_custom_object("example.com", "v1", ns, "plains", {
+        "apiVersion": "example.com/v1", "kind": "Plain", "metadata": {"name": "before"}, "spec": {"size": 1}})
+    crd = ext.read_custom_resource_definition("plains.example.com").to_dict()
+    ext.patch_custom_resource_definition("plains.example.com", {"spec": {"versions": [
+        {"name": "v1alpha1", "served": True, "storage": True, "deprecated": True,
+         "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": True}}},
+        {"name": "v1", "served": True, "storage": False,
+         "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": True}}}]}})
+    assert crd["status"]["stored_versions"] == ["v1"]
+    crd = ext.read_custom_resource_definition("plains.example.com").to_dict()
+    assert crd["status"]["stored_versions"] == ["v1", "v1alpha1"]  # objects stored as v1 are still there
+    resp = api.call_api(f"/apis/example.com/v1alpha1/namespaces/{ns}/plains/before", "GET",
+                        auth_settings=["BearerToken"], _preload_content=False, _return_http_data_only=True)
+    assert resp.status == 200
+    assert resp.headers.get("Warning") == '299 - "example.com/v1alpha1 Plain is deprecated; use example.com/v1 Plain"'
+    assert json.loads(resp.data)["apiVersion"] == "example.com/v1alpha1"
+    resp = api.call_api(f"/apis/example.com/v1/namespaces/{ns}/plains/before", "GET",
+                        auth_settings=["BearerToken"], _preload_content=False, _return_http_data_only=True)
+    assert resp.headers.get("Warning") is None
