@@ -241,3 +241,10 @@ def action_record_list(
     if before is not None:
         qs = qs.filter(created_at__lt=before)
     return qs
+
+
+def admission_decisions(kind: str, namespace: str, name: str, *, limit: int = 20) -> list[ActionRecord]:
+    """The admission webhooks' decisions about one object (`Kind namespace/name`, as the recorder names its
+    target), newest first: admitted, refused, dry runs, including those from before it existed."""
+    target = f"{kind} {namespace + '/' if namespace else ''}{name}"
+    return list(ActionRecord.objects.filter(action__startswith="admission.", target=target).order_by("-seq")[:limit])

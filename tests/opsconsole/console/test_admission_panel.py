@@ -1,0 +1,45 @@
+"""The detail page's Admission decisions panel: the webhooks' decisions about the object, newest first, with the
+Kubernetes user, the operation, dry runs and the reasons of a refusal; shown to admins only (they name Kubernetes
+users and groups, as the action record does); absent for others."""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+
+from opsconsole.webhooks.recorder import decision_record
+from reconcilers.engine.admission import review_validate
+from reconcilers.kinds.memcached import MemcachedReconciler
+from tests.opsconsole.api import factories as f
+
+pytestmark = pytest.mark.django_db
+
+
+def decide(namespace: str, name: str, spec: dict, *, dry_run: bool = False, user: str = "alice") -> None:
+    review = {"request": {"uid": str(uuid.uuid4()), "operation": "CREATE", "namespace": namespace, "name": name,
+                          "dryRun": dry_run, "userInfo": {"username": user, "groups": ["devs"]},
+                          "object": {"metadata": {"name": name, "namespace": namespace}, "spec": spec}}}
+    decision_record(review_validate(MemcachedReconciler(), review), "/validate/cache.example.com/memcacheds")
+
+
+def test_admins_see_the_decisions_about_the_object_and_others_do_not(as_role):
+    res = f.resource("cache", "team-a")
+    decide("team-a", "cache", {"size": -1}, user="mallory")
+    decide("team-a", "cache", {"size": 1}, dry_run=True)
+    decide("team-a", "cache", {"size": 2})
+    decide("team-a", "other", {"size": -5})  # another object's
+    page = as_role("admin").get(f"/resources/{res.pk}/").content.decode()
+    assert 'id="admission-decisions"' in page
+    rows = page.split('id="admission-decisions"')[1].split("</table>")[0]
+    assert rows.count("<tr>") == 4  # the header and three decisions, not the other object's
+    assert "mallory" in rows and "spec.size: must be at least 0" in rows and "refused" in rows
+    assert "dry run" in rows and rows.index("admitted") < rows.index("mallory")  # newest first
+    viewer = as_role("viewer", ["team-a"]).get(f"/resources/{res.pk}/").content.decode()
+    assert "admission-decisions" not in viewer and "mallory" not in viewer
+
+
+def test_an_object_without_decisions_says_so_to_an_admin(as_role):
+    res = f.resource("quiet", "team-b")
+    page = as_role("admin").get(f"/resources/{res.pk}/").content.decode()
+    assert "No admission decision is on record for this object" in page
