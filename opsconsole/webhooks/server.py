@@ -11,9 +11,11 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import os
 import ssl
 import threading
 import time
+from typing import Any
 
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram, generate_latest
@@ -98,6 +100,52 @@ def tls_context(cert: str, key: str, client_ca: str | None = None) -> ssl.SSLCon
         context.verify_mode = ssl.CERT_REQUIRED
         context.load_verify_locations(client_ca)
     return context
+
+
+class CertificateReloader:
+    """Serve a renewed certificate without a restart and without dropping a request: every `interval` seconds,
+    `renew()` (when given: the generated certificates' renewal) runs, and when the certificate or key file
+    changed (a rotated Secret, a renewal) the serving context loads them again. New TLS handshakes get the new
+    certificate; connections already open keep theirs."""
+
+    def __init__(self, context: ssl.SSLContext, cert: str, key: str, *, interval: float = 60.0,
+                 renew: Any = None) -> None:
+        self.context, self.cert, self.key, self.interval, self.renew = context, cert, key, interval, renew
+        self.reloads = 0
+        self._seen = self._stamp()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="webhook-cert-reloader", daemon=True)
+
+    def _stamp(self) -> tuple[float, float, int, int]:
+        c, k = os.stat(self.cert), os.stat(self.key)
+        return c.st_mtime, k.st_mtime, c.st_size, k.st_size
+
+    def check(self) -> bool:
+        """Renew if due, and load the files again if they changed; True when the certificate was reloaded."""
+        if self.renew is not None:
+            self.renew()
+        stamp = self._stamp()
+        if stamp == self._seen:
+            return False
+        self.context.load_cert_chain(self.cert, self.key)
+        self._seen = stamp
+        self.reloads += 1
+        log.info("webhook server: serving certificate reloaded from %s", self.cert)
+        return True
+
+    def start(self) -> CertificateReloader:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval):
+            try:
+                self.check()
+            except (OSError, ssl.SSLError, ValueError):  # a half-written Secret: the next look gets it whole
+                log.warning("webhook server: certificate not reloaded yet", exc_info=True)
 
 
 class WebhookServer:

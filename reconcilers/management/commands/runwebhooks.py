@@ -1,10 +1,12 @@
 """`manage.py runwebhooks`: serve the registered kinds' admission webhooks over TLS (opsconsole.webhooks).
 
 Certificates come from `--cert`/`--key` (a mounted Secret in deploy/k8s), or are made in `--cert-dir` (default:
-`<data dir>/webhooks`, a CA kept across restarts and a serving certificate for `--name` and 127.0.0.1; print the
-configurations with that CA by `manage.py webhooks --ca-bundle <cert-dir>/webhook-ca.pem`). `--client-ca FILE`
-requires API servers to present a certificate signed by it (mutual TLS). SIGTERM stops it after the decisions
-handed to the recorder are written.
+`<data dir>/webhooks`): a CA kept across restarts and a serving certificate for `--name` and 127.0.0.1. Print the
+configurations with that CA by `manage.py webhooks --ca-bundle <cert-dir>/webhook-ca.pem`. A generated serving
+certificate is made again within 30 days of its expiry, and a certificate file that changes (a rotated Secret) is
+loaded again, both without a restart or a dropped request (`--reload-interval`). `--client-ca FILE` requires API
+servers to present a certificate signed by it (mutual TLS). SIGTERM stops it after the decisions handed to the
+recorder are written.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from typing import Any
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandParser
 
-from opsconsole.webhooks.server import WebhookServer, tls_context
+from opsconsole.webhooks.server import CertificateReloader, WebhookServer, tls_context
 from opsconsole.webhooks.tls import DEFAULT_NAMES, ensure_certificates
 
 
@@ -37,9 +39,12 @@ class Command(BaseCommand):
                             help="a DNS name the generated certificate covers (repeatable; default the "
                                  "deploy/k8s Service's names and localhost)")
         parser.add_argument("--client-ca", help="require API server client certificates signed by this CA")
+        parser.add_argument("--reload-interval", type=float, default=60.0,
+                            help="seconds between looks for a renewed certificate (default 60)")
 
     def handle(self, *args: Any, **options: Any) -> None:
         """Start the server and wait for a signal."""
+        renew = None
         if options.get("cert") and options.get("key"):
             cert, key = options["cert"], options["key"]
         else:
@@ -48,14 +53,22 @@ class Command(BaseCommand):
             files = ensure_certificates(directory, names)
             cert, key = str(files.cert), str(files.key)
             self.stdout.write(f"webhook CA: {files.ca_cert}")
-        server = WebhookServer(tls_context(cert, key, options.get("client_ca")), options["host"], options["port"])
+
+            def renew() -> None:  # a serving certificate within 30 days of expiry is made again (same CA)
+                ensure_certificates(directory, names)
+
+        context = tls_context(cert, key, options.get("client_ca"))
+        server = WebhookServer(context, options["host"], options["port"])
+        reloader = CertificateReloader(context, cert, key, interval=options["reload_interval"], renew=renew)
         stop = threading.Event()
         for sig in (signal.SIGTERM, signal.SIGINT):
             signal.signal(sig, lambda *_: stop.set())
         port = server.start()
+        reloader.start()
         self.stdout.write(f"serving admission webhooks on https://{options['host']}:{port}")
         self.stdout.flush()
         try:
             stop.wait()
         finally:
+            reloader.stop()
             server.stop()
