@@ -26,6 +26,7 @@ from scripts.redis_local import redis_answers, redis_command  # noqa: E402
 EMBEDDED_REDIS_PORT = 6390
 KUBESIM_PORT = int(os.environ.get("KUBESIM_PORT", "6443"))
 WEB_ADDR = os.environ.get("OPSCONSOLE_ADDR", "127.0.0.1:8000")
+WEBHOOKS_PORT = int(os.environ.get("OPSCONSOLE_WEBHOOKS_PORT", "9443"))
 #: the processes stopped last, once every other one has exited: what the others still talk to while they stop
 STOP_LAST = ("kubesim", "redis")
 #: the longest wait for the first processes to exit before the last ones are stopped anyway
@@ -58,6 +59,9 @@ def procfile_lines(env: dict[str, str], data_dir: Path, login: str) -> list[str]
         f"web: {py} -m gunicorn opsconsole.wsgi -b {WEB_ADDR} --workers 2 --threads 4 --access-logfile -"
     )
     lines.append(f"announce: {py} scripts/announce.py http://{WEB_ADDR}/ {shlex.quote(login)}")
+    if env.get("OPSCONSOLE_KUBESIM") and (ROOT / "reconcilers" / "management" / "commands" / "runwebhooks.py").exists():
+        # the admission webhooks, installed into the sandbox once they listen (failurePolicy Ignore there)
+        lines.append(f"webhooks: {py} manage.py runwebhooks --port {WEBHOOKS_PORT} --install")
     if env.get("OPSCONSOLE_KUBESIM") and env.get("OPSCONSOLE_DEMO_ROLLBACK", "1") != "0":
         lines.append(f"demo: {py} scripts/demo_rollback.py")  # the self-healing demo (docs/healing.md)
     return lines

@@ -5,8 +5,9 @@ Certificates come from `--cert`/`--key` (a mounted Secret in deploy/k8s), or are
 configurations with that CA by `manage.py webhooks --ca-bundle <cert-dir>/webhook-ca.pem`. A generated serving
 certificate is made again within 30 days of its expiry, and a certificate file that changes (a rotated Secret) is
 loaded again, both without a restart or a dropped request (`--reload-interval`). `--client-ca FILE` requires API
-servers to present a certificate signed by it (mutual TLS). SIGTERM stops it after the decisions handed to the
-recorder are written.
+servers to present a certificate signed by it (mutual TLS). `--install` (the sandbox mode `make run` uses) writes
+the webhook configurations into the cluster once it listens and deletes them on exit (opsconsole.webhooks.install).
+SIGTERM stops it after the decisions handed to the recorder are written.
 """
 
 from __future__ import annotations
@@ -19,8 +20,10 @@ from typing import Any
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandParser
 
+from opsconsole.webhooks.install import install, uninstall
 from opsconsole.webhooks.server import CertificateReloader, WebhookServer, tls_context
 from opsconsole.webhooks.tls import DEFAULT_NAMES, ensure_certificates
+from reconcilers.engine import apiclient
 
 
 class Command(BaseCommand):
@@ -39,19 +42,24 @@ class Command(BaseCommand):
                             help="a DNS name the generated certificate covers (repeatable; default the "
                                  "deploy/k8s Service's names and localhost)")
         parser.add_argument("--client-ca", help="require API server client certificates signed by this CA")
+        parser.add_argument("--install", action="store_true",
+                            help="the sandbox mode of `make run`: once listening, write the webhook configurations "
+                                 "(this server's URL and CA, failurePolicy Ignore) into the cluster; delete them "
+                                 "on exit")
         parser.add_argument("--reload-interval", type=float, default=60.0,
                             help="seconds between looks for a renewed certificate (default 60)")
 
     def handle(self, *args: Any, **options: Any) -> None:
         """Start the server and wait for a signal."""
         renew = None
+        ca_file = ""
         if options.get("cert") and options.get("key"):
             cert, key = options["cert"], options["key"]
         else:
             directory = options.get("cert_dir") or Path(settings.DATA_DIR) / "webhooks"
             names = tuple(options.get("name") or DEFAULT_NAMES)
             files = ensure_certificates(directory, names)
-            cert, key = str(files.cert), str(files.key)
+            cert, key, ca_file = str(files.cert), str(files.key), str(files.ca_cert)
             self.stdout.write(f"webhook CA: {files.ca_cert}")
 
             def renew() -> None:  # a serving certificate within 30 days of expiry is made again (same CA)
@@ -66,9 +74,21 @@ class Command(BaseCommand):
         port = server.start()
         reloader.start()
         self.stdout.write(f"serving admission webhooks on https://{options['host']}:{port}")
+        api = None
+        if options["install"]:
+            api = apiclient.get_api_client()
+            host = "127.0.0.1" if options["host"] in ("0.0.0.0", "") else options["host"]
+            ca = Path(ca_file).read_bytes() if ca_file else Path(cert).read_bytes()
+            install(api, f"https://{host}:{port}", ca)
+            self.stdout.write("webhook configurations installed in the cluster (failurePolicy Ignore)")
         self.stdout.flush()
         try:
             stop.wait()
         finally:
+            if api is not None:
+                try:
+                    uninstall(api)
+                except Exception as exc:  # noqa: BLE001 - a cluster gone first must not keep us from stopping
+                    self.stderr.write(f"webhook configurations not removed: {exc}")
             reloader.stop()
             server.stop()
