@@ -3,8 +3,9 @@
 in the cluster with its own URL and its CA as the caBundle, and deletes them when it stops.
 
 In this mode every webhook's `failurePolicy` is `Ignore`: the sandbox never wedges on a webhook server that is
-not up (the first seconds of `make run`, or after a crash that left the configurations behind). A cluster's
-configurations (deploy/webhooks) keep the kinds' own policies.
+not up (the first seconds of `make run`, or after a crash that left the configurations behind); and objects
+labelled `opsconsole.io/admission: skip` pass (the invalid sample, which shows a spec that got past admission).
+A cluster's configurations (deploy/webhooks) keep the kinds' own policies.
 """
 
 from __future__ import annotations
@@ -26,6 +27,8 @@ KINDS = {
                                                    "ValidatingWebhookConfiguration", namespaced=False),
 }
 FIELD_MANAGER = "opsconsole-webhooks"
+#: objects labelled `opsconsole.io/admission: skip` pass the sandbox's webhooks (the invalid sample)
+SKIP_LABEL = "opsconsole.io/admission"
 
 
 def sandbox_configurations(url: str, ca_bundle: bytes) -> list[dict[str, Any]]:
@@ -35,6 +38,8 @@ def sandbox_configurations(url: str, ca_bundle: bytes) -> list[dict[str, Any]]:
         doc["metadata"]["labels"]["app.kubernetes.io/managed-by"] = "opsconsole-runwebhooks"
         for hook in doc["webhooks"]:
             hook["failurePolicy"] = "Ignore"
+            hook["objectSelector"] = {"matchExpressions": [{"key": SKIP_LABEL, "operator": "NotIn",
+                                                            "values": ["skip"]}]}
     return docs
 
 

@@ -57,6 +57,11 @@ def test_the_sandbox_server_installs_its_configurations_refuses_through_them_and
                                                     "spec": {"size": 1, "image": "Memcached:Latest"}})
             assert info.value.status == 422
             assert "denied the request: spec.image" in json.loads(info.value.body)["message"]
+            skipped = kube.create_object(api, MEMCACHED, {  # the invalid sample's label lets it through
+                "apiVersion": "cache.example.com/v1alpha1", "kind": "Memcached",
+                "metadata": {"name": "sample", "namespace": ns, "labels": {"opsconsole.io/admission": "skip"}},
+                "spec": {"size": 1, "image": "Memcached:Latest"}})
+            assert skipped["metadata"]["name"] == "sample"
         finally:
             proc.send_signal(signal.SIGTERM)
             out, _ = proc.communicate(timeout=30)
