@@ -10,11 +10,12 @@ A cluster's configurations (deploy/webhooks) keep the kinds' own policies.
 
 from __future__ import annotations
 
+import base64
 import logging
 from typing import Any
 
 from reconcilers.core.reconciler import ResourceKind
-from reconcilers.engine import kube
+from reconcilers.engine import kube, registry
 from reconcilers.engine.webhook_config import NAME, webhook_configurations
 
 log = logging.getLogger(__name__)
@@ -26,6 +27,8 @@ KINDS = {
                                                    "validatingwebhookconfigurations",
                                                    "ValidatingWebhookConfiguration", namespaced=False),
 }
+CRD = ResourceKind("apiextensions.k8s.io", "v1", "customresourcedefinitions", "CustomResourceDefinition",
+                   namespaced=False)
 FIELD_MANAGER = "opsconsole-webhooks"
 #: objects labelled `opsconsole.io/admission: skip` pass the sandbox's webhooks (the invalid sample)
 SKIP_LABEL = "opsconsole.io/admission"
@@ -44,8 +47,19 @@ def sandbox_configurations(url: str, ca_bundle: bytes) -> list[dict[str, Any]]:
 
 
 def install(api: Any, url: str, ca_bundle: bytes) -> list[str]:
-    """Create or replace the configurations in the cluster; returns the kinds written."""
+    """Create or replace the configurations in the cluster, and point the conversion of every registered kind
+    with several versions at this server (its CRD's clientConfig: the URL and the CA); returns what was written."""
     written = []
+    bundle = base64.b64encode(ca_bundle).decode()
+    for rec in registry.registered():
+        if rec.versions:
+            res = rec.resource
+            client_config = {"url": f"{url}/convert/{res.group}/{res.plural}", "caBundle": bundle,
+                             "service": None}  # a merge patch: the generated service reference goes
+            kube.patch_object(api, CRD, None, f"{res.plural}.{res.group}", {"spec": {"conversion": {
+                "strategy": "Webhook", "webhook": {"conversionReviewVersions": ["v1"],
+                                                   "clientConfig": client_config}}}})
+            written.append(f"CustomResourceDefinition {res.plural}.{res.group}")
     for doc in sandbox_configurations(url, ca_bundle):
         kind = KINDS[doc["kind"]]
         existing = kube.get_object(api, kind, None, NAME)

@@ -1,7 +1,9 @@
 """The webhook server: `POST /validate/<group>/<plural>` and `POST /mutate/<group>/<plural>` answer AdmissionReview
-v1 requests for the registered kinds (reconcilers.engine.admission) over TLS only, optionally verifying the API
-server's client certificate (mutual TLS); `GET /healthz`; `GET /metrics` with controller-runtime's webhook
-metrics. Each decision goes to the recorder (opsconsole.webhooks.recorder) and the answer goes back at once.
+v1 requests for the registered kinds (reconcilers.engine.admission), `POST /convert/<group>/<plural>`
+ConversionReview v1 requests for kinds with several versions (reconcilers.engine.conversion), over TLS only,
+optionally verifying the API server's client certificate (mutual TLS); `GET /healthz`; `GET /metrics` with
+controller-runtime's webhook metrics. Each admission decision goes to the recorder (opsconsole.webhooks.recorder)
+and the answer goes back at once.
 
 `WebhookServer(...).start()` serves on a thread of its own (the command waits for a signal; tests stop it).
 """
@@ -23,6 +25,9 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, G
 from opsconsole.webhooks.recorder import DecisionRecorder
 from reconcilers.engine import registry
 from reconcilers.engine.admission import MUTATE, VALIDATE, ReviewError, review_mutate, review_validate
+from reconcilers.engine.conversion import ConversionError, review_convert
+
+CONVERT = "convert"
 
 log = logging.getLogger(__name__)
 
@@ -52,7 +57,7 @@ def build_app(recorder: DecisionRecorder, metrics: WebhookMetrics) -> web.Applic
         started = time.perf_counter()
         code = 200
         try:
-            if action not in (VALIDATE, MUTATE):
+            if action not in (VALIDATE, MUTATE, CONVERT):
                 code = 404
                 return web.json_response({"error": f"no webhook {action!r}"}, status=404)
             try:
@@ -65,6 +70,14 @@ def build_app(recorder: DecisionRecorder, metrics: WebhookMetrics) -> web.Applic
             except (ValueError, json.JSONDecodeError):
                 code = 400
                 return web.json_response({"error": "the body is not JSON"}, status=400)
+            if action == CONVERT:  # conversions are not decisions: answered, not recorded
+                try:
+                    response = await asyncio.get_running_loop().run_in_executor(None, review_convert, rec, body)
+                except ConversionError as exc:
+                    code = 400
+                    return web.json_response({"error": str(exc)}, status=400)
+                return web.json_response({"apiVersion": "apiextensions.k8s.io/v1", "kind": "ConversionReview",
+                                          "response": response})
             decide = review_validate if action == VALIDATE else review_mutate
             try:  # a kind's hooks are plain functions: off the loop
                 decision = await asyncio.get_running_loop().run_in_executor(None, decide, rec, body)

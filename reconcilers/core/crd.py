@@ -172,6 +172,9 @@ def _enum_type(values: list[Any], where: str) -> str:
     raise SchemaError(f"{where}: an enum mixing {sorted(k.__name__ for k in kinds)} has no structural schema")
 
 
+_KIND_MODEL = object()  # spec_schema's default: the kind's own spec model
+
+
 def status_schema(reconciler: Reconciler | type[Reconciler]) -> dict[str, Any]:
     """The status schema: the engine's fields (phase enum from the state machine, conditions) and the kind's."""
     cls = _kind_class(reconciler)
@@ -201,12 +204,13 @@ def status_schema(reconciler: Reconciler | type[Reconciler]) -> dict[str, Any]:
     return out
 
 
-def spec_schema(reconciler: Reconciler | type[Reconciler]) -> dict[str, Any]:
-    """The spec schema: the spec model's, or any object for a kind without one."""
+def spec_schema(reconciler: Reconciler | type[Reconciler], model: Any = _KIND_MODEL) -> dict[str, Any]:
+    """The spec schema: the spec model's (the kind's, or `model`, another version's), or any object without one."""
     cls = _kind_class(reconciler)
-    if cls.spec_model is None:
+    model = cls.spec_model if model is _KIND_MODEL else model
+    if model is None:
         return {"type": "object", "x-kubernetes-preserve-unknown-fields": True}
-    schema = structural_schema(cls.spec_model)
+    schema = structural_schema(model)
     schema["type"] = "object"
     return schema
 
@@ -266,9 +270,33 @@ def crd_manifest(reconciler: Reconciler | type[Reconciler]) -> dict[str, Any]:
                 "subresources": subresources,
                 "additionalPrinterColumns": printer_columns(cls),
                 "schema": {"openAPIV3Schema": root},
-            }],
+            }, *(_other_version(cls, version, root, subresources) for version in cls.versions)],
+            **({"conversion": conversion_webhook(cls)} if cls.versions else {}),
         },
     }
+
+
+#: where the generated CRDs send ConversionReviews (deploy/k8s's Service; `runwebhooks --install` writes a URL and
+#: the CA into the CRD in the sandbox)
+CONVERSION_SERVICE = {"namespace": "opsconsole", "name": "opsconsole-webhooks", "port": 443}
+
+
+def conversion_webhook(cls: type[Reconciler]) -> dict[str, Any]:
+    """`spec.conversion` of a kind with several versions: by webhook, at `/convert/<group>/<plural>`."""
+    return {"strategy": "Webhook", "webhook": {"conversionReviewVersions": ["v1"], "clientConfig": {"service": {
+        **CONVERSION_SERVICE, "path": f"/convert/{cls.resource.group}/{cls.resource.plural}"}}}}
+
+
+def _other_version(cls: type[Reconciler], version: Any, root: dict[str, Any],
+                   subresources: dict[str, Any]) -> dict[str, Any]:
+    other_root = copy.deepcopy(root)
+    other_root["properties"]["spec"] = spec_schema(cls, version.spec_model)
+    entry: dict[str, Any] = {"name": version.name, "served": True, "storage": False, "subresources": subresources,
+                             "additionalPrinterColumns": printer_columns(cls),
+                             "schema": {"openAPIV3Schema": other_root}}
+    if version.deprecated:
+        entry["deprecated"] = True
+    return entry
 
 
 class _Dumper(yaml.SafeDumper):

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, ClassVar, Protocol
 
@@ -20,6 +21,24 @@ from reconcilers.core.healing import Healing
 from reconcilers.core.kind import PrinterColumn, ScaleSubresource
 from reconcilers.core.statemachine import StateMachine
 from reconcilers.core.types import Condition, ConditionStatus, Request, Result
+
+
+def _same(obj: dict[str, Any]) -> dict[str, Any]:
+    return obj
+
+
+@dataclass(frozen=True)
+class KindVersion:
+    """Another served version of a kind besides its storage version (`resource.version`, the hub): its name, its
+    spec model (None: any spec), and the conversion of a whole object to the storage version and back (hub and
+    spoke, as kubebuilder converts: v1beta1 → storage → v2). The functions get a copy and return the object with
+    its spec (and labels or annotations) in the other shape; the engine sets `apiVersion`."""
+
+    name: str
+    spec_model: Any = None
+    to_storage: Callable[[dict[str, Any]], dict[str, Any]] = _same
+    from_storage: Callable[[dict[str, Any]], dict[str, Any]] = _same
+    deprecated: bool = False
 
 
 @dataclass(frozen=True)
@@ -173,6 +192,9 @@ class Reconciler(ABC):
     printer_columns: ClassVar[tuple[PrinterColumn, ...]] = ()
     #: the scale subresource, when the kind has replicas
     scale: ClassVar[ScaleSubresource | None] = None
+    #: other served versions (each with its model and conversion); the generated CRD converts by webhook
+    #: (`manage.py runwebhooks` serves `/convert/<group>/<plural>`)
+    versions: ClassVar[tuple[KindVersion, ...]] = ()
 
     @property
     def name(self) -> str:

@@ -2,8 +2,9 @@
 `AdmissionReview` v1 request (the server is `manage.py runwebhooks`; the configurations come from
 `webhook_configurations`).
 
-- Validating: the spec must validate against the kind's `spec_model` (each bad field named, as the reconcile
-  would have said after the fact), then the kind's `validate(new, old, user)` hook must return no message.
+- Validating: the spec must validate against the spec model of the version the object is in (the kind's
+  `spec_model`, or a `KindVersion`'s; each bad field named, as the reconcile would have said after the fact),
+  then the kind's `validate(new, old, user)` hook, given both in the storage version, must return no message.
   A refusal is `allowed: false` with a 422 `Invalid` Status naming every field. DELETE is always admitted.
 - Mutating: the kind's `mutate(obj, user)` hook; the difference is answered as a JSONPatch (RFC 6902, the
   `jsonpatch` package).
@@ -24,6 +25,7 @@ from pydantic import ValidationError
 
 from reconcilers.core.kind import spec_errors
 from reconcilers.core.reconciler import AdmissionUser, Reconciler
+from reconcilers.engine.conversion import convert_object
 
 VALIDATE, MUTATE = "validate", "mutate"
 
@@ -106,6 +108,23 @@ def _hook_failed(decision: Decision, rec: Reconciler, hook: str, exc: Exception)
     decision.allowed, decision.code, decision.reasons = False, 500, [message]
 
 
+def spec_model_of(rec: Reconciler, api_version: str) -> Any:
+    """The spec model of the version an object is in: the kind's for its storage version, a `KindVersion`'s for
+    another (None: not validated)."""
+    version = api_version.rpartition("/")[2]
+    if not version or version == rec.resource.version:
+        return rec.spec_model
+    return next((v.spec_model for v in rec.versions if v.name == version), None)
+
+
+def _in_storage_version(rec: Reconciler, obj: dict[str, Any] | None) -> dict[str, Any] | None:
+    """`obj` as the kind's storage version has it: a kind's `validate` hook sees one shape whatever version the
+    client wrote (hub and spoke, reconcilers.engine.conversion)."""
+    if obj is None or not rec.versions:
+        return obj
+    return convert_object(rec, obj, rec.resource.api_version)
+
+
 def review_validate(rec: Reconciler, review: dict[str, Any]) -> Decision:
     """The validating webhook's decision on `review` for the kind of `rec`."""
     request = _request(review)
@@ -117,14 +136,15 @@ def review_validate(rec: Reconciler, review: dict[str, Any]) -> Decision:
     reasons: list[str] = []
     if spec is not None and not isinstance(spec, dict):
         reasons.append(f"spec: must be an object (got {type(spec).__name__})")
-    elif rec.spec_model is not None:
+    elif (model := spec_model_of(rec, str(obj.get("apiVersion") or ""))) is not None:
         try:
-            rec.spec_model.model_validate_json(json.dumps(spec or {}))
+            model.model_validate_json(json.dumps(spec or {}))
         except ValidationError as exc:
             reasons.extend(spec_errors(exc))
     if not reasons:
         try:
-            reasons.extend(str(r) for r in rec.validate(obj, request.get("oldObject"), decision.user) or [])
+            new, old = _in_storage_version(rec, obj), _in_storage_version(rec, request.get("oldObject"))
+            reasons.extend(str(r) for r in rec.validate(new, old, decision.user) or [])
         except Exception as exc:  # noqa: BLE001 - a kind's hook never takes the webhook down
             _hook_failed(decision, rec, "validate", exc)
             return decision

@@ -19,9 +19,11 @@ from typing import Any, ClassVar
 
 import redis
 from django.conf import settings
+from pydantic import Field
 
 from reconcilers.core.crd import crd_manifest
-from reconcilers.core.reconciler import AdmissionUser, Context, Reconciler, ResourceKind
+from reconcilers.core.kind import KindModel
+from reconcilers.core.reconciler import AdmissionUser, Context, KindVersion, Reconciler, ResourceKind
 from reconcilers.core.statemachine import StateMachine
 from reconcilers.core.types import PermanentError, Result, TemporaryError
 from reconcilers.kinds.memcached import MemcachedReconciler
@@ -176,6 +178,56 @@ class AdmittedMemcachedReconciler(MemcachedReconciler):
         annotations = obj.setdefault("metadata", {}).setdefault("annotations", {})
         annotations.setdefault("test.opsconsole.io/requested-by", user.username)
         return obj
+
+
+SPROCKET = ResourceKind("test.opsconsole.io", "v1", "sprockets", "Sprocket", namespaced=True)
+
+
+class SprocketSpec(KindModel):
+    """v1 (the storage version): how many teeth."""
+
+    teeth: int = Field(ge=1, le=100)
+    """Number of teeth."""
+
+
+class SprocketGearing(KindModel):
+    """v2's shape of the same thing."""
+
+    count: int = Field(ge=1, le=100)
+    """Number of teeth."""
+
+
+class SprocketSpecV2(KindModel):
+    """v2: the teeth moved under spec.gearing.count."""
+
+    gearing: SprocketGearing
+
+
+def _sprocket_v2_to_storage(obj: dict[str, Any]) -> dict[str, Any]:
+    spec = obj.get("spec") or {}
+    if "explode" in spec:
+        raise ValueError("this sprocket cannot be converted")
+    obj["spec"] = {"teeth": (spec.get("gearing") or {}).get("count")}
+    return obj
+
+
+def _sprocket_storage_to_v2(obj: dict[str, Any]) -> dict[str, Any]:
+    obj["spec"] = {"gearing": {"count": (obj.get("spec") or {}).get("teeth")}}
+    return obj
+
+
+class SprocketReconciler(Reconciler):
+    """A kind with two versions (the conversion tests): v1 stores `spec.teeth`, v2 says `spec.gearing.count`."""
+
+    resource: ClassVar[ResourceKind] = SPROCKET
+    state_machine: ClassVar[StateMachine] = kind_machine("Sprocket")
+    spec_model: ClassVar[Any] = SprocketSpec
+    versions: ClassVar[tuple[KindVersion, ...]] = (
+        KindVersion("v2", SprocketSpecV2, to_storage=_sprocket_v2_to_storage, from_storage=_sprocket_storage_to_v2),
+    )
+
+    def reconcile(self, ctx: Context, obj: dict[str, Any]) -> Result:
+        return Result("Running", "Turning", f"{obj['spec']['teeth']} teeth")
 
 
 def gadget(namespace: str, name: str, **spec: Any) -> dict[str, Any]:

@@ -109,3 +109,16 @@ def test_the_checked_in_configurations_are_what_the_command_prints_now():
         "regenerate: manage.py webhooks > deploy/webhooks/configurations.yaml"
     call_command("webhooks", "--check", str(checked_in), stdout=io.StringIO())
     assert "cert-manager.io/inject-ca-from: opsconsole/opsconsole-webhooks" in checked_in.read_text()
+
+
+def test_an_object_in_another_version_is_validated_with_that_versions_model():
+    from tests.reconcilers.testkinds import SprocketReconciler
+
+    def sprocket(version: str, spec: dict) -> dict:
+        return {"apiVersion": f"test.opsconsole.io/{version}", "kind": "Sprocket",
+                "metadata": {"name": "s", "namespace": "team"}, "spec": spec}
+
+    kind = SprocketReconciler()
+    assert review_validate(kind, review(sprocket("v2", {"gearing": {"count": 3}}))).allowed
+    assert review_validate(kind, review(sprocket("v2", {"teeth": 3}))).reasons == ["spec.gearing: is required"]
+    assert review_validate(kind, review(sprocket("v1", {"teeth": 0}))).reasons[0].startswith("spec.teeth:")
