@@ -118,29 +118,36 @@ def tls_context(cert: str, key: str, client_ca: str | None = None) -> ssl.SSLCon
 class CertificateReloader:
     """Serve a renewed certificate without a restart and without dropping a request: every `interval` seconds,
     `renew()` (when given: the generated certificates' renewal) runs, and when the certificate or key file
-    changed (a rotated Secret, a renewal) the serving context loads them again. New TLS handshakes get the new
-    certificate; connections already open keep theirs."""
+    changed (a rotated Secret, a renewal) a new TLS context is built from them and handshakes from then on use it
+    (the listener's context hands each new connection the current one in its SNI callback). A context in use is
+    never changed: loading a certificate into it while another thread shakes hands can break that handshake."""
 
     def __init__(self, context: ssl.SSLContext, cert: str, key: str, *, interval: float = 60.0,
-                 renew: Any = None) -> None:
-        self.context, self.cert, self.key, self.interval, self.renew = context, cert, key, interval, renew
+                 renew: Any = None, client_ca: str | None = None) -> None:
+        self.cert, self.key, self.client_ca, self.interval, self.renew = cert, key, client_ca, interval, renew
+        self.current = context
+        context.sni_callback = self._pick
         self.reloads = 0
         self._seen = self._stamp()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="webhook-cert-reloader", daemon=True)
+
+    def _pick(self, connection: Any, server_name: str | None, context: ssl.SSLContext) -> None:
+        if self.current is not context:
+            connection.context = self.current
 
     def _stamp(self) -> tuple[float, float, int, int]:
         c, k = os.stat(self.cert), os.stat(self.key)
         return c.st_mtime, k.st_mtime, c.st_size, k.st_size
 
     def check(self) -> bool:
-        """Renew if due, and load the files again if they changed; True when the certificate was reloaded."""
+        """Renew if due, and switch to the files' certificate if they changed; True when it switched."""
         if self.renew is not None:
             self.renew()
         stamp = self._stamp()
         if stamp == self._seen:
             return False
-        self.context.load_cert_chain(self.cert, self.key)
+        self.current = tls_context(self.cert, self.key, self.client_ca)
         self._seen = stamp
         self.reloads += 1
         log.info("webhook server: serving certificate reloaded from %s", self.cert)

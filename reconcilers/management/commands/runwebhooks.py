@@ -67,7 +67,8 @@ class Command(BaseCommand):
 
         context = tls_context(cert, key, options.get("client_ca"))
         server = WebhookServer(context, options["host"], options["port"])
-        reloader = CertificateReloader(context, cert, key, interval=options["reload_interval"], renew=renew)
+        reloader = CertificateReloader(context, cert, key, interval=options["reload_interval"], renew=renew,
+                                       client_ca=options.get("client_ca"))
         stop = threading.Event()
         for sig in (signal.SIGTERM, signal.SIGINT):
             signal.signal(sig, lambda *_: stop.set())
