@@ -243,6 +243,11 @@ OPSCONSOLE_RECONCILERS = env_list("OPSCONSOLE_RECONCILERS", [])
 OPSCONSOLE_BUILTIN_KINDS = env_bool("OPSCONSOLE_BUILTIN_KINDS", True)
 OPSCONSOLE_KIND_ENTRY_POINTS = env_bool("OPSCONSOLE_KIND_ENTRY_POINTS", True)
 
+# The admission webhooks' decisions wait in Redis until written (opsconsole.webhooks.recorder): the queue's name
+# (empty: derived from the database) and how long a killed server's decision in flight waits for another.
+OPSCONSOLE_ADMISSION_QUEUE = os.environ.get("OPSCONSOLE_ADMISSION_QUEUE", "")
+OPSCONSOLE_ADMISSION_LEASE_SECONDS = env_number("OPSCONSOLE_ADMISSION_LEASE_SECONDS", 30, int)
+
 # The workqueue in Redis (DESIGN.md §3); defaults are controller-runtime's.
 # Empty: the Celery queue's name, read at run time (a private Celery queue gets a private workqueue).
 OPSCONSOLE_WORKQUEUE_NAME = os.environ.get("OPSCONSOLE_WORKQUEUE_NAME", "")

@@ -222,14 +222,18 @@ def action_record(
 
 
 def action_record_list(
-    *, actor: str = "", action: str = "", outcome: str = "", after: datetime | None = None,
+    *, actor: str = "", action: str = "", outcome: str = "", target: str = "", after: datetime | None = None,
     before: datetime | None = None,
 ) -> QuerySet[ActionRecord]:
-    """The action record filtered by actor, action, outcome and time ([after, before)); not ordered. A value
-    holding a NUL matches nothing (no record holds one: they are stored NUL-free)."""
+    """The action record filtered by actor, action, outcome, target (a prefix: `Memcached team-a/` is every
+    admission decision about a Memcached in team-a, refused creates of objects that never existed included) and
+    time ([after, before)); not ordered. A value holding a NUL matches nothing (no record holds one: they are
+    stored NUL-free)."""
     qs = ActionRecord.objects.all()
-    if any("\x00" in value for value in (actor, action, outcome)):
+    if any("\x00" in value for value in (actor, action, outcome, target)):
         return qs.none()
+    if target:
+        qs = qs.filter(target__startswith=target)
     if actor:
         qs = qs.filter(actor=actor)
     if action:

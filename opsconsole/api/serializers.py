@@ -90,6 +90,9 @@ class ActionQuerySerializer(serializers.Serializer):
     actor = serializers.CharField(required=False, max_length=150)
     action = serializers.CharField(required=False, max_length=64)
     outcome = serializers.ChoiceField(required=False, choices=["allowed", "refused", "rejected", "failed"])
+    target = serializers.CharField(required=False, max_length=512,
+                                   help_text="a prefix of the target: `Memcached team-a/cache` (an admission "
+                                             "decision's kind and object, created or not), `Memcached team-a/`")
 
 
 # -- action inputs --------------------------------------------------------------------------------------------

@@ -15,9 +15,16 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from opsconsole.accounts.models import ActionRecord, ApiToken
+from opsconsole.accounts.models import ApiToken
 from opsconsole.accounts.roles import ADMIN, user_covers, user_has_role, user_namespaces, user_role
-from opsconsole.accounts.services import TokenError, token_create, token_list, token_may_manage, token_revoke
+from opsconsole.accounts.services import (
+    TokenError,
+    action_record_list,
+    token_create,
+    token_list,
+    token_may_manage,
+    token_revoke,
+)
 from opsconsole.api import serializers as s
 from opsconsole.api.actions import ACTION_ERRORS
 from opsconsole.api.audit import AuditedActionView
@@ -130,7 +137,7 @@ class ActionRecordListView(generics.ListAPIView):
 
     def get_queryset(self) -> Any:
         q = _query(s.ActionQuerySerializer, self.request)
-        return ActionRecord.objects.filter(**{k: v for k, v in q.items() if v})
+        return action_record_list(**{k: v for k, v in q.items() if v})
 
     @extend_schema(summary="The action record (admin)", parameters=[s.ActionQuerySerializer],
                    responses={200: s.ActionRecordSerializer(many=True), **ERRORS})

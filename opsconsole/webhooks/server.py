@@ -28,12 +28,14 @@ from reconcilers.engine.admission import MUTATE, VALIDATE, ReviewError, review_m
 from reconcilers.engine.conversion import ConversionError, review_convert
 
 CONVERT = "convert"
+UNKNOWN = "unknown"  # the metrics' webhook label of a path that is none of ours
 
 log = logging.getLogger(__name__)
 
 
 class WebhookMetrics:
-    """controller-runtime's webhook metrics, labelled by webhook path (and code)."""
+    """controller-runtime's webhook metrics, labelled by webhook path (and code); every path that is not a
+    registered kind's webhook shares the label `unknown`."""
 
     def __init__(self) -> None:
         self.registry = CollectorRegistry()
@@ -49,48 +51,57 @@ class WebhookMetrics:
 def build_app(recorder: DecisionRecorder, metrics: WebhookMetrics) -> web.Application:
     """The aiohttp application."""
 
+    def decide_and_hand_over(decide: Any, rec: Any, body: Any, path: str) -> Any:
+        decision = decide(rec, body)
+        recorder.put(decision, path)  # durable before the answer goes back
+        return decision
+
     async def review(request: web.Request) -> web.Response:
         action, group, plural = request.match_info["action"], request.match_info["group"], request.match_info[
             "plural"]
-        path = request.path
-        metrics.in_flight.labels(path).inc()
+        path = label = request.path
         started = time.perf_counter()
         code = 200
-        try:
-            if action not in (VALIDATE, MUTATE, CONVERT):
-                code = 404
-                return web.json_response({"error": f"no webhook {action!r}"}, status=404)
+        rec = None
+        if action in (VALIDATE, MUTATE, CONVERT):
             try:
                 rec = registry.for_kind(group, plural)
             except (registry.UnknownKind, ValueError):
+                rec = None
+        if rec is None:  # not one of ours: one label for all of them (a caller cannot grow the metrics)
+            label = UNKNOWN
+        metrics.in_flight.labels(label).inc()
+        try:
+            if rec is None:
                 code = 404
-                return web.json_response({"error": f"no registered kind {plural}.{group}"}, status=404)
+                return web.json_response({"error": f"no webhook {action!r} for a registered kind {plural}.{group}"},
+                                         status=404)
             try:
                 body = await request.json()
             except (ValueError, json.JSONDecodeError):
                 code = 400
                 return web.json_response({"error": "the body is not JSON"}, status=400)
+            loop = asyncio.get_running_loop()
             if action == CONVERT:  # conversions are not decisions: answered, not recorded
                 try:
-                    response = await asyncio.get_running_loop().run_in_executor(None, review_convert, rec, body)
+                    response = await loop.run_in_executor(None, review_convert, rec, body)
                 except ConversionError as exc:
                     code = 400
                     return web.json_response({"error": str(exc)}, status=400)
                 return web.json_response({"apiVersion": "apiextensions.k8s.io/v1", "kind": "ConversionReview",
                                           "response": response})
             decide = review_validate if action == VALIDATE else review_mutate
-            try:  # a kind's hooks are plain functions: off the loop
-                decision = await asyncio.get_running_loop().run_in_executor(None, decide, rec, body)
+            try:  # a kind's hooks are plain functions, and the hand-over a network call: off the loop
+                decision = await loop.run_in_executor(None, decide_and_hand_over, decide, rec, body, path)
             except ReviewError as exc:
                 code = 400
                 return web.json_response({"error": str(exc)}, status=400)
-            recorder.put(decision, path)
             return web.json_response({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
                                       "response": decision.response()})
         finally:
-            metrics.in_flight.labels(path).dec()
-            metrics.requests.labels(path, str(code)).inc()
-            metrics.latency.labels(path).observe(time.perf_counter() - started)
+            metrics.in_flight.labels(label).dec()
+            metrics.requests.labels(label, str(code)).inc()
+            metrics.latency.labels(label).observe(time.perf_counter() - started)
 
     async def healthz(request: web.Request) -> web.Response:
         return web.Response(text="ok")

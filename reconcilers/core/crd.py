@@ -215,12 +215,13 @@ def spec_schema(reconciler: Reconciler | type[Reconciler], model: Any = _KIND_MO
     return schema
 
 
-def printer_columns(reconciler: Reconciler | type[Reconciler]) -> list[dict[str, Any]]:
-    """Phase, the kind's columns, Reason (-o wide), Age."""
+def printer_columns(reconciler: Reconciler | type[Reconciler],
+                    own: tuple[PrinterColumn, ...] | None = None) -> list[dict[str, Any]]:
+    """Phase, the kind's columns (or `own`, a version's), Reason (-o wide), Age."""
     cls = _kind_class(reconciler)
     columns = [
         PrinterColumn("Phase", ".status.phase"),
-        *cls.printer_columns,
+        *(cls.printer_columns if own is None else own),
         PrinterColumn("Reason", ".status.reason", priority=1),
         PrinterColumn("Age", ".metadata.creationTimestamp", type="date"),
     ]
@@ -292,7 +293,7 @@ def _other_version(cls: type[Reconciler], version: Any, root: dict[str, Any],
     other_root = copy.deepcopy(root)
     other_root["properties"]["spec"] = spec_schema(cls, version.spec_model)
     entry: dict[str, Any] = {"name": version.name, "served": True, "storage": False, "subresources": subresources,
-                             "additionalPrinterColumns": printer_columns(cls),
+                             "additionalPrinterColumns": printer_columns(cls, version.printer_columns),
                              "schema": {"openAPIV3Schema": other_root}}
     if version.deprecated:
         entry["deprecated"] = True

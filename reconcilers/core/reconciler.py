@@ -39,6 +39,8 @@ class KindVersion:
     to_storage: Callable[[dict[str, Any]], dict[str, Any]] = _same
     from_storage: Callable[[dict[str, Any]], dict[str, Any]] = _same
     deprecated: bool = False
+    #: this version's own `kubectl get` columns (its fields may live elsewhere); None: the kind's
+    printer_columns: tuple[PrinterColumn, ...] | None = None
 
 
 @dataclass(frozen=True)

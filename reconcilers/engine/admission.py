@@ -17,7 +17,7 @@ from __future__ import annotations
 import base64
 import copy
 import json
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import jsonpatch
@@ -68,6 +68,17 @@ class Decision:
             body["warnings"] = list(self.warnings)
         return body
 
+    def to_json(self) -> str:
+        """The decision as JSON (`from_json` reads it back): how it waits in the recorder's durable queue."""
+        return json.dumps(asdict(self), separators=(",", ":"))
+
+    @classmethod
+    def from_json(cls, text: str | bytes) -> Decision:
+        """A decision written by `to_json`."""
+        data = json.loads(text)
+        user = data.pop("user")
+        return cls(**data, user=AdmissionUser(user["username"], tuple(user["groups"]), user["uid"]))
+
     def detail(self) -> dict[str, Any]:
         """What the record keeps besides actor, target, outcome and code."""
         return {"uid": self.uid, "webhook": self.webhook, "operation": self.operation, "kind": self.kind,
@@ -117,10 +128,23 @@ def spec_model_of(rec: Reconciler, api_version: str) -> Any:
     return next((v.spec_model for v in rec.versions if v.name == version), None)
 
 
+def _with_api_version(request: dict[str, Any], obj: dict[str, Any] | None) -> dict[str, Any] | None:
+    """`obj` with its apiVersion: its own, else the one the request names (`request.kind`), else none (read as
+    the storage version)."""
+    if obj is None or obj.get("apiVersion"):
+        return obj
+    kind = request.get("kind") or {}
+    if isinstance(kind, dict) and kind.get("version"):
+        group = kind.get("group") or ""
+        return {**obj, "apiVersion": f"{group}/{kind['version']}" if group else str(kind["version"])}
+    return obj
+
+
 def _in_storage_version(rec: Reconciler, obj: dict[str, Any] | None) -> dict[str, Any] | None:
     """`obj` as the kind's storage version has it: a kind's `validate` hook sees one shape whatever version the
-    client wrote (hub and spoke, reconcilers.engine.conversion)."""
-    if obj is None or not rec.versions:
+    client wrote (hub and spoke, reconcilers.engine.conversion); an object that names no version is taken to be
+    in it."""
+    if obj is None or not rec.versions or not obj.get("apiVersion"):
         return obj
     return convert_object(rec, obj, rec.resource.api_version)
 
@@ -131,7 +155,7 @@ def review_validate(rec: Reconciler, review: dict[str, Any]) -> Decision:
     decision = _decision(VALIDATE, rec, request)
     if decision.operation not in ("CREATE", "UPDATE"):
         return decision
-    obj = request.get("object") or {}
+    obj = _with_api_version(request, request.get("object")) or {}
     spec = obj.get("spec")
     reasons: list[str] = []
     if spec is not None and not isinstance(spec, dict):
@@ -143,7 +167,8 @@ def review_validate(rec: Reconciler, review: dict[str, Any]) -> Decision:
             reasons.extend(spec_errors(exc))
     if not reasons:
         try:
-            new, old = _in_storage_version(rec, obj), _in_storage_version(rec, request.get("oldObject"))
+            new = _in_storage_version(rec, obj)
+            old = _in_storage_version(rec, _with_api_version(request, request.get("oldObject")))
             reasons.extend(str(r) for r in rec.validate(new, old, decision.user) or [])
         except Exception as exc:  # noqa: BLE001 - a kind's hook never takes the webhook down
             _hook_failed(decision, rec, "validate", exc)

@@ -1,5 +1,11 @@
 """The `Memcached` reconciler (cache.example.com/v1alpha1, namespaced), the operator-sdk tutorial's kind.
 
+Two versions are served: v1alpha1, the storage version (`spec.size`, `spec.image`, `spec.port`), and v1beta1,
+the same spec in a new shape (`spec.replicas`, and `spec.container.image` / `spec.container.port`). The CRD
+converts between them by webhook (`manage.py runwebhooks`, hub and spoke through v1alpha1): an object written in
+either version is stored in v1alpha1 and can be read and written back in both, so objects made before v1beta1
+existed keep working. The reconciler always sees v1alpha1.
+
 A Memcached owns a Deployment (spec.size replicas of spec.image listening on spec.port) and a Service in
 front of it. Its phase says where the rollout stands:
 
@@ -26,7 +32,7 @@ from pydantic import AfterValidator, Field
 
 from reconcilers.core.kind import KindModel, PrinterColumn
 from reconcilers.core.meta import parse_rfc3339, rfc3339
-from reconcilers.core.reconciler import Context, Reconciler, ResourceKind
+from reconcilers.core.reconciler import Context, KindVersion, Reconciler, ResourceKind
 from reconcilers.core.statemachine import StateMachine
 from reconcilers.core.types import Result
 from reconcilers.kinds.names import label_value
@@ -116,6 +122,59 @@ class MemcachedStatus(KindModel):
     """When the rollout in progress (or the loss of readiness) began."""
 
 
+class MemcachedContainer(KindModel):
+    """v1beta1: what each replica runs."""
+
+    image: Annotated[str, AfterValidator(_image_reference)] = Field(DEFAULT_IMAGE, min_length=1)
+    """Container image."""
+    port: int = Field(DEFAULT_PORT, ge=1, le=65535)
+    """Port memcached listens on and the Service exposes."""
+
+
+class MemcachedSpecV1beta1(KindModel):
+    """Memcached runs spec.replicas memcached replicas of spec.container behind a Service."""
+
+    replicas: int = Field(ge=0, le=100)
+    """Number of memcached replicas."""
+    container: MemcachedContainer | None = None
+    """What each replica runs (defaults: the v1alpha1 defaults)."""
+    progress_deadline_seconds: int = Field(DEFAULT_PROGRESS_DEADLINE, ge=1)
+    """Seconds the rollout may take before the Memcached is Failed."""
+
+
+def v1beta1_to_storage(obj: dict[str, Any]) -> dict[str, Any]:
+    """A v1beta1 object in v1alpha1's shape: `replicas` → `size`, `container.image/port` → `image/port`."""
+    spec = dict(obj.get("spec") or {})
+    container = spec.pop("container", None) or {}
+    stored: dict[str, Any] = {}
+    if "replicas" in spec:
+        stored["size"] = spec.pop("replicas")
+    stored.update({key: container[key] for key in ("image", "port") if key in container})
+    stored.update(spec)  # progressDeadlineSeconds, and whatever a newer shape kept as it was
+    obj["spec"] = stored
+    return obj
+
+
+def v1beta1_from_storage(obj: dict[str, Any]) -> dict[str, Any]:
+    """A v1alpha1 object in v1beta1's shape (the inverse of `v1beta1_to_storage`: nothing is lost)."""
+    spec = dict(obj.get("spec") or {})
+    shaped: dict[str, Any] = {}
+    if "size" in spec:
+        shaped["replicas"] = spec.pop("size")
+    container = {key: spec.pop(key) for key in ("image", "port") if key in spec}
+    if container:
+        shaped["container"] = container
+    shaped.update(spec)
+    obj["spec"] = shaped
+    return obj
+
+
+V1BETA1 = KindVersion("v1beta1", MemcachedSpecV1beta1, to_storage=v1beta1_to_storage,
+                      from_storage=v1beta1_from_storage,
+                      printer_columns=(PrinterColumn("Ready", ".status.readyReplicas", description="Ready replicas"),
+                                       PrinterColumn("Replicas", ".spec.replicas", type="integer", priority=1)))
+
+
 def selector_labels(name: str) -> dict[str, str]:
     """The labels that select one Memcached's pods (a name over 63 characters hashed to fit a label value)."""
     return {"app.kubernetes.io/name": "memcached", "app.kubernetes.io/instance": label_value(name)}
@@ -199,6 +258,8 @@ class MemcachedReconciler(Reconciler):
     state_machine: ClassVar[StateMachine] = MACHINE
     spec_model: ClassVar[Any] = MemcachedSpec
     status_model: ClassVar[Any] = MemcachedStatus
+    #: v1beta1 besides the storage version, converted by webhook
+    versions: ClassVar[tuple[KindVersion, ...]] = (V1BETA1,)
     short_names: ClassVar[tuple[str, ...]] = ("mc",)
     printer_columns: ClassVar[tuple[PrinterColumn, ...]] = (
         PrinterColumn("Ready", ".status.readyReplicas", description="Ready replicas"),

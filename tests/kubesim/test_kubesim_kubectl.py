@@ -348,10 +348,13 @@ def test_kubectl_explain_reads_a_crds_fields_from_openapi_v3(kubectl):
     crd = Path(__file__).resolve().parents[2] / "deploy" / "crds" / "memcached.yaml"
     kubectl("apply", "-f", str(crd))
     wait_for(lambda: kubectl("explain", "memcacheds", check=False).returncode == 0, timeout=10)
-    spec = kubectl("explain", "memcacheds.spec").stdout
+    preferred = kubectl("explain", "memcacheds.spec").stdout  # the group's preferred version: beta before alpha
+    assert "KIND:       Memcached" in preferred and "VERSION:    v1beta1" in preferred
+    assert "replicas\t<integer> -required-" in preferred and "container\t<Object>" in preferred
+    spec = kubectl("explain", "memcacheds.spec", "--api-version=cache.example.com/v1alpha1").stdout
     assert "KIND:       Memcached" in spec and "VERSION:    v1alpha1" in spec
     assert "size\t<integer> -required-" in spec and "Number of memcached replicas." in spec
-    size = kubectl("explain", "memcacheds.spec.size").stdout
+    size = kubectl("explain", "memcacheds.spec.size", "--api-version=cache.example.com/v1alpha1").stdout
     assert "FIELD: size <integer>" in size
     top = kubectl("explain", "memcacheds").stdout
     assert "metadata\t<ObjectMeta>" in top and "apiVersion\t<string>" in top

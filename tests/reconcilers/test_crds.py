@@ -41,11 +41,13 @@ def rejected(call) -> list[str]:
 
 def test_both_crds_define_a_status_subresource_and_the_printer_columns():
     for crd in load_manifests(yaml_files(CRDS_DIR)):
-        (version,) = crd["spec"]["versions"]
-        assert version["subresources"] == {"status": {}}
-        names = [c["name"] for c in version["additionalPrinterColumns"]]
-        assert names[0] == "Phase" and "Ready" in names and names[-1] == "Age"
-        assert version["schema"]["openAPIV3Schema"]["properties"]["status"]["properties"]["conditions"]
+        for version in crd["spec"]["versions"]:  # Memcached serves v1alpha1 (storage) and v1beta1
+            assert version["subresources"] == {"status": {}}
+            names = [c["name"] for c in version["additionalPrinterColumns"]]
+            assert names[0] == "Phase" and "Ready" in names and names[-1] == "Age"
+            assert version["schema"]["openAPIV3Schema"]["properties"]["status"]["properties"]["conditions"]
+        assert [v["name"] for v in crd["spec"]["versions"] if v["storage"]] == [
+            "v1alpha1" if crd["spec"]["names"]["kind"] == "Memcached" else crd["spec"]["versions"][0]["name"]]
 
 
 def test_the_memcached_schema_defaults_and_validates(kapi, namespace):

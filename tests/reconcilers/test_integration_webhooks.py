@@ -6,13 +6,17 @@ recorded as one; every decision is on the chained action record with the Kuberne
 from __future__ import annotations
 
 import json
+import os
+import shutil
 import ssl
+import subprocess
 import urllib.request
 import uuid
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
+import yaml
 
 from kubesim.testing import KubesimHandle, running_kubesim, wait_for
 from opsconsole.accounts.models import ActionRecord
@@ -49,7 +53,7 @@ def cluster(webhooks) -> Iterator[tuple[KubesimHandle, Any]]:
     """A kubesim of this module's own (its webhooks must not reach the session's other tests), the Memcached
     CRD, and the configurations `manage.py webhooks --url ... --ca-bundle ...` prints."""
     server, ca = webhooks
-    with running_kubesim(controllers=False) as sim:
+    with running_kubesim(controllers=False, tls=True) as sim:  # kubectl sends its token over TLS only
         api = kube.build_api_client(sim.kubeconfig)
         CrdInstaller(api).ensure([MemcachedReconciler])
         for doc in webhook_configurations([AdmittedMemcachedReconciler()], url=server.url(), ca_bundle=ca):
@@ -142,6 +146,33 @@ def test_a_server_side_dry_run_is_admitted_and_recorded_as_a_dry_run(api, ns):
     wait_for(lambda: records("validate", f"Memcached {ns}/trial"), timeout=10)
     decision = records("validate", f"Memcached {ns}/trial")[0]
     assert decision.detail["dryRun"] is True and decision.outcome == "allowed"
+
+
+@pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl is not on PATH")
+def test_kubectl_apply_dry_run_server_goes_through_the_webhook_and_is_on_record_as_a_dry_run(cluster, api, ns,
+                                                                                           tmp_path):
+    sim = cluster[0]
+    env = {**os.environ, "KUBECONFIG": sim.kubeconfig, "HOME": str(tmp_path)}
+
+    def apply(obj: dict[str, Any]) -> subprocess.CompletedProcess:
+        path = tmp_path / f"{obj['metadata']['name']}.yaml"
+        path.write_text(yaml.safe_dump(obj))
+        return subprocess.run(["kubectl", "apply", "--dry-run=server", "-f", str(path)], env=env,
+                              capture_output=True, text=True, timeout=60)
+
+    good = apply(memcached(ns, "kubectl-trial", size=2))
+    assert good.returncode == 0, good.stderr
+    assert "memcached.cache.example.com/kubectl-trial created (server dry run)" in good.stdout
+    bad = apply(memcached(ns, "kubectl-bad", size=2, image="Not A Reference"))
+    assert bad.returncode != 0
+    assert "denied the request" in bad.stderr and "spec.image" in bad.stderr
+    for name in ("kubectl-trial", "kubectl-bad"):
+        assert kube.get_object(api, MEMCACHED, ns, name) is None
+        wait_for(lambda name=name: records("validate", f"Memcached {ns}/{name}"), timeout=10)
+        seen = records("validate", f"Memcached {ns}/{name}") + records("mutate", f"Memcached {ns}/{name}")
+        assert seen and all(r.detail["dryRun"] is True for r in seen)  # not one record marked non-dry-run
+        assert all(r.actor == "kubesim-admin" for r in seen)
+    assert records("validate", f"Memcached {ns}/kubectl-bad")[0].outcome == "rejected"
 
 
 def test_the_server_counts_its_requests_as_controller_runtime_does(api, ns, webhooks):

@@ -28,7 +28,7 @@ from reconcilers.services.selectors.filters import InvalidFilter
 
 FRAGMENTS = {"rows": "console/_audit_rows.html"}
 T_KEYS = ("kind", "namespace", "name", "actor", "from_phase", "to_phase", "after", "before")
-A_KEYS = ("actor", "action", "outcome", "after", "before")
+A_KEYS = ("actor", "action", "outcome", "target", "after", "before")
 
 
 def _when(raw: str, field: str, errors: list[str]) -> datetime | None:
@@ -68,7 +68,8 @@ def audit_log(request: HttpRequest) -> HttpResponse:
             errors.append(f"{exc.field}: {exc.message}")
     elif not errors and is_admin:
         qs = action_record_list(actor=g.get("actor", "")[:150], action=g.get("action", "")[:64],
-                                outcome=g.get("outcome", "")[:16], after=after, before=before)
+                                outcome=g.get("outcome", "")[:16], target=g.get("target", "")[:512],
+                                after=after, before=before)
         p = keyset_page(qs, "-id", cursor=g.get("cursor", ""), size=50)
         context["rows"] = p.rows
         context["next_url"] = "?" + urlencode({"view": "actions", **kept, "cursor": p.next_cursor}) \

@@ -99,6 +99,7 @@ def resource_detail(request: HttpRequest, pk: int) -> HttpResponse:
                         "chain": audit_chain_status(resource_uid=obj.uid)})
         if user_has_role(request.user, ADMIN):  # they name Kubernetes users and groups: admins, as the record
             context["admissions"] = admission_decisions(obj.kind, obj.namespace, obj.name)
+            context["admissions_target"] = f"{obj.kind} {obj.namespace + '/' if obj.namespace else ''}{obj.name}"
     return page(request, "console/detail.html", context, FRAGMENTS)
 
 

@@ -13,6 +13,7 @@ samples may be of any kind the server serves, built-in or custom.
 
 from __future__ import annotations
 
+import copy
 import logging
 import time
 from collections.abc import Iterable
@@ -141,12 +142,31 @@ def wait_for_crds(api: Any, crds: list[dict[str, Any]], timeout: float = 30.0, i
     return served
 
 
+def keep_conversion_wiring(crd: dict[str, Any], live: dict[str, Any] | None) -> dict[str, Any]:
+    """`crd` with the live CRD's conversion webhook `clientConfig` when both convert by webhook: where the
+    webhook listens and the CA it is trusted by are a deployment's wiring (written by `runwebhooks --install`,
+    cert-manager's CA injector or a kustomize patch), not the kind's, and an install must not undo them."""
+    def client_config(doc: dict[str, Any] | None) -> dict[str, Any] | None:
+        conversion = ((doc or {}).get("spec") or {}).get("conversion") or {}
+        if conversion.get("strategy") != "Webhook":
+            return None
+        return (conversion.get("webhook") or {}).get("clientConfig")
+
+    kept = client_config(live)
+    if not kept or client_config(crd) is None:
+        return crd
+    crd = copy.deepcopy(crd)
+    crd["spec"]["conversion"]["webhook"]["clientConfig"] = copy.deepcopy(kept)
+    return crd
+
+
 def install_crds(api: Any, crds: list[dict[str, Any]], report: BootstrapReport | None = None,
                  timeout: float = 30.0) -> list[str]:
     """Server-side apply each CRD (created, or brought in line with the manifest) and wait until all are served;
     their names."""
     for crd in crds:
         before = kube.get_object(api, CRD, None, crd["metadata"]["name"])
+        crd = keep_conversion_wiring(crd, before)
         kube.apply_object(api, CRD, None, crd["metadata"]["name"], crd, field_manager=FIELD_MANAGER, force=True)
         if report is not None:
             (report.existing if before is not None else report.created).append(_describe(crd))

@@ -6,8 +6,11 @@ configurations with that CA by `manage.py webhooks --ca-bundle <cert-dir>/webhoo
 certificate is made again within 30 days of its expiry, and a certificate file that changes (a rotated Secret) is
 loaded again, both without a restart or a dropped request (`--reload-interval`). `--client-ca FILE` requires API
 servers to present a certificate signed by it (mutual TLS). `--install` (the sandbox mode `make run` uses) writes
-the webhook configurations into the cluster once it listens and deletes them on exit (opsconsole.webhooks.install).
-SIGTERM stops it after the decisions handed to the recorder are written.
+the webhook configurations into the cluster once it listens (and the conversion webhook of every kind with several
+versions into its CRD), puts back what goes missing every `--recheck-interval` seconds, and deletes the
+configurations on exit (opsconsole.webhooks.install).
+SIGTERM stops it after the decisions handed to the recorder are written; a decision it answered before a SIGKILL
+waits in Redis for the next server (opsconsole.webhooks.recorder).
 """
 
 from __future__ import annotations
@@ -20,10 +23,10 @@ from typing import Any
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandParser
 
-from opsconsole.webhooks.install import install, uninstall
+from opsconsole.webhooks.install import Keeper, install, uninstall
 from opsconsole.webhooks.server import CertificateReloader, WebhookServer, tls_context
 from opsconsole.webhooks.tls import DEFAULT_NAMES, ensure_certificates
-from reconcilers.engine import apiclient
+from reconcilers.engine.controller.bootstrap import connect
 
 
 class Command(BaseCommand):
@@ -46,6 +49,13 @@ class Command(BaseCommand):
                             help="the sandbox mode of `make run`: once listening, write the webhook configurations "
                                  "(this server's URL and CA, failurePolicy Ignore) into the cluster; delete them "
                                  "on exit")
+        parser.add_argument("--advertise-url",
+                            help="with --install: the base URL the API server reaches this server at (default "
+                                 "https://127.0.0.1:<port>, or --host's address)")
+        parser.add_argument("--api-timeout", type=float, default=60.0,
+                            help="with --install: seconds to wait for the cluster's API (default 60)")
+        parser.add_argument("--recheck-interval", type=float, default=5.0,
+                            help="with --install: seconds between looks that put back missing wiring (default 5)")
         parser.add_argument("--reload-interval", type=float, default=60.0,
                             help="seconds between looks for a renewed certificate (default 60)")
 
@@ -76,16 +86,22 @@ class Command(BaseCommand):
         reloader.start()
         self.stdout.write(f"serving admission webhooks on https://{options['host']}:{port}")
         api = None
+        keeper: Keeper | None = None
         if options["install"]:
-            api = apiclient.get_api_client()
+            api = connect(options["api_timeout"])  # make run starts us together with kubesim
             host = "127.0.0.1" if options["host"] in ("0.0.0.0", "") else options["host"]
             ca = Path(ca_file).read_bytes() if ca_file else Path(cert).read_bytes()
-            install(api, f"https://{host}:{port}", ca)
+            url = (options.get("advertise_url") or f"https://{host}:{port}").rstrip("/")
+            keeper = Keeper(api, url, ca, options["recheck_interval"])
+            install(api, keeper.url, ca)
+            keeper.start()
             self.stdout.write("webhook configurations installed in the cluster (failurePolicy Ignore)")
         self.stdout.flush()
         try:
             stop.wait()
         finally:
+            if keeper is not None:
+                keeper.stop()
             if api is not None:
                 try:
                     uninstall(api)

@@ -1,6 +1,7 @@
 """The detail page's Admission decisions panel: the webhooks' decisions about the object, newest first, with the
 Kubernetes user, the operation, dry runs and the reasons of a refusal; shown to admins only (they name Kubernetes
-users and groups, as the action record does); absent for others."""
+users and groups, as the action record does); absent for others. A refused create (no resource ever existed) is
+found on the audit log's actions view and in /api/v1/actions under its kind and name (`target`)."""
 
 from __future__ import annotations
 
@@ -43,3 +44,28 @@ def test_an_object_without_decisions_says_so_to_an_admin(as_role):
     res = f.resource("quiet", "team-b")
     page = as_role("admin").get(f"/resources/{res.pk}/").content.decode()
     assert "No admission decision is on record for this object" in page
+
+
+def test_a_refused_create_of_an_object_that_never_existed_is_found_under_its_kind_and_name(as_role):
+    decide("team-c", "never", {"size": 500}, user="eve")
+    decide("team-c", "kept", {"size": 1})
+    decide("team-d", "never", {"size": 1})
+    admin = as_role("admin")
+    page = admin.get("/audit/?view=actions&target=Memcached+team-c/never").content.decode()
+    assert "eve" in page and "spec.size: must be at most 100" in page
+    assert "Memcached team-c/kept" not in page and "Memcached team-d/never" not in page
+    namespace = admin.get("/audit/?view=actions&target=Memcached+team-c/").content.decode()
+    assert "Memcached team-c/never" in namespace and "Memcached team-c/kept" in namespace
+    api = admin.get("/api/v1/actions", {"target": "Memcached team-c/never"}).json()
+    (row,) = api["results"]
+    assert (row["actor"], row["action"], row["outcome"]) == ("eve", "admission.validate", "rejected")
+    too_long = admin.get("/api/v1/actions", {"target": "x" * 600})
+    assert too_long.status_code == 400 and "target" in too_long.json()["fields"]
+    assert as_role("viewer", ["team-c"]).get("/api/v1/actions", {"target": "Memcached team-c/"}).status_code == 403
+
+
+def test_the_panel_links_to_the_objects_decisions_in_the_audit_log(as_role):
+    res = f.resource("linked", "team-e")
+    decide("team-e", "linked", {"size": 1})
+    page = as_role("admin").get(f"/resources/{res.pk}/").content.decode()
+    assert "?view=actions&amp;target=Memcached%20team-e/linked" in page

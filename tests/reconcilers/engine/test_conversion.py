@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from reconcilers.core.crd import crd_manifest
 from reconcilers.engine.conversion import convert_object, review_convert
+from reconcilers.kinds.memcached import MemcachedReconciler
 from tests.reconcilers.testkinds import SprocketReconciler
 
 
@@ -49,3 +50,33 @@ def test_the_crd_lists_both_versions_and_converts_by_webhook():
     assert "gearing" in v2["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]
     assert crd["spec"]["conversion"]["webhook"]["clientConfig"]["service"]["path"] == \
         "/convert/test.opsconsole.io/sprockets"
+
+
+def memcached(version: str, spec: dict) -> dict:
+    return {"apiVersion": f"cache.example.com/{version}", "kind": "Memcached",
+            "metadata": {"name": "m", "namespace": "n", "uid": "u-2"}, "spec": spec}
+
+
+def test_memcached_v1beta1_is_the_same_spec_in_a_new_shape_and_nothing_is_lost_either_way():
+    rec = MemcachedReconciler()
+    old = {"size": 3, "image": "memcached:1.6", "port": 11311, "progressDeadlineSeconds": 60}
+    beta = convert_object(rec, memcached("v1alpha1", old), "cache.example.com/v1beta1")
+    assert beta["spec"] == {"replicas": 3, "container": {"image": "memcached:1.6", "port": 11311},
+                            "progressDeadlineSeconds": 60}
+    assert convert_object(rec, beta, "cache.example.com/v1alpha1")["spec"] == old
+    bare = convert_object(rec, memcached("v1beta1", {"replicas": 1}), "cache.example.com/v1alpha1")
+    assert bare["spec"] == {"size": 1}  # defaults are the schema's, in whichever version the client wrote
+    assert convert_object(rec, memcached("v1beta1", {"replicas": 2, "container": None}),
+                          "cache.example.com/v1alpha1")["spec"] == {"size": 2}
+
+
+def test_memcacheds_crd_serves_v1beta1_with_its_own_schema_and_columns():
+    crd = crd_manifest(MemcachedReconciler)
+    alpha, beta = crd["spec"]["versions"]
+    assert (alpha["name"], alpha["storage"], beta["name"], beta["storage"]) == ("v1alpha1", True, "v1beta1", False)
+    spec = beta["schema"]["openAPIV3Schema"]["properties"]["spec"]
+    assert spec["required"] == ["replicas"] and set(spec["properties"]["container"]["properties"]) == {"image",
+                                                                                                     "port"}
+    assert {c["name"]: c["jsonPath"] for c in beta["additionalPrinterColumns"]}["Replicas"] == ".spec.replicas"
+    assert {c["name"]: c["jsonPath"] for c in alpha["additionalPrinterColumns"]}["Size"] == ".spec.size"
+    assert crd["spec"]["conversion"]["strategy"] == "Webhook"
