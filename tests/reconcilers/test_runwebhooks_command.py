@@ -3,7 +3,8 @@ writes the webhook configurations (its URL, its CA, failurePolicy Ignore) into t
 invalid Memcached through it; on SIGTERM it deletes them and exits, its decisions written. It points Memcached's
 conversion at itself (a v1beta1 read goes through it) and keeps that wiring while the controller re-applies the
 CRDs and configurations go missing; and a decision it answered just before a SIGKILL, while the database held its
-write back, is written by the next server."""
+write back, is written by the next server. `manage.py webhooks --apply` writes the kinds' own policies: with the
+server down, Fail refuses a create and Ignore lets it through."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import base64
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -28,6 +30,7 @@ from opsconsole.accounts.models import ActionRecord
 from opsconsole.testing.cluster import CrdInstaller
 from opsconsole.webhooks.install import CRD, KINDS
 from opsconsole.webhooks.recorder import DecisionRecorder
+from opsconsole.webhooks.tls import ensure_certificates
 from reconcilers.core.crd import crd_manifest
 from reconcilers.core.reconciler import ResourceKind
 from reconcilers.engine import kube
@@ -184,4 +187,44 @@ def test_a_decision_answered_just_before_a_sigkill_is_written_by_the_next_server
         assert record.status_code == 422 and "spec.image" in record.reason
         assert sum(client.llen(k) for k in client.scan_iter(f"opsconsole:admission:{{{queue}}}:*")
                    if b":lease:" not in k) == 0
+        api.close()
+
+
+def test_webhooks_apply_writes_the_kinds_policies_and_a_server_that_is_down_refuses_with_fail_not_with_ignore(
+        tmp_path):
+    with running_kubesim(controllers=False) as sim:
+        api = kube.build_api_client(sim.kubeconfig)
+        CrdInstaller(api).ensure([MemcachedReconciler])
+        ns = f"d-{uuid.uuid4().hex[:8]}"
+        kube.create_object(api, NAMESPACE, {"metadata": {"name": ns}})
+        files = ensure_certificates(tmp_path / "certs", ("localhost",))
+        with socket.socket() as s:  # a port nobody listens on: the server is down
+            s.bind(("127.0.0.1", 0))
+            down = f"https://127.0.0.1:{s.getsockname()[1]}"
+        env = {**os.environ, "KUBECONFIG": sim.kubeconfig, "OPSCONSOLE_DATA_DIR": str(tmp_path),
+               "DATABASE_URL": workers.test_database_url()}
+        applied = subprocess.run([sys.executable, "manage.py", "webhooks", "--url", down, "--ca-bundle",
+                                  str(files.ca_cert), "--apply"], cwd=ROOT, env=env, capture_output=True, text=True,
+                                 timeout=60)
+        assert applied.returncode == 0, applied.stderr
+        assert "ValidatingWebhookConfiguration opsconsole applied" in applied.stdout
+        validating = kube.get_object(api, KINDS["ValidatingWebhookConfiguration"], None, "opsconsole")
+        (hook,) = [h for h in validating["webhooks"] if h["name"] == "validate.memcacheds.cache.example.com"]
+        assert hook["failurePolicy"] == "Fail" and hook["clientConfig"]["url"].startswith(down)
+
+        def create(name: str) -> dict:
+            return kube.create_object(api, MEMCACHED, {"apiVersion": "cache.example.com/v1alpha1",
+                                                       "kind": "Memcached", "metadata": {"name": name,
+                                                                                         "namespace": ns},
+                                                       "spec": {"size": 1}})
+
+        with pytest.raises(kube.ApiException) as info:
+            create("while-down")
+        message = json.loads(info.value.body)["message"]
+        assert info.value.status == 500 and 'failed calling webhook "validate.memcacheds.cache.example.com"' in \
+            message
+        assert kube.get_object(api, MEMCACHED, ns, "while-down") is None
+        hook["failurePolicy"] = "Ignore"
+        kube.replace_object(api, KINDS["ValidatingWebhookConfiguration"], validating)
+        assert create("while-down")["metadata"]["name"] == "while-down"  # Ignore: let through, server still down
         api.close()
