@@ -97,9 +97,10 @@ class RedactingFilter(logging.Filter):
 
 
 def current_trace_ids() -> tuple[str, str]:
-    """(trace_id, span_id) of the current OpenTelemetry span as hex, or ('', '') outside any span."""
+    """(trace_id, span_id) of the current OpenTelemetry span as hex, or ('', '') outside any span or in one that
+    is not sampled (its trace is not stored: a log line must not point at it)."""
     ctx = trace.get_current_span().get_span_context()
-    if not ctx.is_valid:
+    if not ctx.is_valid or not ctx.trace_flags.sampled:
         return "", ""
     return format(ctx.trace_id, "032x"), format(ctx.span_id, "016x")
 

@@ -221,6 +221,11 @@ OPSCONSOLE_TRACE_UI_URL = os.environ.get("OPSCONSOLE_TRACE_UI_URL", "")  # e.g. 
 OPSCONSOLE_DOT_PATH = os.environ.get("OPSCONSOLE_DOT_PATH", "dot")
 # Spans go to the database span store (the console's trace view) unless OPSCONSOLE_TRACING=off.
 OPSCONSOLE_TRACING = os.environ.get("OPSCONSOLE_TRACING", "on")
+# Head sampling of the controller's and workers' traces (reconcilers.engine.sampling): the share of reconciles
+# traced in full; a run that ended in an error, took OPSCONSOLE_TRACE_SLOW_SECONDS or more, or handled a manual
+# request is always kept (one span when it was not sampled). The web process traces every request.
+OPSCONSOLE_TRACE_SAMPLE_RATIO = env_number("OPSCONSOLE_TRACE_SAMPLE_RATIO", 0.1)
+OPSCONSOLE_TRACE_SLOW_SECONDS = env_number("OPSCONSOLE_TRACE_SLOW_SECONDS", 1.0)
 OPSCONSOLE_SPAN_RETENTION_HOURS = env_number("OPSCONSOLE_SPAN_RETENTION_HOURS", 168)
 OPSCONSOLE_EVENT_ARCHIVE = env_bool("OPSCONSOLE_EVENT_ARCHIVE", True)  # the controller archives Kubernetes Events
 OPSCONSOLE_EVENT_RETENTION_DAYS = env_number("OPSCONSOLE_EVENT_RETENTION_DAYS", 30)  # `retention`'s default; 0 keeps

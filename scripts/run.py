@@ -136,6 +136,8 @@ def main() -> int:
     data_dir = Path(env.setdefault("OPSCONSOLE_DATA_DIR", str(ROOT / "data")))
     data_dir.mkdir(parents=True, exist_ok=True)
     env.setdefault("PYTHONUNBUFFERED", "1")
+    # the sandbox is for looking: every reconcile traced (a deployment samples 10 %: OPSCONSOLE_TRACE_SAMPLE_RATIO)
+    env.setdefault("OPSCONSOLE_TRACE_SAMPLE_RATIO", "1")
 
     if "REDIS_URL" not in env:
         if redis_answers("127.0.0.1", 6379):

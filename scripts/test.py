@@ -47,6 +47,8 @@ def main(argv: list[str]) -> int:
     # database is emptied after it, and audit_verify would then hold it against a checkpoint of rows now gone.
     # The checkpoint tests set their own interval and directory.
     env.setdefault("OPSCONSOLE_AUDIT_CHECKPOINT_SECONDS", "0")
+    # Every reconcile traced (the trace tests look for a run's spans); the sampling tests set their own ratio.
+    env.setdefault("OPSCONSOLE_TRACE_SAMPLE_RATIO", "1")
     redis_proc = None
     if "REDIS_URL" not in env:
         if redis_answers("127.0.0.1", 6379):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import uuid
 from collections.abc import Iterator
 
@@ -10,6 +11,9 @@ import redis as redis_lib
 from django.conf import settings
 
 from tests.support.workers import WorkerProcess
+
+# every reconcile traced in the engines the tests start (as `make test` sets it; plain `pytest` too)
+os.environ.setdefault("OPSCONSOLE_TRACE_SAMPLE_RATIO", "1")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

@@ -26,6 +26,7 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
 from opsconsole.telemetry.spanstore import DatabaseSpanProcessor
+from reconcilers.engine.sampling import ReconcileSampler
 
 _lock = threading.Lock()
 _provider: TracerProvider | None = None
@@ -37,15 +38,25 @@ def tracing_enabled() -> bool:
     return str(getattr(settings, "OPSCONSOLE_TRACING", "on")).lower() not in {"0", "off", "false", "no"}
 
 
+def sample_ratio(service: str) -> float:
+    """The share of root traces a process samples: every one in the web process (a person's request, always
+    worth its trace), `OPSCONSOLE_TRACE_SAMPLE_RATIO` in the controller and the workers."""
+    if service == "opsconsole-web":
+        return 1.0
+    return float(getattr(settings, "OPSCONSOLE_TRACE_SAMPLE_RATIO", 1.0))
+
+
 def tracing_setup(service: str, *, store_interval: float = 0.5) -> TracerProvider | None:
-    """Install this process's TracerProvider once (later calls return it); None when tracing is off."""
+    """Install this process's TracerProvider once (later calls return it); None when tracing is off. Traces are
+    head-sampled (reconcilers.engine.sampling: `sample_ratio`, errors, slow runs and manual requests kept)."""
     global _provider, _store
     with _lock:
         if _provider is not None and getattr(_provider, "_opsconsole_pid", None) == os.getpid():
             return _provider
         if not tracing_enabled():
             return None
-        provider = TracerProvider(resource=Resource.create({"service.name": service}))
+        provider = TracerProvider(resource=Resource.create({"service.name": service}),
+                                  sampler=ReconcileSampler(sample_ratio(service)))
         hours = float(getattr(settings, "OPSCONSOLE_SPAN_RETENTION_HOURS", 168))
         _store = DatabaseSpanProcessor(retention=timedelta(hours=hours), interval=store_interval)
         provider.add_span_processor(_store)
@@ -89,9 +100,10 @@ def span_store() -> DatabaseSpanProcessor | None:
 
 
 def current_trace_id() -> str:
-    """The current span's trace id (32 hex digits), '' when not tracing."""
+    """The current span's trace id (32 hex digits), '' when not tracing or not sampled (no span of it is
+    stored)."""
     ctx = trace.get_current_span().get_span_context()
-    return format(ctx.trace_id, "032x") if ctx.is_valid else ""
+    return format(ctx.trace_id, "032x") if ctx.is_valid and ctx.trace_flags.sampled else ""
 
 
 def _inject_before_publish(sender: Any = None, headers: dict[str, Any] | None = None, **kwargs: Any) -> None:

@@ -33,7 +33,7 @@ from opentelemetry.trace import Status, StatusCode
 
 from reconcilers.core.meta import FLUX_REQUESTED_AT, RECONCILE_REQUESTED_AT
 from reconcilers.core.types import Request
-from reconcilers.engine import apiclient, dispatch, kube, metrics, recording, registry, step
+from reconcilers.engine import apiclient, dispatch, kube, metrics, recording, registry, sampling, step
 from reconcilers.engine.healing import state as healing_state
 from reconcilers.engine.healing import suspend
 from reconcilers.engine.step import Outcome, QueueAction
@@ -112,6 +112,7 @@ class Run:
         self.key, self.claim, self.queue, self.renewer = key, claim, queue, renewer
         self.started_at = timezone.now()
         self.t0 = time.monotonic()
+        self.t0_ns = time.time_ns()
         self.error_class = ""
         self.trace_id = ""
 
@@ -129,8 +130,7 @@ class Run:
         try:
             with tracer.start_as_current_span(f"reconcile {reconciler.resource.kind}",
                                               attributes={"opsconsole.key": self.key}) as span:
-                context = span.get_span_context()
-                self.trace_id = format(context.trace_id, "032x") if context.is_valid else ""
+                self.trace_id = sampling.sampled_trace_id(span)  # '' when this run is not sampled
                 try:
                     result = self._execute(span)
                 except Exception as exc:
@@ -193,6 +193,12 @@ class Run:
         outcome = step.reconcile_step(rec, api, obj, recorded, span=span, lease_held=lambda: not self.renewer.lost,
                                       request_annotations=annotations,
                                       healing=healing_state.healing_view(state, obj))
+        if not span.is_recording():
+            self._keep_unsampled(outcome.result, outcome.error_class, outcome.token, {
+                "opsconsole.kind": rec.resource.kind, "opsconsole.namespace": namespace, "opsconsole.name": name,
+                "opsconsole.uid": meta.get("uid") or "", "opsconsole.generation": int(meta.get("generation") or 0),
+                "opsconsole.error": f"{outcome.error_class}: {outcome.error_message}"[:500]
+                if outcome.error_class else ""})
         record = recording.reconcile_record(
             recording.RunRecord(key=self.key, kind=rec.resource.kind, started_at=self.started_at,
                                 duration_seconds=time.monotonic() - self.t0, result=outcome.result,
@@ -261,9 +267,23 @@ class Run:
         log.warning("%s: the run failed (%s: %s); retrying in %.3fs", self.key, self.error_class, exc, delay)
         return "error"
 
+    def _keep_unsampled(self, result: str, error_class: str, token: str | None, attributes: dict[str, Any]) -> None:
+        """An unsampled run that ended in an error, was slow or handled a manual request gets its one span
+        (reconcilers.engine.sampling); the record links to it."""
+        why = sampling.why_keep(result, time.monotonic() - self.t0,
+                                float(getattr(settings, "OPSCONSOLE_TRACE_SLOW_SECONDS", 1.0)), token is not None)
+        if why:
+            extra = {"opsconsole.key": self.key, "opsconsole.result": result, "opsconsole.attempt":
+                     self.claim.failures + 1, **({"opsconsole.request.token": token} if token else {})}
+            self.trace_id = sampling.keep_unsampled(f"reconcile {self.reconciler.resource.kind}", self.t0_ns,
+                                                    {**attributes, **extra}, why, error_class if result == "error"
+                                                    else "")
+
     def _record_unobserved(self, message: str) -> None:
         """The run that could not read its object is on record too (best effort: the database may be
         what failed)."""
+        if not self.trace_id:
+            self._keep_unsampled("error", self.error_class, None, {"opsconsole.error": message[:500]})
         try:
             recording.run_record_unobserved(recording.RunRecord(
                 key=self.key, kind=self.reconciler.resource.kind, started_at=self.started_at,

@@ -120,7 +120,7 @@ def reconcile_request_create(
 def _current_trace_id() -> str:
     """The trace this request is made in (the HTTP request's, when traced), '' otherwise."""
     ctx = trace.get_current_span().get_span_context()
-    return format(ctx.trace_id, "032x") if ctx.is_valid else ""
+    return format(ctx.trace_id, "032x") if ctx.is_valid and ctx.trace_flags.sampled else ""
 
 
 def _same_object(existing: ReconcileRequest, key: str) -> ReconcileRequest:
