@@ -97,6 +97,16 @@ def _ref_group(ref: dict[str, Any]) -> str:
     return api_version.rpartition("/")[0]
 
 
+def controller_owner_uid(obj: dict[str, Any] | None, owners: Iterable[ResourceKind]) -> str | None:
+    """The uid of `obj`'s controller ownerReference when that owner's kind is one of `owners`, else None."""
+    ref = controller_ref(obj)
+    if ref is None or not ref.get("uid"):
+        return None
+    if any(ref.get("kind") == owner.kind and _ref_group(ref) == owner.group for owner in owners):
+        return str(ref["uid"])
+    return None
+
+
 def owner_keys(
     event: InformerEvent,
     owners: Iterable[ResourceKind],

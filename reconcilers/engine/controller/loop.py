@@ -42,6 +42,7 @@ from reconcilers.engine.controller.events import (
     DELETED,
     InformerEvent,
     child_changed,
+    controller_owner_uid,
     owner_keys,
     primary_wants_reconcile,
 )
@@ -333,9 +334,22 @@ class Controller:
                 self.handoff.put_mirror(MirrorUpdate(event.kind, event.uid, event.obj, event.type == DELETED,
                                                      self.reconciler_of.get(kid)))
         owners = self.owners_of.get(kid)
-        if owners and child_changed(event):
-            for key in sorted(owner_keys(event, owners, self._lookup_owner)):
-                self.handoff.put_key(key)
+        if owners:
+            self._hint_archive(event, owners)
+            if child_changed(event):
+                for key in sorted(owner_keys(event, owners, self._lookup_owner)):
+                    self.handoff.put_key(key)
+
+    def _hint_archive(self, event: InformerEvent, owners: list[ResourceKind]) -> None:
+        """Tell the Events archive's resolver which registered object an owned child belongs to (its controller
+        ownerReference, from the informer: no GET when an Event about the child, or about its own children such
+        as a Deployment's ReplicaSets, is filed)."""
+        resolver = getattr(self.events_write, "resolver", None)
+        if resolver is None or event.type == DELETED or not event.uid:
+            return
+        owner_uid = controller_owner_uid(event.obj, owners)
+        if owner_uid is not None:
+            resolver.remember(event.uid, owner_uid)
 
     def handle_event(self, event: InformerEvent) -> None:
         """An informer event of core/v1 Events: handed to the archive (any thread). A deletion is not: the

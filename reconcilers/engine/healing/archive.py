@@ -204,6 +204,9 @@ class OwnerResolver:
                 roots[ref.uid] = ref.uid
             else:
                 roots[ref.uid] = self._walk(ref, mirrored)
+        found_on_the_way = {root for root in roots.values() if root and root not in ids}  # cached owners' roots
+        if found_on_the_way:
+            ids.update(Resource.objects.filter(uid__in=found_on_the_way).values_list("uid", "id"))
         out: dict[str, int] = {}
         for uid, root in roots.items():
             if root is None:

@@ -234,3 +234,37 @@ def test_a_failing_database_keeps_the_batch_backs_off_then_writes_one_by_one() -
     assert controller.events_dropped == 1 and controller.events_archived == 2
     assert controller._archive_events() is True and controller.events_archived == 4  # the rest, as a batch
     assert controller.handoff.events_pending() == 0
+
+
+def test_the_informers_tell_the_resolver_whose_child_an_owned_object_is(memcached, fake_api) -> None:
+    from reconcilers.kinds.memcached import DEPLOYMENT, MemcachedReconciler
+
+    resolver = OwnerResolver(None, get=fake_api, clock=Clock())
+
+    def writer(batch: list) -> int:
+        return len(batch)
+
+    writer.resolver = resolver  # type: ignore[attr-defined]
+    controller = Controller(None, [MemcachedReconciler()], enqueue=lambda key: True, pump=lambda: 0, mirror=False,
+                            archive_events=True, events_write=writer, clock=Clock())
+    deployment = {"apiVersion": "apps/v1", "kind": "Deployment",
+                  "metadata": {"name": "web", "namespace": NS, "uid": "dep-1",
+                               "ownerReferences": [_ref("Memcached", "web", "mc-1", "cache.example.com/v1alpha1")]}}
+    stranger = {"apiVersion": "apps/v1", "kind": "Deployment",
+                "metadata": {"name": "other", "namespace": NS, "uid": "dep-9",
+                             "ownerReferences": [_ref("Rollout", "other", "ro-1", "argoproj.io/v1alpha1")]}}
+    controller.handle(InformerEvent(ADDED, DEPLOYMENT, deployment))
+    controller.handle(InformerEvent(ADDED, DEPLOYMENT, stranger))
+    assert resolver.cached("dep-1") == (True, "mc-1") and resolver.cached("dep-9") == (False, None)
+    pod = ObjectRef("v1", "Pod", NS, "web-abc-1", "pod-1")
+    assert resolver.resolve([pod]) == {"pod-1": memcached.pk}
+    assert fake_api.reads == ["pod-1", "rs-1"]  # the Deployment came from the informer, not a GET
+
+
+def test_a_pod_whose_replicaset_was_resolved_in_an_earlier_batch_is_still_filed(memcached, resolver,
+                                                                                fake_api) -> None:
+    rs = ObjectRef("apps/v1", "ReplicaSet", NS, "web-abc", "rs-1")
+    assert resolver.resolve([rs]) == {"rs-1": memcached.pk}  # one batch: the ReplicaSet's Event
+    pod = ObjectRef("v1", "Pod", NS, "web-abc-1", "pod-1")
+    assert resolver.resolve([pod]) == {"pod-1": memcached.pk}  # the next: its Pod's, ending at a cached owner
+    assert fake_api.reads == ["rs-1", "dep-1", "pod-1"]
