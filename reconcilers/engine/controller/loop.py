@@ -658,7 +658,7 @@ class Controller:
     def _sleep_budget(self) -> float:
         now = self.clock()
         deadlines = [max(self._next_pump, self._queue_retry_at) if self.running else now + 0.5]
-        if self.running and self.handoff.events_pending():
+        if self.running and not self.background and self.handoff.events_pending():  # the archive is ours
             deadlines.append(self._archive_retry_at)
         if self.running and self.resync_seconds > 0:
             deadlines.append(self._next_resync)

@@ -268,3 +268,18 @@ def test_a_pod_whose_replicaset_was_resolved_in_an_earlier_batch_is_still_filed(
     pod = ObjectRef("v1", "Pod", NS, "web-abc-1", "pod-1")
     assert resolver.resolve([pod]) == {"pod-1": memcached.pk}  # the next: its Pod's, ending at a cached owner
     assert fake_api.reads == ["rs-1", "dep-1", "pod-1"]
+
+
+def test_events_waiting_for_the_archive_thread_do_not_make_the_main_loop_spin() -> None:
+    clock = Clock()
+    controller = Controller(None, [], enqueue=lambda key: True, pump=lambda: 0, mirror=False, archive_events=True,
+                            events_write=Writer(), clock=clock, background=True)
+    controller.running = True
+    controller._next_pump = clock() + 0.2  # noqa: SLF001 - the next pump is due in 0.2 s
+    controller.handle_event(InformerEvent(ADDED, EVENTS, event("a", 1)))
+    assert controller.handoff.events_pending()
+    assert controller._sleep_budget() == pytest.approx(0.2)  # noqa: SLF001 - the archive thread's work, not ours
+    inline = _controller(Writer(), clock)  # archiving inline (tests, no background threads): due at once
+    inline._next_pump = clock() + 0.2  # noqa: SLF001
+    inline.handle_event(InformerEvent(ADDED, EVENTS, event("b", 1)))
+    assert inline._sleep_budget() == 0.0  # noqa: SLF001
