@@ -13,7 +13,9 @@ It orchestrates and decides nothing itself; one key goes down these steps, each 
 6. Queue: the outcome's `QueueAction`; finally `done()` (which dispatches the key when it changed meanwhile).
    A run that breaks outside the reconcile (the database away: nothing of it recorded) is an error retried
    with backoff too.
-7. Telemetry: the span `reconcile <Kind>` around it all, controller-runtime's metrics at the end.
+7. Telemetry: the span `reconcile <Kind>` around it all (head-sampled: an unsampled run that ended in an error,
+   was slow or handled a manual request keeps one span, `sampling.keep_unsampled`), controller-runtime's metrics
+   at the end.
 """
 
 from __future__ import annotations
