@@ -105,9 +105,10 @@ def enqueue_after(key: str, delay: float) -> None:
         get_queue().add_after(key, delay)
 
 
-def done(key: str, owner: str) -> bool:
-    """Release owner's lease on key and dispatch the key if it became dirty meanwhile. True when sent."""
-    return dispatch([key]) == 1 if get_queue().done(key, owner) else False
+def done(key: str, owner: str, *, forget: bool = False) -> bool:
+    """Release owner's lease on key (`forget`: and reset its failure count) and dispatch the key if it became
+    dirty meanwhile. True when sent."""
+    return dispatch([key]) == 1 if get_queue().done(key, owner, forget=forget) else False
 
 
 def retry_now(key: str) -> bool:

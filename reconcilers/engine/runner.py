@@ -71,12 +71,13 @@ def run(key: str, *, only_if_queued: bool = False) -> str:
         return SKIPPED
     renewer = LeaseRenewer(queue, key, owner)
     renewer.start()
+    this = Run(key, claim, queue, renewer)
     try:
-        return Run(key, claim, queue, renewer).execute()
+        return this.execute()
     finally:
         renewer.stop()
         try:
-            dispatch.done(key, owner)
+            dispatch.done(key, owner, forget=this.forget)
         except Exception:  # the lease then expires and reap_expired() re-queues the key
             log.exception("could not release the lease on %s", key)
 
@@ -117,6 +118,7 @@ class Run:
         self.t0_ns = time.time_ns()
         self.error_class = ""
         self.trace_id = ""
+        self.forget = False  # reset the key's failure count when the lease is released (one round trip less)
 
     def execute(self) -> str:
         try:
@@ -240,7 +242,7 @@ class Run:
             return
         if action is QueueAction.KEEP:
             return
-        self.queue.forget(self.key)
+        self.forget = True  # with done(): the failures reset as the lease goes
         if action is QueueAction.REQUEUE_NOW:
             self.queue.add(self.key)  # processing: marked dirty, dispatched by done()
         elif action is QueueAction.REQUEUE_AFTER:

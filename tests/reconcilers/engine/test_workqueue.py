@@ -172,6 +172,24 @@ def test_backoff_doubles_per_failure_up_to_the_cap_and_forget_resets_it(make_que
     assert wq.add_rate_limited(KEY) == 1.0
 
 
+def test_done_can_reset_the_failures_in_the_same_round_trip(make_queue, clock: FakeClock) -> None:
+    wq = make_queue(backoff_base=1.0, backoff_cap=10.0, bucket_qps=0)
+    for _ in range(3):
+        clock.advance(wq.add_rate_limited(KEY))
+        wq.release_due()
+        wq.claim(KEY, "w")
+        wq.done(KEY, "w")
+    assert wq.failures(KEY) == 3
+    clock.advance(wq.add_rate_limited(KEY))
+    wq.release_due()
+    claim = wq.claim(KEY, "w")
+    assert claim is not None and claim.failures == 4
+    assert wq.add(KEY) is False  # re-added while processing: done() hands it back
+    assert wq.done(KEY, "w", forget=True) is True  # the success: lease released, failures reset, key dirty again
+    assert wq.failures(KEY) == 0
+    assert wq.claim(KEY, "w2").failures == 0
+
+
 def test_backoff_defaults_are_controller_runtimes(make_queue, clock: FakeClock) -> None:
     wq = make_queue(bucket_qps=0)
     delays = []
