@@ -82,30 +82,81 @@ def run(key: str, *, only_if_queued: bool = False) -> str:
             log.exception("could not release the lease on %s", key)
 
 
-class LeaseRenewer(threading.Thread):
-    """Renews a key's lease every third of the lease time until stopped; notes when the lease was lost."""
+class _Renewals:
+    """One thread per process renewing the leases of the runs in progress (a thread per run cost each reconcile
+    its start and join): each lease every third of its queue's lease time, the earliest due first."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._wake = threading.Event()
+        self._leases: dict[int, LeaseRenewer] = {}
+        self._pid = 0
+
+    def add(self, lease: LeaseRenewer) -> None:
+        with self._lock:
+            if self._pid != os.getpid():  # first use in this process (a prefork child inherits no thread)
+                self._pid = os.getpid()
+                self._leases = {}
+                threading.Thread(target=self._run, name="lease-renewals", daemon=True).start()
+            self._leases[id(lease)] = lease
+        self._wake.set()
+
+    def remove(self, lease: LeaseRenewer) -> None:
+        with self._lock:
+            self._leases.pop(id(lease), None)
+
+    def _due(self) -> tuple[list[LeaseRenewer], float]:
+        now = time.monotonic()
+        with self._lock:
+            leases = list(self._leases.values())
+        due = [lease for lease in leases if lease.next_at <= now]
+        upcoming = [lease.next_at - now for lease in leases if lease.next_at > now]
+        return due, min(upcoming, default=1.0)
+
+    def _run(self) -> None:
+        while True:
+            due, wait = self._due()
+            for lease in due:
+                lease.renew_once()
+            if not due:
+                self._wake.wait(max(0.005, wait))
+                self._wake.clear()
+
+
+_RENEWALS = _Renewals()
+
+
+class LeaseRenewer:
+    """Renews a key's lease every third of the lease time until stopped (on the process's renewal thread);
+    notes when the lease was lost."""
 
     def __init__(self, queue: WorkQueue, key: str, owner: str) -> None:
-        super().__init__(name=f"lease-{key}", daemon=True)
         self.queue, self.key, self.owner = queue, key, owner
         self.interval = max(0.05, queue.lease_seconds / 3.0)
         self.lost = False
-        self._stop_event = threading.Event()
+        self.next_at = float("inf")
+        self._stopped = False
 
-    def run(self) -> None:
-        while not self._stop_event.wait(self.interval):
-            try:
-                if not self.queue.renew(self.key, self.owner):
-                    self.lost = True
-                    log.warning("lost the lease on %s", self.key)
-                    return
-            except Exception:
-                log.exception("could not renew the lease on %s", self.key)
+    def start(self) -> None:
+        self.next_at = time.monotonic() + self.interval
+        _RENEWALS.add(self)
+
+    def renew_once(self) -> None:
+        """One renewal (the renewal thread calls it when due); a lease found lost is renewed no more."""
+        self.next_at = time.monotonic() + self.interval
+        if self._stopped:
+            return
+        try:
+            if not self.queue.renew(self.key, self.owner) and not self._stopped:  # not just released by done()
+                self.lost = True
+                _RENEWALS.remove(self)
+                log.warning("lost the lease on %s", self.key)
+        except Exception:
+            log.exception("could not renew the lease on %s", self.key)
 
     def stop(self) -> None:
-        self._stop_event.set()
-        if self.is_alive():
-            self.join(timeout=5)
+        self._stopped = True
+        _RENEWALS.remove(self)
 
 
 class Run:
