@@ -6,6 +6,7 @@ as the reconciler reads it, and a v1beta1 create validated against v1beta1's mod
 
 from __future__ import annotations
 
+import contextlib
 import json
 import uuid
 from collections.abc import Iterator
@@ -30,26 +31,34 @@ SPROCKET_V2 = ResourceKind(SPROCKET.group, "v2", SPROCKET.plural, SPROCKET.kind,
 MEMCACHED_V1BETA1 = ResourceKind(MEMCACHED.group, "v1beta1", MEMCACHED.plural, MEMCACHED.kind, namespaced=True)
 
 
-@pytest.fixture
-def cluster(tmp_path, settings) -> Iterator[Any]:
-    settings.OPSCONSOLE_RECONCILERS = ["tests.reconcilers.testkinds.SprocketReconciler"]
-    settings.OPSCONSOLE_BUILTIN_KINDS = False
-    settings.OPSCONSOLE_KIND_ENTRY_POINTS = False
-    registry.reset()
+@contextlib.contextmanager
+def wired(tmp_path: Any, kind: type, crd_name: str) -> Iterator[Any]:
+    """kubesim with `kind`'s CRD whose conversion and admission go to a webhook server over TLS, wired as
+    `runwebhooks --install` wires them (a second look writes nothing); the API client."""
     files = ensure_certificates(tmp_path, ("localhost",))
     server = WebhookServer(tls_context(str(files.cert), str(files.key)))
     server.start()
     try:
         with running_kubesim(controllers=False) as sim:
             api = kube.build_api_client(sim.kubeconfig)
-            CrdInstaller(api).ensure([SprocketReconciler])
-            written = install(api, server.url(), files.ca_pem())
-            assert "CustomResourceDefinition sprockets.test.opsconsole.io" in written
+            CrdInstaller(api).ensure([kind])
+            assert f"CustomResourceDefinition {crd_name}" in install(api, server.url(), files.ca_pem())
+            assert install(api, server.url(), files.ca_pem()) == []
             yield api
             api.close()
     finally:
         server.stop()
         registry.reset()
+
+
+@pytest.fixture
+def cluster(tmp_path, settings) -> Iterator[Any]:
+    settings.OPSCONSOLE_RECONCILERS = ["tests.reconcilers.testkinds.SprocketReconciler"]
+    settings.OPSCONSOLE_BUILTIN_KINDS = False
+    settings.OPSCONSOLE_KIND_ENTRY_POINTS = False
+    registry.reset()
+    with wired(tmp_path, SprocketReconciler, "sprockets.test.opsconsole.io") as api:
+        yield api
 
 
 def test_a_v2_object_is_stored_as_v1_and_served_in_both(cluster):
@@ -82,26 +91,12 @@ def test_a_v2_object_is_stored_as_v1_and_served_in_both(cluster):
 
 @pytest.fixture
 def memcached_cluster(tmp_path, settings) -> Iterator[Any]:
-    """The built-in kinds (Memcached with v1beta1) on a kubesim whose conversion and admission go to a webhook
-    server over TLS, wired as `runwebhooks --install` wires them."""
+    """The built-in kinds (Memcached with v1beta1), wired to a webhook server."""
     settings.OPSCONSOLE_RECONCILERS = []
     settings.OPSCONSOLE_KIND_ENTRY_POINTS = False
     registry.reset()
-    files = ensure_certificates(tmp_path, ("localhost",))
-    server = WebhookServer(tls_context(str(files.cert), str(files.key)))
-    server.start()
-    try:
-        with running_kubesim(controllers=False) as sim:
-            api = kube.build_api_client(sim.kubeconfig)
-            CrdInstaller(api).ensure([MemcachedReconciler])
-            written = install(api, server.url(), files.ca_pem())
-            assert "CustomResourceDefinition memcacheds.cache.example.com" in written
-            assert install(api, server.url(), files.ca_pem()) == []  # in place: a second look writes nothing
-            yield api
-            api.close()
-    finally:
-        server.stop()
-        registry.reset()
+    with wired(tmp_path, MemcachedReconciler, "memcacheds.cache.example.com") as api:
+        yield api
 
 
 def test_an_old_memcached_is_read_as_v1beta1_written_back_and_keeps_working(memcached_cluster):

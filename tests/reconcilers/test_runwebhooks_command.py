@@ -75,20 +75,12 @@ def test_the_sandbox_server_installs_its_configurations_refuses_through_them_and
         CrdInstaller(api).ensure([MemcachedReconciler])
         ns = f"s-{uuid.uuid4().hex[:8]}"
         kube.create_object(api, NAMESPACE, {"metadata": {"name": ns}})
-        env = {**os.environ, "KUBECONFIG": sim.kubeconfig, "DATABASE_URL": workers.test_database_url(),
-               "OPSCONSOLE_DATA_DIR": str(tmp_path), "OPSCONSOLE_TRACING": "off"}
-        proc = subprocess.Popen([sys.executable, "manage.py", "runwebhooks", "--port", "0", "--install"], cwd=ROOT,
-                                env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        proc = start_server(tmp_path, sim.kubeconfig)
         try:
-            lines: list[str] = []
-            deadline = time.monotonic() + 60
-            while not any("installed" in line for line in lines):
-                assert time.monotonic() < deadline and proc.poll() is None, "".join(lines)
-                lines.append(proc.stdout.readline())
             validating = kube.get_object(api, KINDS["ValidatingWebhookConfiguration"], None, "opsconsole")
             hook = validating["webhooks"][0]
             assert hook["failurePolicy"] == "Ignore" and hook["clientConfig"]["url"].startswith("https://127.0.0.1:")
-            ca = (tmp_path / "webhooks" / "webhook-ca.pem").read_bytes()
+            ca = (tmp_path / "data" / "webhooks" / "webhook-ca.pem").read_bytes()
             assert base64.b64decode(hook["clientConfig"]["caBundle"]) == ca
             with pytest.raises(kube.ApiException) as info:
                 kube.create_object(api, MEMCACHED, {"apiVersion": "cache.example.com/v1alpha1", "kind": "Memcached",
@@ -102,9 +94,7 @@ def test_the_sandbox_server_installs_its_configurations_refuses_through_them_and
                 "spec": {"size": 1, "image": "Memcached:Latest"}})
             assert skipped["metadata"]["name"] == "sample"
         finally:
-            proc.send_signal(signal.SIGTERM)
-            out, _ = proc.communicate(timeout=30)
-        assert proc.returncode == 0, out
+            stop_server(proc)
         for kind in KINDS.values():
             assert kube.get_object(api, kind, None, "opsconsole") is None
         wait_for(lambda: ActionRecord.objects.filter(action="admission.validate",
