@@ -76,3 +76,11 @@ def test_ctrl_c_under_the_process_manager_stops_the_controller_before_kubesim(tm
     kubesim_signalled = float((tmp_path / "kubesim.stopped").read_text())
     assert kubesim_signalled >= controller_done, out
     assert out.index("SIGTERM to controller") < out.index("SIGTERM to kubesim"), out
+
+
+def test_the_sandbox_runs_two_worker_processes_per_core_between_two_and_four():
+    from scripts.run import procfile_lines, worker_concurrency
+
+    assert [worker_concurrency(n) for n in (1, 2, 3, 16)] == [2, 4, 4, 4]
+    (worker,) = [line for line in procfile_lines({}, Path("/tmp/x"), "admin") if line.startswith("worker:")]
+    assert f"--concurrency {worker_concurrency()} " in worker
