@@ -107,12 +107,6 @@ def install(api: Any, url: str, ca_bundle: bytes) -> list[str]:
     return written
 
 
-def pending_conversions(api: Any) -> list[str]:
-    """The registered kinds with several versions whose CRD is not in the cluster yet."""
-    return [f"{rec.resource.plural}.{rec.resource.group}" for rec in registry.registered() if rec.versions
-            and kube.get_object(api, CRD, None, f"{rec.resource.plural}.{rec.resource.group}") is None]
-
-
 class Keeper:
     """Keeps the sandbox wiring in place while the server runs: every `interval` seconds `install` again, which
     writes only what is missing or changed (a CRD the controller created or re-applied after this server started,
