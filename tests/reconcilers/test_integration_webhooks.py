@@ -10,6 +10,7 @@ import os
 import shutil
 import ssl
 import subprocess
+import urllib.error
 import urllib.request
 import uuid
 from collections.abc import Iterator
@@ -179,8 +180,15 @@ def test_the_server_counts_its_requests_as_controller_runtime_does(api, ns, webh
     server, ca = webhooks
     kube.create_object(api, MEMCACHED, memcached(ns, "counted", size=1))
     context = ssl.create_default_context(cadata=ca.decode())
+    for junk in ("/validate/nope.example.com/things", "/explode/cache.example.com/memcacheds"):
+        probe = urllib.request.Request(f"{server.url()}{junk}", data=b"{}", method="POST")
+        with pytest.raises(urllib.error.HTTPError) as info:
+            urllib.request.urlopen(probe, context=context, timeout=10)
+        assert info.value.code == 404
     with urllib.request.urlopen(f"{server.url()}/metrics", context=context, timeout=10) as resp:
         page = resp.read().decode()
+    assert 'controller_runtime_webhook_requests_total{code="404",webhook="unknown"} 2.0' in page
+    assert "nope.example.com" not in page and "explode" not in page  # a caller cannot grow the label set
     assert 'controller_runtime_webhook_requests_total{code="200",webhook="/validate/cache.example.com/memcacheds"}' \
         in page
     assert "controller_runtime_webhook_latency_seconds_bucket" in page
