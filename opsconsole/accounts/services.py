@@ -19,6 +19,7 @@ from django.utils import timezone
 
 from opsconsole.accounts.models import ActionRecord, ApiToken, NamespaceGrant, Outcome
 from opsconsole.accounts.roles import ADMIN, ROLES, role_min, user_covers, user_has_role, user_namespaces, user_role
+from reconcilers.engine.admission import object_target as admission_target
 
 TOKEN_PREFIX = "oc_"
 #: last_used_at is written at most this often per token (one UPDATE per request would be wasteful)
@@ -250,5 +251,5 @@ def action_record_list(
 def admission_decisions(kind: str, namespace: str, name: str, *, limit: int = 20) -> list[ActionRecord]:
     """The admission webhooks' decisions about one object (`Kind namespace/name`, as the recorder names its
     target), newest first: admitted, refused, dry runs, including those from before it existed."""
-    target = f"{kind} {namespace + '/' if namespace else ''}{name}"
+    target = admission_target(kind, namespace, name)
     return list(ActionRecord.objects.filter(action__startswith="admission.", target=target).order_by("-seq")[:limit])

@@ -30,6 +30,11 @@ from reconcilers.engine.conversion import convert_object
 VALIDATE, MUTATE = "validate", "mutate"
 
 
+def object_target(kind: str, namespace: str, name: str) -> str:
+    """`Kind namespace/name` (`Kind name` when cluster-scoped): how a decision names its object on record."""
+    return f"{kind} {namespace + '/' if namespace else ''}{name}"
+
+
 @dataclass
 class Decision:
     """One admission decision, as the webhook answered it and as it goes on record."""
@@ -53,7 +58,7 @@ class Decision:
     @property
     def target(self) -> str:
         """`Kind namespace/name` (the name may be empty for a create with generateName)."""
-        return f"{self.kind} {self.namespace + '/' if self.namespace else ''}{self.name}"
+        return object_target(self.kind, self.namespace, self.name)
 
     def response(self) -> dict[str, Any]:
         """The `response` of the AdmissionReview answer."""
