@@ -26,7 +26,7 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
 from opsconsole.telemetry.spanstore import DatabaseSpanProcessor
-from reconcilers.engine.sampling import ReconcileSampler
+from reconcilers.engine.sampling import ReconcileSampler, sampled_trace_id
 
 _lock = threading.Lock()
 _provider: TracerProvider | None = None
@@ -102,8 +102,7 @@ def span_store() -> DatabaseSpanProcessor | None:
 def current_trace_id() -> str:
     """The current span's trace id (32 hex digits), '' when not tracing or not sampled (no span of it is
     stored)."""
-    ctx = trace.get_current_span().get_span_context()
-    return format(ctx.trace_id, "032x") if ctx.is_valid and ctx.trace_flags.sampled else ""
+    return sampled_trace_id(trace.get_current_span())
 
 
 def _inject_before_publish(sender: Any = None, headers: dict[str, Any] | None = None, **kwargs: Any) -> None:

@@ -18,6 +18,7 @@ from opentelemetry import trace
 from reconcilers.core.meta import FIELD_MANAGER, RECONCILE_REQUESTED_AT, now_rfc3339
 from reconcilers.core.types import Request
 from reconcilers.engine import apiclient, dispatch, kube, registry
+from reconcilers.engine.sampling import sampled_trace_id
 from reconcilers.models import ReconcileRequest, RequestState, Resource
 
 
@@ -119,8 +120,7 @@ def reconcile_request_create(
 
 def _current_trace_id() -> str:
     """The trace this request is made in (the HTTP request's, when traced), '' otherwise."""
-    ctx = trace.get_current_span().get_span_context()
-    return format(ctx.trace_id, "032x") if ctx.is_valid and ctx.trace_flags.sampled else ""
+    return sampled_trace_id(trace.get_current_span())
 
 
 def _same_object(existing: ReconcileRequest, key: str) -> ReconcileRequest:
