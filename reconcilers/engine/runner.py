@@ -115,12 +115,12 @@ class _Renewals:
 
     def _run(self) -> None:
         while True:
+            self._wake.clear()  # before looking: a lease added meanwhile wakes the wait below
             due, wait = self._due()
             for lease in due:
                 lease.renew_once()
             if not due:
                 self._wake.wait(max(0.005, wait))
-                self._wake.clear()
 
 
 _RENEWALS = _Renewals()
