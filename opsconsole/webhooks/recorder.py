@@ -157,9 +157,11 @@ class DecisionRecorder:
             owner = key[len(self.processing_prefix):]
             if owner == self.instance or self._redis.exists(self.lease_prefix + owner):
                 continue
+            put_back = 0
             while self._redis.lmove(key, self.pending_key, "RIGHT", "LEFT") is not None:
-                moved += 1
-            log.warning("admission decisions left by the stopped recorder %s: %d put back", owner, moved)
+                put_back += 1
+            log.warning("admission decisions left by the stopped recorder %s: %d put back", owner, put_back)
+            moved += put_back
         return moved
 
     def _loop(self) -> None:
