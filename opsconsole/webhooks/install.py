@@ -49,10 +49,6 @@ def sandbox_configurations(url: str, ca_bundle: bytes) -> list[dict[str, Any]]:
     return docs
 
 
-def _conversion_config(url: str, bundle: str, res: ResourceKind) -> dict[str, Any]:
-    return {"url": f"{url}/convert/{res.group}/{res.plural}", "caBundle": bundle}
-
-
 def _install_conversion(api: Any, url: str, bundle: str, res: ResourceKind) -> bool | None:
     """Point one CRD's conversion at this server; True when written, False when it already was, None when the
     CRD is not there (yet: the controller installs it)."""
@@ -60,7 +56,7 @@ def _install_conversion(api: Any, url: str, bundle: str, res: ResourceKind) -> b
     live = kube.get_object(api, CRD, None, name)
     if live is None:
         return None
-    wanted = _conversion_config(url, bundle, res)
+    wanted = {"url": f"{url}/convert/{res.group}/{res.plural}", "caBundle": bundle}
     config = (((live.get("spec") or {}).get("conversion") or {}).get("webhook") or {}).get("clientConfig") or {}
     if {k: config.get(k) for k in ("url", "caBundle", "service")} == {**wanted, "service": None}:
         return False

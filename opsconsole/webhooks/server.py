@@ -67,7 +67,7 @@ def build_app(recorder: DecisionRecorder, metrics: WebhookMetrics) -> web.Applic
             try:
                 rec = registry.for_kind(group, plural)
             except (registry.UnknownKind, ValueError):
-                rec = None
+                pass
         if rec is None:  # not one of ours: one label for all of them (a caller cannot grow the metrics)
             label = UNKNOWN
         metrics.in_flight.labels(label).inc()
