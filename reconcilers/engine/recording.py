@@ -25,7 +25,7 @@ import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django.db import IntegrityError, transaction
 from django.db.models import Q
@@ -63,6 +63,9 @@ _SUCCEEDED_RESULTS = {RunResult.SUCCESS, RunResult.REQUEUE, RunResult.REQUEUE_AF
 _ATTEMPTS = 5
 
 log = logging.getLogger(__name__)
+
+if TYPE_CHECKING:
+    from reconcilers.engine.recording_cas import ChainHead
 
 
 @dataclass
@@ -139,6 +142,7 @@ class RecordOutcome:
 def reconcile_record(
     run: RunRecord, obj: ObservedObject, change: PhaseChange | None, machine: StateMachine, *,
     live: dict[str, Any] | None = None, out_of_band: OutOfBand | None = None, reconciler: Reconciler | None = None,
+    head: ChainHead | None = None,
 ) -> RecordOutcome:
     """Record one reconcile in one transaction (see the module docstring).
 
@@ -149,7 +153,9 @@ def reconcile_record(
     (as the API returned it, managedFields included): the spec revision of a generation not on record yet
     (`revision_record`); with `out_of_band`: the anomaly of a phase another field manager wrote
     (`out_of_band_record`); with the `reconciler`: the verification of a rollback being verified
-    (`healing.rollback.rollback_verify_locked`).
+    (`healing.rollback.rollback_verify_locked`). With the `head` the runner read before the reconcile, a run
+    that needs nothing else is written in one statement when that head is still current
+    (`recording_cas.reconcile_record_one_statement`); otherwise, and always on SQLite, as above.
     """
     if run.result not in RunResult.values:
         raise ValueError(f"result must be one of {RunResult.values}, not {run.result!r}")
@@ -158,8 +164,20 @@ def reconcile_record(
     tracer = trace.get_tracer("opsconsole.recording")  # looked up per call: the provider may change (tests)
     with tracer.start_as_current_span("record reconcile", attributes={"db.operation.name": "reconcile_record",
                                                                         "opsconsole.kind": run.kind}) as span:
-        for attempt in range(1, _ATTEMPTS + 1):
+        if head is not None:
+            from reconcilers.engine.recording_cas import reconcile_record_one_statement  # it builds on this module
+
             moves: list[tuple[str, str, float | None]] = []
+            fast = reconcile_record_one_statement(run, obj, change, machine, head, live=live,
+                                                  out_of_band=out_of_band, moves=moves)
+            if fast is not None:
+                if span.is_recording():
+                    span.set_attributes({"opsconsole.transitions": len(fast.transition_ids),
+                                         "opsconsole.record.one_statement": True})
+                _transitions_observe(run.kind, moves)
+                return fast
+        for attempt in range(1, _ATTEMPTS + 1):
+            moves = []
             try:
                 with transaction.atomic():
                     outcome = _record(run, obj, change, machine, moves, live, out_of_band, reconciler)
@@ -206,23 +224,42 @@ def revision_record(resource: Resource, live: dict[str, Any], at: datetime) -> S
     if last_generation is not None and generation <= last_generation:
         return None
     previous = revisions.values_list("spec", flat=True).first() if last_generation is not None else None
+    row = revision_row(resource, live, at, previous or {})
+    row.save(force_insert=True)
+    head_moved(resource, row)
+    return row
+
+
+def revision_row(resource: Resource, live: dict[str, Any], at: datetime, previous: dict[str, Any]) -> SpecRevision:
+    """The next chained `SpecRevision` of `resource` for the live object's generation (not saved): its spec, the
+    diff from `previous` (the last revision's spec, {} for the first) and who changed it."""
+    meta = live.get("metadata") or {}
     spec = live.get("spec") or {}
-    diff = spec_diff(previous or {}, spec)
+    diff = spec_diff(previous, spec)
     writers = spec_writers(live, diff) or []
     top = writers[0] if writers else {}
     prev_hash = resource.last_transition_hash
     row = SpecRevision(
         resource=resource, resource_uid=resource.uid, kind=resource.kind, namespace=resource.namespace,
         name=resource.name, seq=resource.last_revision_seq + 1, chain_after=resource.last_transition_seq,
-        generation=generation, resource_version=str(meta.get("resourceVersion") or ""), spec=spec, diff=diff,
-        actor=f"manager:{top['manager']}"[:255] if top.get("manager") else "",
+        generation=int(meta.get("generation") or 0), resource_version=str(meta.get("resourceVersion") or ""),
+        spec=spec, diff=diff, actor=f"manager:{top['manager']}"[:255] if top.get("manager") else "",
         operation=str(top.get("operation") or "")[:32], managers=writers,
         changed_at=parse_rfc3339(top.get("time")), created_at=at, prev_hash=prev_hash,
     )
     row.hash = revision_hash(revision_fields(row), prev_hash)
-    row.save(force_insert=True)
-    resource.last_revision_seq, resource.last_transition_hash = row.seq, row.hash
     return row
+
+
+def head_moved(resource: Resource, row: Transition | SpecRevision) -> None:
+    """Move `resource`'s chain head (in memory, saved by the caller) onto `row`, a link just appended: a
+    transition moves the phase and the transition count, a revision the revision count."""
+    if isinstance(row, SpecRevision):
+        resource.last_revision_seq = row.seq
+    else:
+        resource.phase, resource.phase_since = row.to_phase, row.created_at
+        resource.last_transition_seq = row.seq
+    resource.last_transition_hash = row.hash
 
 
 def out_of_band_record(resource: Resource, foreign: OutOfBand, generation: int, at: datetime) -> int:
@@ -341,10 +378,31 @@ def transition_append(
     """Append the next chained Transition of `resource` (locked by the caller, inside its transaction) from
     its recorded phase to `to_phase`, and move the recorded phase and the chain head. No state-machine check
     here: callers decide (reconcile_record asks the kind's machine). `generation` and `resource_version`
-default to the mirror's."""
+    default to the mirror's."""
+    row = transition_row(resource, to_phase=to_phase, reason=reason, message=message, actor=actor, run=run,
+                         trace_id=trace_id, at=at, generation=generation, resource_version=resource_version)
+    row.save(force_insert=True)
+    head_moved(resource, row)
+    return row
+
+
+def transition_row(
+    resource: Resource,
+    *,
+    to_phase: str,
+    reason: str = "",
+    message: str = "",
+    actor: str = "controller",
+    run: ReconcileRun | None = None,
+    trace_id: str = "",
+    at: datetime | None = None,
+    generation: int | None = None,
+    resource_version: str | None = None,
+) -> Transition:
+    """The next chained Transition of `resource` from its recorded phase to `to_phase`, hashed, not saved (see
+    `transition_append`)."""
     if not _actor_valid(actor):
         raise ValueError(f"actor must be 'controller', 'user:<name>' or 'rollback:<who>', not {actor!r}")
-    now = at or timezone.now()
     # the chain head kept on the locked row (no query); the (resource_uid, seq) constraint guards a stale one
     seq, prev_hash = resource.last_transition_seq + 1, resource.last_transition_hash
     row = Transition(
@@ -363,13 +421,10 @@ default to the mirror's."""
         actor=actor,
         run=run,
         trace_id=trace_id,
-        created_at=now,
+        created_at=at or timezone.now(),
         prev_hash=prev_hash,
     )
     row.hash = transition_hash(row_fields(row), prev_hash)
-    row.save(force_insert=True)
-    resource.phase, resource.phase_since = to_phase, now
-    resource.last_transition_seq, resource.last_transition_hash = seq, row.hash
     return row
 
 
@@ -389,16 +444,16 @@ def resource_mirror_write(objects: list[tuple[ResourceKind, dict]], deleted: Seq
         if latest:
             rows = _resources_locked(latest)
             now = timezone.now()
-            changed = [rows[uid] for uid, o in latest.items() if _mirror_observed(rows[uid], o, now, strictly=True)]
+            changed = [rows[uid] for uid, o in latest.items() if mirror_observed(rows[uid], o, now, strictly=True)]
             for row in changed:
                 row.updated_at = now
-            _resources_update(changed, _MIRROR_FIELDS)
+            _resources_update(changed, MIRROR_FIELDS)
         for uid in deleted:
             resource_mirror_mark_deleted(uid)
 
 
 #: the Resource fields the controller's mirror writes (never the phase, its reason or the chain head)
-_MIRROR_FIELDS = ["namespace", "name", "key", "generation", "resource_version", "labels", "owner", "spec", "status",
+MIRROR_FIELDS = ["namespace", "name", "key", "generation", "resource_version", "labels", "owner", "spec", "status",
                   "conditions", "observed_generation", "auto_rollback", "updated_at"]
 
 
@@ -499,7 +554,7 @@ def _record(
     now = timezone.now()
     resource = _resources_locked({obj.uid: obj})[obj.uid]
     from_phase = resource.phase
-    _mirror_observed(resource, obj, now)
+    mirror_observed(resource, obj, now)
     # before any transition of this run: the chain shows the spec change, then what it led to
     revision = revision_record(resource, live, now) if live is not None else None
     foreign_id = out_of_band_record(resource, out_of_band, obj.generation, now) if out_of_band else None
@@ -564,7 +619,7 @@ def _record(
                          transitions, revision.id if revision else None, foreign_id, concluded, escalation)
 
 
-def _mirror_observed(resource: Resource, obj: ObservedObject, now: datetime, *, strictly: bool = False) -> bool:
+def mirror_observed(resource: Resource, obj: ObservedObject, now: datetime, *, strictly: bool = False) -> bool:
     """Copy what was observed onto the (locked) mirror row, saved by the caller; False (nothing copied) when
     the object is older than the mirror, or, `strictly`, not newer."""
     if resource.resource_version and not _is_newer(obj.resource_version, resource.resource_version,
@@ -700,7 +755,7 @@ def resource_deletions_record(deletions: Sequence[Deletion]) -> list[Transition]
                 for uid in sorted(rows):
                     row, deletion = rows[uid], by_uid[uid]
                     if uid in observed:
-                        _mirror_observed(row, observed[uid], now)
+                        mirror_observed(row, observed[uid], now)
                     added = _deletion_append(row, deletion, now, moves)
                     kinds.extend(row.kind for _ in added)
                     appended.extend(added)

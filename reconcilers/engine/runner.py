@@ -222,10 +222,10 @@ class Run:
         span.set_attributes({"opsconsole.kind": rec.resource.kind, "opsconsole.namespace": namespace,
                              "opsconsole.name": name, "opsconsole.uid": meta.get("uid") or "",
                              "opsconsole.generation": int(meta.get("generation") or 0)})
-        state = healing_state.resource_state(meta["uid"])
+        state = healing_state.resource_state(meta["uid"], head=True)
         if state is None and suspend.annotated(obj) is not None:  # a suspension needs a record to be on
             recording.resource_mirror_upsert(rec.resource, obj)
-            state = healing_state.resource_state(meta["uid"])
+            state = healing_state.resource_state(meta["uid"], head=True)
         check = suspend.suspension_check(api, rec, obj, state)
         if check.skip:
             span.set_attribute("opsconsole.suspended", True)
@@ -261,7 +261,8 @@ class Run:
                                 attempt=self.claim.failures + 1, worker=_worker(), trace_id=self.trace_id,
                                 request_token=outcome.token),
             recording.ObservedObject.from_api(rec.resource, outcome.obj), outcome.change, rec.state_machine,
-            live=outcome.obj, out_of_band=outcome.out_of_band, reconciler=rec)
+            live=outcome.obj, out_of_band=outcome.out_of_band, reconciler=rec,
+            head=state.head if state is not None else None)
         self.error_class = outcome.error_class
         span.set_attributes({"opsconsole.phase.from": record.from_phase, "opsconsole.phase.to": record.to_phase})
         step.complete(outcome, self._events(outcome, record))

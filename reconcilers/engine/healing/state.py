@@ -17,9 +17,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from django.db.models import OuterRef, Subquery
+from django.db.models.expressions import RawSQL
+
 from reconcilers.core.types import Condition
+from reconcilers.engine.recording_cas import ChainHead, reserve_run_id_sql
 from reconcilers.engine.step import HealingView
-from reconcilers.models import Resource
+from reconcilers.models import Resource, SpecRevision
 
 IN_PROGRESS, SUCCEEDED, FAILED, REFUSED = "in_progress", "succeeded", "failed", "refused"
 ANOMALY_DETECTED, ROLLING_BACK, ROLLBACK_FAILED = "AnomalyDetected", "RollingBack", "RollbackFailed"
@@ -36,6 +40,7 @@ class RecordedState:
     suspension: dict[str, Any] | None = None
     rollback: dict[str, Any] | None = None
     active_anomalies: dict[str, Any] = field(default_factory=dict)
+    head: ChainHead | None = None  # read with `head=True`: what a one-statement record swaps against
 
     @property
     def rollback_state(self) -> str:
@@ -44,15 +49,32 @@ class RecordedState:
 
 
 _FIELDS = ("id", "phase", "generation", "suspended", "suspension", "rollback", "active_anomalies")
+_HEAD_FIELDS = ("kind", "namespace", "name", "phase_since", "last_transition_seq", "last_transition_hash",
+                "last_revision_seq", "deleted")
 
 
-def resource_state(uid: str) -> RecordedState | None:
-    """The phase and healing state on record for the object `uid` (None: no record yet)."""
-    row = Resource.objects.filter(uid=uid).values(*_FIELDS).first()
+def resource_state(uid: str, *, head: bool = False) -> RecordedState | None:
+    """The phase and healing state on record for the object `uid` (None: no record yet). `head`: with the chain
+    head and a reserved run id in the same query (`recording_cas.ChainHead`, for a run's one-statement record)."""
+    rows = Resource.objects.filter(uid=uid)
+    fields: tuple[str, ...] = _FIELDS
+    if head:
+        newest = SpecRevision.objects.filter(resource_uid=OuterRef("uid")).order_by("-seq").values("generation")[:1]
+        rows = rows.annotate(revision_generation=Subquery(newest))
+        fields = (*_FIELDS, *_HEAD_FIELDS, "revision_generation")
+        if (reserve := reserve_run_id_sql()) is not None:
+            rows = rows.annotate(next_run_id=RawSQL(reserve, ()))
+            fields = (*fields, "next_run_id")
+    row = rows.values(*fields).first()
     if row is None:
         return None
+    chain = None
+    if head:
+        chain = ChainHead(row["id"], row["kind"], row["namespace"], row["name"], row["phase"], row["phase_since"],
+                          row["last_transition_seq"], row["last_transition_hash"], row["last_revision_seq"],
+                          row["revision_generation"], row["rollback"] is None, row["deleted"], row.get("next_run_id"))
     return RecordedState(row["id"], row["phase"], row["generation"], row["suspended"], row["suspension"],
-                         row["rollback"], row["active_anomalies"] or {})
+                         row["rollback"], row["active_anomalies"] or {}, chain)
 
 
 def camel(name: str) -> str:

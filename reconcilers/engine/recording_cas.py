@@ -1,0 +1,204 @@
+"""Recording a reconcile in one SQL statement (PostgreSQL), guarded by a compare-and-swap on the chain head.
+
+`recording.reconcile_record` locks the object's `Resource` row, reads, inserts and updates in one transaction:
+about seven round trips and the ORM's query building for each. Most runs need none of what makes that necessary.
+Before its reconcile the runner reads the phase on record with the chain head (`ChainHead`: the transition and
+revision counts, the head's hash, the generation of the last spec revision) and reserves its run's id from the
+run table's sequence, in the same query (`healing.state.resource_state(uid, head=True)`). With those, the rows
+of the run are built and hashed here exactly as the locked path builds them (`recording.transition_row`,
+`recording.revision_row`, the same `ReconcileRun`), and written by one statement:
+
+    WITH head AS (UPDATE resource SET <mirror, phase, chain head> WHERE id = … AND <head as read> RETURNING id),
+         r0 AS (INSERT INTO specrevision … SELECT … FROM head RETURNING id),   -- the first spec revision, if due
+         r1 AS (INSERT INTO reconcilerun … SELECT … FROM head RETURNING id),
+         r2 AS (INSERT INTO transition … SELECT … FROM head RETURNING id), …   -- one per planned transition
+    SELECT the ids
+
+If anything moved the head since the read (another link, a phase, a rollback started, the row marked deleted),
+the UPDATE matches no row, every INSERT selects from an empty `head` and writes nothing, and the caller records
+through the locked path, which reads afresh. The row lock the UPDATE takes and PostgreSQL's re-check of its
+WHERE after a concurrent update make the swap atomic. The mirror's columns are only overwritten when the
+observed resourceVersion is not older than the row's (numeric versions compared in SQL, as `_is_newer` does).
+
+Only the locked path records: SQLite (`next_run_id` is None), a run that handled a manual request, a phase
+another field manager wrote, a rollback on record, a refused change (anomaly), a deleted object, a new spec
+generation after the first revision (its diff needs the previous spec). `audit_verify` sees the same rows either
+way; tests/reconcilers/engine/test_recording_cas.py holds the two paths to that.
+"""
+
+from __future__ import annotations
+
+from contextlib import nullcontext
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from django.db import IntegrityError, connection, models, transaction
+from django.utils import timezone
+
+from reconcilers.core.statemachine import StateMachine
+from reconcilers.engine import recording
+from reconcilers.engine.recording import ObservedObject, PhaseChange, RecordOutcome, RunRecord
+from reconcilers.engine.step import OutOfBand, plan_transitions
+from reconcilers.models import ReconcileRun, Resource, Transition
+
+
+@dataclass(frozen=True)
+class ChainHead:
+    """A resource's chain head as read before a run, and the id reserved for that run's row (None: not
+    PostgreSQL, the one-statement path is off)."""
+
+    id: int
+    kind: str
+    namespace: str
+    name: str
+    phase: str
+    phase_since: datetime | None
+    last_transition_seq: int
+    last_transition_hash: str
+    last_revision_seq: int
+    revision_generation: int | None  # the generation of the newest spec revision (None: none yet)
+    rollback_none: bool  # no rollback on record (SQL NULL)
+    deleted: bool
+    next_run_id: int | None
+
+
+def reserve_run_id_sql() -> str | None:
+    """SQL giving a fresh id from the run table's sequence (PostgreSQL), or None elsewhere."""
+    if connection.vendor != "postgresql":
+        return None
+    return f"nextval(pg_get_serial_sequence('{ReconcileRun._meta.db_table}', 'id'))"
+
+
+def reconcile_record_one_statement(
+    run: RunRecord, obj: ObservedObject, change: PhaseChange | None, machine: StateMachine, head: ChainHead, *,
+    live: dict[str, Any] | None = None, out_of_band: OutOfBand | None = None,
+    moves: list[tuple[str, str, float | None]],
+) -> RecordOutcome | None:
+    """Record the run in one statement when only that is needed and the head is still as read; None when the
+    locked path must record it (nothing was written). `moves` gets the committed transitions (for metrics)."""
+    if (head.next_run_id is None or connection.vendor != "postgresql" or run.request_token or out_of_band is not None or obj.deleted or not head.rollback_none
+            or head.deleted):
+        return None
+    planned, refused = plan_transitions(machine, head.phase, change) if change is not None else ([], False)
+    if refused:
+        return None
+    revision_due = _revision_due(obj, live, head)
+    if revision_due is None:
+        return None
+    now = timezone.now()
+    shadow = Resource(id=head.id, uid=obj.uid, kind=head.kind, namespace=head.namespace, name=head.name,
+                      phase=head.phase, phase_since=head.phase_since, last_transition_seq=head.last_transition_seq,
+                      last_transition_hash=head.last_transition_hash, last_revision_seq=head.last_revision_seq,
+                      generation=obj.generation, resource_version=obj.resource_version)
+    revision = recording.revision_row(shadow, live or {}, now, {}) if revision_due else None
+    if revision is not None:
+        recording.head_moved(shadow, revision)
+    run_row = ReconcileRun(
+        id=head.next_run_id, key=run.key, kind=run.kind, resource=shadow, started_at=run.started_at,
+        duration_seconds=run.duration_seconds, result=run.result, error_class=run.error_class[:255],
+        error_message=run.error_message, attempt=run.attempt, worker=run.worker[:255], trace_id=run.trace_id,
+    )
+    transitions: list[Transition] = []
+    pending_moves = []
+    for move in planned:
+        since = shadow.phase_since
+        pending_moves.append((shadow.phase, move.to_phase, (now - since).total_seconds() if since else None))
+        row = recording.transition_row(
+            shadow, to_phase=move.to_phase, reason=move.reason, message=move.message, actor=change.actor
+            if change is not None else "controller", run=run_row, trace_id=run.trace_id, at=now,
+            generation=obj.generation, resource_version=obj.resource_version)
+        recording.head_moved(shadow, row)
+        transitions.append(row)
+
+    sql, params = _statement(shadow, head, obj, change, run, now,
+                             [r for r in (revision, run_row, *transitions) if r is not None])
+    try:
+        # inside a caller's transaction, a savepoint keeps a refused statement from breaking it
+        with transaction.atomic() if connection.in_atomic_block else nullcontext(), connection.cursor() as cursor:
+            cursor.execute(sql, params)
+            ids = cursor.fetchone()
+    except IntegrityError:  # a writer the head does not show (a row under the same seq): the locked path decides
+        return None
+    if ids is None or ids[0] is None:
+        return None
+    inserted = list(ids[1:])
+    if revision is not None:
+        revision.id = inserted.pop(0)
+    inserted.pop(0)  # the run: its id was reserved
+    for row, row_id in zip(transitions, inserted, strict=True):
+        row.id = row_id
+    moves.extend(pending_moves)
+    return RecordOutcome(run_row.id, [t.id for t in transitions], None, head.phase, shadow.phase, transitions,
+                         revision.id if revision is not None else None)
+
+
+def _revision_due(obj: ObservedObject, live: dict[str, Any] | None, head: ChainHead) -> bool | None:
+    """False: no revision to record; True: the object's first one; None: a later generation's (the locked path
+    reads the previous spec for its diff)."""
+    if live is None:
+        return False
+    meta = live.get("metadata") or {}
+    generation = int(meta.get("generation") or 0)
+    if generation <= 0 or meta.get("uid") != obj.uid:
+        return False
+    if head.revision_generation is None:
+        return True if head.last_revision_seq == 0 else None
+    return False if generation <= head.revision_generation else None
+
+
+#: the mirror's columns, overwritten only by an observation not older than the row's
+_MIRROR = [name for name in recording.MIRROR_FIELDS if name != "updated_at"]
+_OLDER = ("(CASE WHEN r.{rv} ~ '^[0-9]{{1,30}}$' THEN r.{rv}::numeric > %s::numeric ELSE false END)")
+
+
+def _statement(shadow: Resource, head: ChainHead, obj: ObservedObject, change: PhaseChange | None, run: RunRecord,
+               now: datetime, rows: list[models.Model]) -> tuple[str, list[Any]]:
+    qn = connection.ops.quote_name
+    meta = Resource._meta
+    rv = qn(meta.get_field("resource_version").column)
+    incoming = int(obj.resource_version) if obj.resource_version.isdigit() else None
+    older = _OLDER.format(rv=rv)
+    recording.mirror_observed(shadow, obj, now)
+    shadow.last_reconcile_at, shadow.last_result, shadow.updated_at = now, run.result, now
+    sets: list[str] = []
+    params: list[Any] = []
+    for name in _MIRROR:
+        field = meta.get_field(name)
+        col = qn(field.column)
+        sets.append(f"{col} = CASE WHEN {older} THEN r.{col} ELSE %s END")
+        params += [incoming, field.get_db_prep_save(getattr(shadow, field.attname), connection)]
+    direct = ["phase", "phase_since", "last_transition_seq", "last_transition_hash", "last_revision_seq",
+              "last_reconcile_at", "last_result", "updated_at"]
+    if change is not None:
+        shadow.reason, shadow.message = change.reason[:255], change.message
+        direct += ["reason", "message"]
+    for name in direct:
+        field = meta.get_field(name)
+        sets.append(f"{qn(field.column)} = %s")
+        params.append(field.get_db_prep_save(getattr(shadow, field.attname), connection))
+    where = (f"r.{qn(meta.pk.column)} = %s AND r.last_transition_seq = %s AND r.last_transition_hash = %s "
+             f"AND r.last_revision_seq = %s AND r.phase = %s AND r.rollback IS NULL AND NOT r.deleted")
+    params += [head.id, head.last_transition_seq, head.last_transition_hash, head.last_revision_seq, head.phase]
+    parts = [f"head AS (UPDATE {qn(meta.db_table)} AS r SET {', '.join(sets)} WHERE {where} "
+             f"RETURNING r.{qn(meta.pk.column)})"]
+    for i, row in enumerate(rows):
+        insert, values = _insert(row)
+        parts.append(f"i{i} AS ({insert})")
+        params += values
+    ids = ", ".join(f"(SELECT id FROM i{i})" for i in range(len(rows)))
+    return f"WITH {', '.join(parts)} SELECT (SELECT {qn(meta.pk.column)} FROM head), {ids}", params
+
+
+def _insert(row: models.Model) -> tuple[str, list[Any]]:
+    """`INSERT INTO <table> (<columns>) SELECT <values> FROM head RETURNING id` for an unsaved row, its values
+    prepared as `Model.save` prepares them (the primary key only when set: a reserved run id)."""
+    qn = connection.ops.quote_name
+    opts = row._meta
+    fields = [f for f in opts.concrete_fields if not (f.primary_key and getattr(row, f.attname) is None)]
+    values = [f.get_db_prep_save(f.pre_save(row, True), connection) for f in fields]
+    columns = ", ".join(qn(f.column) for f in fields)
+    placeholders = ", ".join(["%s"] * len(fields))
+    return (f"INSERT INTO {qn(opts.db_table)} ({columns}) SELECT {placeholders} FROM head "
+            f"RETURNING {qn(opts.pk.column)} AS id"), values
+
