@@ -23,11 +23,12 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, connection, transaction
 from django.db.models import Q
 from django.utils import timezone
 from opentelemetry import trace
@@ -65,7 +66,7 @@ _ATTEMPTS = 5
 log = logging.getLogger(__name__)
 
 if TYPE_CHECKING:
-    from reconcilers.engine.recording_cas import ChainHead
+    from reconcilers.engine.recording_sql import ChainHead
 
 
 @dataclass
@@ -155,7 +156,7 @@ def reconcile_record(
     (`out_of_band_record`); with the `reconciler`: the verification of a rollback being verified
     (`healing.rollback.rollback_verify_locked`). With the `head` the runner read before the reconcile, a run
     that needs nothing else is written in one statement when that head is still current
-    (`recording_cas.reconcile_record_one_statement`); otherwise, and always on SQLite, as above.
+    (`recording_sql.reconcile_record_one_statement`); otherwise, and always on SQLite, as above.
     """
     if run.result not in RunResult.values:
         raise ValueError(f"result must be one of {RunResult.values}, not {run.result!r}")
@@ -165,7 +166,7 @@ def reconcile_record(
     with tracer.start_as_current_span("record reconcile", attributes={"db.operation.name": "reconcile_record",
                                                                         "opsconsole.kind": run.kind}) as span:
         if head is not None:
-            from reconcilers.engine.recording_cas import reconcile_record_one_statement  # it builds on this module
+            from reconcilers.engine.recording_sql import reconcile_record_one_statement  # it builds on this module
 
             moves: list[tuple[str, str, float | None]] = []
             fast = reconcile_record_one_statement(run, obj, change, machine, head, live=live,
@@ -437,9 +438,18 @@ def resource_mirror_upsert(kind: ResourceKind, obj: dict) -> None:
 
 def resource_mirror_write(objects: list[tuple[ResourceKind, dict]], deleted: Sequence[str] = ()) -> None:
     """`resource_mirror_upsert` for many objects and `resource_mirror_mark_deleted` for the `deleted` uids, in
-    one transaction: the existing rows locked in one query (in uid order, so two writers never deadlock),
-    the missing ones created, the changed ones updated. Each uid is written at most once (its last object)."""
+    one transaction. On PostgreSQL the objects are one upsert statement (`recording_sql.mirror_upsert`); elsewhere
+    the existing rows are locked in one query (in uid order, so two writers never deadlock), the missing ones
+    created, the changed ones updated. Each uid is written at most once (its last object)."""
     latest = {o.uid: o for o in (ObservedObject.from_api(kind, obj) for kind, obj in objects)}
+    if connection.vendor == "postgresql":  # one statement (recording_sql.mirror_upsert): no lock taken in Python
+        from reconcilers.engine.recording_sql import mirror_upsert  # it builds on this module
+
+        with transaction.atomic() if deleted else nullcontext():
+            mirror_upsert(latest, timezone.now())
+            for uid in deleted:
+                resource_mirror_mark_deleted(uid)
+        return
     with transaction.atomic():
         if latest:
             rows = _resources_locked(latest)
@@ -484,7 +494,7 @@ def _resources_locked(objects: dict[str, ObservedObject]) -> dict[str, Resource]
     missing = sorted(set(objects) - set(rows))
     if missing:  # created, or found created concurrently (that transaction has committed: its row is there)
         Resource.objects.bulk_create(
-            [_new_resource(o.kind, uid, o.namespace, o.name) for uid, o in objects.items() if uid in missing],
+            [new_resource(o.kind, uid, o.namespace, o.name) for uid, o in objects.items() if uid in missing],
             ignore_conflicts=True,
         )
         rows.update(lock(missing))
@@ -527,7 +537,7 @@ def _is_newer(incoming: str, recorded: str, *, strictly: bool = False) -> bool:
     return True
 
 
-def _new_resource(kind: ResourceKind, uid: str, namespace: str, name: str) -> Resource:
+def new_resource(kind: ResourceKind, uid: str, namespace: str, name: str) -> Resource:
     namespace = namespace if kind.namespaced else ""
     return Resource(
         uid=uid,

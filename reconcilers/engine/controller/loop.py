@@ -32,6 +32,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Sequence
+from contextlib import nullcontext
 from typing import Any
 
 from reconcilers.core.reconciler import Reconciler, ResourceKind
@@ -143,15 +144,16 @@ def _default_pump() -> int:
 
 
 def _default_mirror_write(updates: list[MirrorUpdate]) -> None:
-    """The batch in one transaction: live objects upserted, deleted ones recorded deleted (their kind's
-    reconciler known) or only marked deleted."""
+    """The batch, atomically: live objects upserted (one statement on PostgreSQL), deleted ones recorded deleted
+    (their kind's reconciler known) or only marked deleted."""
     from django.db import transaction
 
     from reconcilers.engine import recording
 
     gone = [recording.Deletion(u.reconciler, u.uid, u.obj, DELETED_EVENT) for u in updates
             if u.deleted and u.reconciler is not None]
-    with transaction.atomic():
+    # live objects only (the usual batch): one statement on PostgreSQL, which needs no transaction around it
+    with transaction.atomic() if any(u.deleted for u in updates) else nullcontext():
         recording.resource_mirror_write([(u.kind, u.obj) for u in updates if not u.deleted],
                                         [u.uid for u in updates if u.deleted and u.reconciler is None])
         recording.resource_deletions_record(gone)

@@ -21,7 +21,7 @@ from django.db.models import OuterRef, Subquery
 from django.db.models.expressions import RawSQL
 
 from reconcilers.core.types import Condition
-from reconcilers.engine.recording_cas import ChainHead, reserve_run_id_sql
+from reconcilers.engine.recording_sql import ChainHead, reserve_run_id_sql
 from reconcilers.engine.step import HealingView
 from reconcilers.models import Resource, SpecRevision
 
@@ -55,7 +55,7 @@ _HEAD_FIELDS = ("kind", "namespace", "name", "phase_since", "last_transition_seq
 
 def resource_state(uid: str, *, head: bool = False) -> RecordedState | None:
     """The phase and healing state on record for the object `uid` (None: no record yet). `head`: with the chain
-    head and a reserved run id in the same query (`recording_cas.ChainHead`, for a run's one-statement record)."""
+    head and a reserved run id in the same query (`recording_sql.ChainHead`, for a run's one-statement record)."""
     rows = Resource.objects.filter(uid=uid)
     fields: tuple[str, ...] = _FIELDS
     if head:

@@ -1,17 +1,18 @@
-"""Recording a reconcile in one SQL statement (PostgreSQL), guarded by a compare-and-swap on the chain head.
+"""The recording's one-statement writes (PostgreSQL): a reconcile run guarded by a compare-and-swap on the chain
+head, and the controller's mirror batch as one upsert.
 
-`recording.reconcile_record` locks the object's `Resource` row, reads, inserts and updates in one transaction:
-about seven round trips and the ORM's query building for each. Most runs need none of what makes that necessary.
-Before its reconcile the runner reads the phase on record with the chain head (`ChainHead`: the transition and
-revision counts, the head's hash, the generation of the last spec revision) and reserves its run's id from the
-run table's sequence, in the same query (`healing.state.resource_state(uid, head=True)`). With those, the rows
-of the run are built and hashed here exactly as the locked path builds them (`recording.transition_row`,
-`recording.revision_row`, the same `ReconcileRun`), and written by one statement:
+**A run.** `recording.reconcile_record` locks the object's `Resource` row, reads, inserts and updates in one
+transaction: about seven round trips and the ORM's query building for each. Most runs need none of what makes
+that necessary. Before its reconcile the runner reads the phase on record with the chain head (`ChainHead`: the
+transition and revision counts, the head's hash, the generation of the last spec revision) and reserves its
+run's id from the run table's sequence, in the same query (`healing.state.resource_state(uid, head=True)`).
+With those, the rows of the run are built and hashed here exactly as the locked path builds them
+(`recording.transition_row`, `recording.revision_row`, the same `ReconcileRun`), and written by one statement:
 
     WITH head AS (UPDATE resource SET <mirror, phase, chain head> WHERE id = … AND <head as read> RETURNING id),
-         r0 AS (INSERT INTO specrevision … SELECT … FROM head RETURNING id),   -- the first spec revision, if due
-         r1 AS (INSERT INTO reconcilerun … SELECT … FROM head RETURNING id),
-         r2 AS (INSERT INTO transition … SELECT … FROM head RETURNING id), …   -- one per planned transition
+         i0 AS (INSERT INTO specrevision … SELECT … FROM head RETURNING id),   -- the first spec revision, if due
+         i1 AS (INSERT INTO reconcilerun … SELECT … FROM head RETURNING id),
+         i2 AS (INSERT INTO transition … SELECT … FROM head RETURNING id), …   -- one per planned transition
     SELECT the ids
 
 If anything moved the head since the read (another link, a phase, a rollback started, the row marked deleted),
@@ -23,7 +24,12 @@ observed resourceVersion is not older than the row's (numeric versions compared 
 Only the locked path records: SQLite (`next_run_id` is None), a run that handled a manual request, a phase
 another field manager wrote, a rollback on record, a refused change (anomaly), a deleted object, a new spec
 generation after the first revision (its diff needs the previous spec). `audit_verify` sees the same rows either
-way; tests/reconcilers/engine/test_recording_cas.py holds the two paths to that.
+way; tests/reconcilers/engine/test_recording_sql.py holds the two paths to that.
+
+**The mirror batch** (`mirror_upsert`): `INSERT … VALUES (…), (…) ON CONFLICT (uid) DO UPDATE SET <the mirror's
+columns> WHERE <the incoming resourceVersion is strictly newer>`, rows in uid order (two writers lock in the same
+order: no deadlock). An echo (a version the mirror has) changes nothing and costs no lock wait in Python: one
+statement in autocommit instead of a transaction with a locking read, creates and an update.
 """
 
 from __future__ import annotations
@@ -77,8 +83,8 @@ def reconcile_record_one_statement(
 ) -> RecordOutcome | None:
     """Record the run in one statement when only that is needed and the head is still as read; None when the
     locked path must record it (nothing was written). `moves` gets the committed transitions (for metrics)."""
-    if (head.next_run_id is None or connection.vendor != "postgresql" or run.request_token or out_of_band is not None or obj.deleted or not head.rollback_none
-            or head.deleted):
+    if (head.next_run_id is None or connection.vendor != "postgresql" or run.request_token
+            or out_of_band is not None or obj.deleted or not head.rollback_none or head.deleted):
         return None
     planned, refused = plan_transitions(machine, head.phase, change) if change is not None else ([], False)
     if refused:
@@ -202,3 +208,35 @@ def _insert(row: models.Model) -> tuple[str, list[Any]]:
     return (f"INSERT INTO {qn(opts.db_table)} ({columns}) SELECT {placeholders} FROM head "
             f"RETURNING {qn(opts.pk.column)} AS id"), values
 
+
+
+def mirror_upsert(objects: dict[str, ObservedObject], now: datetime) -> None:
+    """Create or refresh the mirror rows of these objects (by uid) in one statement (see the module docstring)."""
+    if not objects:
+        return
+    qn = connection.ops.quote_name
+    meta = Resource._meta
+    rows = []
+    for uid in sorted(objects):
+        o = objects[uid]
+        row = recording.new_resource(o.kind, uid, o.namespace, o.name)
+        recording.mirror_observed(row, o, now)
+        row.deleted, row.deleted_at = False, None  # the mirror batch never marks deleted (see resource_mirror_write)
+        row.created_at = row.updated_at = now
+        rows.append(row)
+    fields = [f for f in meta.concrete_fields if not f.primary_key]
+    params: list[Any] = []
+    values = []
+    for row in rows:
+        values.append(f"({', '.join(['%s'] * len(fields))})")
+        params += [f.get_db_prep_save(getattr(row, f.attname), connection) for f in fields]
+    rv = qn(meta.get_field("resource_version").column)
+    sets = ", ".join(f"{qn(meta.get_field(name).column)} = EXCLUDED.{qn(meta.get_field(name).column)}"
+                     for name in recording.MIRROR_FIELDS)
+    newer = (f"(r.{rv} = '' OR r.{rv} !~ '^[0-9]{{1,30}}$' OR EXCLUDED.{rv} !~ '^[0-9]{{1,30}}$' "
+             f"OR EXCLUDED.{rv}::numeric > r.{rv}::numeric)")
+    sql = (f"INSERT INTO {qn(meta.db_table)} AS r ({', '.join(qn(f.column) for f in fields)}) "
+           f"VALUES {', '.join(values)} ON CONFLICT ({qn(meta.get_field('uid').column)}) DO UPDATE SET {sets} "
+           f"WHERE {newer}")
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
