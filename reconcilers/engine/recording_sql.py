@@ -41,6 +41,7 @@ from typing import Any
 
 from django.db import IntegrityError, connection, models, transaction
 from django.utils import timezone
+from psycopg.types.json import Jsonb
 
 from reconcilers.core.statemachine import StateMachine
 from reconcilers.engine import recording
@@ -155,67 +156,82 @@ def _revision_due(obj: ObservedObject, live: dict[str, Any] | None, head: ChainH
 
 #: the mirror's columns, overwritten only by an observation not older than the row's
 _MIRROR = [name for name in recording.MIRROR_FIELDS if name != "updated_at"]
-_OLDER = ("(CASE WHEN r.{rv} ~ '^[0-9]{{1,30}}$' THEN r.{rv}::numeric > %s::numeric ELSE false END)")
+#: the columns every recorded run sets (reason and message too when it planned a change)
+_DIRECT = ["phase", "phase_since", "last_transition_seq", "last_transition_hash", "last_revision_seq",
+           "last_reconcile_at", "last_result", "updated_at", "reason", "message"]
+
+
+def _json_value(field: models.Field, value: Any) -> Any:
+    """A column's value as JSON that `jsonb_populate_record` reads back into that column unchanged."""
+    if value is None or isinstance(field, models.JSONField):
+        return value
+    if isinstance(value, datetime):
+        return value.isoformat()
+    if isinstance(value, (bool, int, float, str)):
+        return value
+    return str(value)  # a uuid
+
+
+def _json_row(row: models.Model, names: list[str] | None = None) -> dict[str, Any]:
+    """`row`'s columns (all concrete fields but an unset primary key, or `names`) as {column: JSON value}, each
+    prepared as `Model.save` prepares it."""
+    opts = row._meta
+    fields = ([opts.get_field(name) for name in names] if names is not None else
+              [f for f in opts.concrete_fields if not (f.primary_key and getattr(row, f.attname) is None)])
+    return {f.column: _json_value(f, f.pre_save(row, True)) for f in fields}
+
+
+def _table(model: type[models.Model]) -> str:
+    return connection.ops.quote_name(model._meta.db_table)
 
 
 def _statement(shadow: Resource, head: ChainHead, obj: ObservedObject, change: PhaseChange | None, run: RunRecord,
                now: datetime, rows: list[models.Model]) -> tuple[str, list[Any]]:
-    qn = connection.ops.quote_name
-    meta = Resource._meta
-    rv = qn(meta.get_field("resource_version").column)
-    incoming = int(obj.resource_version) if obj.resource_version.isdigit() else None
-    older = _OLDER.format(rv=rv)
+    """The statement and its parameters. Its text depends only on which rows it inserts (a handful of shapes, so
+    psycopg's query cache keeps them): every value travels as one JSON parameter per row."""
     recording.mirror_observed(shadow, obj, now)
     shadow.last_reconcile_at, shadow.last_result, shadow.updated_at = now, run.result, now
-    sets: list[str] = []
-    params: list[Any] = []
-    for name in _MIRROR:
-        field = meta.get_field(name)
-        col = qn(field.column)
-        sets.append(f"{col} = CASE WHEN {older} THEN r.{col} ELSE %s END")
-        params += [incoming, field.get_db_prep_save(getattr(shadow, field.attname), connection)]
-    direct = ["phase", "phase_since", "last_transition_seq", "last_transition_hash", "last_revision_seq",
-              "last_reconcile_at", "last_result", "updated_at"]
     if change is not None:
         shadow.reason, shadow.message = change.reason[:255], change.message
-        direct += ["reason", "message"]
-    for name in direct:
-        field = meta.get_field(name)
-        sets.append(f"{qn(field.column)} = %s")
-        params.append(field.get_db_prep_save(getattr(shadow, field.attname), connection))
-    where = (f"r.{qn(meta.pk.column)} = %s AND r.last_transition_seq = %s AND r.last_transition_hash = %s "
-             f"AND r.last_revision_seq = %s AND r.phase = %s AND r.rollback IS NULL AND NOT r.deleted")
-    params += [head.id, head.last_transition_seq, head.last_transition_hash, head.last_revision_seq, head.phase]
-    parts = [f"head AS (UPDATE {qn(meta.db_table)} AS r SET {', '.join(sets)} WHERE {where} "
-             f"RETURNING r.{qn(meta.pk.column)})"]
+    direct = _json_row(shadow, _DIRECT if change is not None else _DIRECT[:-2])
+    mirror = _json_row(shadow, _MIRROR)
+    columns = [Resource._meta.get_field(name).column for name in (*_MIRROR, *_DIRECT)]
+    sql, params = _update_sql(columns), [head.id, head.last_transition_seq, head.last_transition_hash,
+                                         head.last_revision_seq, head.phase]
+    incoming = int(obj.resource_version) if obj.resource_version.isdigit() else None
+    params = [incoming, Jsonb(direct), Jsonb({**mirror, **direct}), *params]
+    parts = [sql]
     for i, row in enumerate(rows):
-        insert, values = _insert(row)
-        parts.append(f"i{i} AS ({insert})")
-        params += values
+        parts.append(f"i{i} AS ({_insert_sql(type(row), with_id=row.pk is not None)})")
+        params.append(Jsonb(_json_row(row)))
     ids = ", ".join(f"(SELECT id FROM i{i})" for i in range(len(rows)))
-    return f"WITH {', '.join(parts)} SELECT (SELECT {qn(meta.pk.column)} FROM head), {ids}", params
+    return f"WITH {', '.join(parts)} SELECT (SELECT id FROM head), {ids}", params
 
 
-def _insert(row: models.Model) -> tuple[str, list[Any]]:
-    """`INSERT INTO <table> (<columns>) SELECT <values> FROM head RETURNING id` for an unsaved row, its values
-    prepared as `Model.save` prepares them (the primary key only when set: a reserved run id)."""
+def _update_sql(columns: list[str]) -> str:
     qn = connection.ops.quote_name
-    opts = row._meta
-    fields = [f for f in opts.concrete_fields if not (f.primary_key and getattr(row, f.attname) is None)]
-    values = [f.get_db_prep_save(f.pre_save(row, True), connection) for f in fields]
-    columns = ", ".join(qn(f.column) for f in fields)
-    placeholders = ", ".join(["%s"] * len(fields))
-    return (f"INSERT INTO {qn(opts.db_table)} ({columns}) SELECT {placeholders} FROM head "
-            f"RETURNING {qn(opts.pk.column)} AS id"), values
+    rv = qn(Resource._meta.get_field("resource_version").column)
+    older = f"CASE WHEN r.{rv} ~ '^[0-9]{{1,30}}$' THEN r.{rv}::numeric > %s::numeric ELSE false END"
+    cols, values = ", ".join(qn(c) for c in columns), ", ".join(f"x.{qn(c)}" for c in columns)
+    return (f"head AS (UPDATE {_table(Resource)} AS r SET ({cols}) = (SELECT {values} "
+            f"FROM jsonb_populate_record(r, CASE WHEN {older} THEN %s::jsonb ELSE %s::jsonb END) AS x) "
+            f"WHERE r.id = %s AND r.last_transition_seq = %s AND r.last_transition_hash = %s "
+            f"AND r.last_revision_seq = %s AND r.phase = %s AND r.rollback IS NULL AND NOT r.deleted RETURNING r.id)")
 
+
+def _insert_sql(model: type[models.Model], *, with_id: bool) -> str:
+    """`INSERT INTO <table> SELECT x.* FROM head, jsonb_populate_record(NULL::<table>, <the row's JSON>) AS x`:
+    nothing when `head` is empty; the id from the JSON (a reserved run id) or from the table's sequence."""
+    table = _table(model)
+    row = "%s::jsonb" if with_id else (f"%s::jsonb || jsonb_build_object('id', "
+                                       f"nextval(pg_get_serial_sequence('{model._meta.db_table}', 'id')))")
+    return f"INSERT INTO {table} SELECT x.* FROM head, jsonb_populate_record(NULL::{table}, {row}) AS x RETURNING id"
 
 
 def mirror_upsert(objects: dict[str, ObservedObject], now: datetime) -> None:
     """Create or refresh the mirror rows of these objects (by uid) in one statement (see the module docstring)."""
     if not objects:
         return
-    qn = connection.ops.quote_name
-    meta = Resource._meta
     rows = []
     for uid in sorted(objects):
         o = objects[uid]
@@ -223,20 +239,20 @@ def mirror_upsert(objects: dict[str, ObservedObject], now: datetime) -> None:
         recording.mirror_observed(row, o, now)
         row.deleted, row.deleted_at = False, None  # the mirror batch never marks deleted (see resource_mirror_write)
         row.created_at = row.updated_at = now
-        rows.append(row)
-    fields = [f for f in meta.concrete_fields if not f.primary_key]
-    params: list[Any] = []
-    values = []
-    for row in rows:
-        values.append(f"({', '.join(['%s'] * len(fields))})")
-        params += [f.get_db_prep_save(getattr(row, f.attname), connection) for f in fields]
+        rows.append(_json_row(row))
+    with connection.cursor() as cursor:
+        cursor.execute(_upsert_sql(), [Jsonb(rows)])
+
+
+def _upsert_sql() -> str:
+    qn = connection.ops.quote_name
+    meta = Resource._meta
+    columns = ", ".join(qn(f.column) for f in meta.concrete_fields if not f.primary_key)
     rv = qn(meta.get_field("resource_version").column)
     sets = ", ".join(f"{qn(meta.get_field(name).column)} = EXCLUDED.{qn(meta.get_field(name).column)}"
                      for name in recording.MIRROR_FIELDS)
-    newer = (f"(r.{rv} = '' OR r.{rv} !~ '^[0-9]{{1,30}}$' OR EXCLUDED.{rv} !~ '^[0-9]{{1,30}}$' "
-             f"OR EXCLUDED.{rv}::numeric > r.{rv}::numeric)")
-    sql = (f"INSERT INTO {qn(meta.db_table)} AS r ({', '.join(qn(f.column) for f in fields)}) "
-           f"VALUES {', '.join(values)} ON CONFLICT ({qn(meta.get_field('uid').column)}) DO UPDATE SET {sets} "
-           f"WHERE {newer}")
-    with connection.cursor() as cursor:
-        cursor.execute(sql, params)
+    newer = (f"r.{rv} = '' OR r.{rv} !~ '^[0-9]{{1,30}}$' OR EXCLUDED.{rv} !~ '^[0-9]{{1,30}}$' "
+             f"OR EXCLUDED.{rv}::numeric > r.{rv}::numeric")
+    return (f"INSERT INTO {_table(Resource)} AS r ({columns}) SELECT {columns} "
+            f"FROM jsonb_populate_recordset(NULL::{_table(Resource)}, %s::jsonb) ORDER BY {qn('uid')} "
+            f"ON CONFLICT ({qn('uid')}) DO UPDATE SET {sets} WHERE {newer}")

@@ -14,11 +14,12 @@ Conditions (metav1.Condition, set by every status write while they apply, turned
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from django.db import connection
 from django.db.models import OuterRef, Subquery
-from django.db.models.expressions import RawSQL
 
 from reconcilers.core.types import Condition
 from reconcilers.engine.recording_sql import ChainHead, reserve_run_id_sql
@@ -56,16 +57,16 @@ _HEAD_FIELDS = ("kind", "namespace", "name", "phase_since", "last_transition_seq
 def resource_state(uid: str, *, head: bool = False) -> RecordedState | None:
     """The phase and healing state on record for the object `uid` (None: no record yet). `head`: with the chain
     head and a reserved run id in the same query (`recording_sql.ChainHead`, for a run's one-statement record)."""
-    rows = Resource.objects.filter(uid=uid)
-    fields: tuple[str, ...] = _FIELDS
-    if head:
-        newest = SpecRevision.objects.filter(resource_uid=OuterRef("uid")).order_by("-seq").values("generation")[:1]
-        rows = rows.annotate(revision_generation=Subquery(newest))
-        fields = (*_FIELDS, *_HEAD_FIELDS, "revision_generation")
-        if (reserve := reserve_run_id_sql()) is not None:
-            rows = rows.annotate(next_run_id=RawSQL(reserve, ()))
-            fields = (*fields, "next_run_id")
-    row = rows.values(*fields).first()
+    if head and (reserve := reserve_run_id_sql()) is not None:
+        row = _state_with_head(uid, reserve)  # every run asks: one fixed statement, not the ORM's query building
+    else:
+        rows = Resource.objects.filter(uid=uid)
+        fields: tuple[str, ...] = _FIELDS
+        if head:
+            newest = SpecRevision.objects.filter(resource_uid=OuterRef("uid")).order_by("-seq").values("generation")
+            rows = rows.annotate(revision_generation=Subquery(newest[:1]))
+            fields = (*_FIELDS, *_HEAD_FIELDS, "revision_generation")
+        row = rows.values(*fields).first()
     if row is None:
         return None
     chain = None
@@ -75,6 +76,25 @@ def resource_state(uid: str, *, head: bool = False) -> RecordedState | None:
                           row["revision_generation"], row["rollback"] is None, row["deleted"], row.get("next_run_id"))
     return RecordedState(row["id"], row["phase"], row["generation"], row["suspended"], row["suspension"],
                          row["rollback"], row["active_anomalies"] or {}, chain)
+
+
+def _state_with_head(uid: str, reserve: str) -> dict[str, Any] | None:
+    """`resource_state`'s row with the head and a reserved run id (PostgreSQL), in one fixed statement."""
+    qn = connection.ops.quote_name
+    columns = ", ".join(f"r.{qn(Resource._meta.get_field(name).column)}" for name in (*_FIELDS, *_HEAD_FIELDS))
+    revisions = qn(SpecRevision._meta.db_table)
+    sql = (f"SELECT {columns}, (SELECT s.generation FROM {revisions} s WHERE s.resource_uid = r.uid "
+           f"ORDER BY s.seq DESC LIMIT 1), {reserve} FROM {qn(Resource._meta.db_table)} r WHERE r.uid = %s")
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [uid])
+        found = cursor.fetchone()
+    if found is None:
+        return None
+    row = dict(zip((*_FIELDS, *_HEAD_FIELDS, "revision_generation", "next_run_id"), found, strict=True))
+    for name in ("suspension", "rollback", "active_anomalies"):  # jsonb comes back as text (Django's loader)
+        if isinstance(row[name], str):
+            row[name] = json.loads(row[name])
+    return row
 
 
 def camel(name: str) -> str:

@@ -263,3 +263,23 @@ def test_two_mirror_writers_with_overlapping_batches_never_deadlock():
         t.join()
     assert errors == [] and Resource.objects.count() == 40
     assert set(Resource.objects.values_list("resource_version", flat=True)) == {"209"}
+
+
+def test_the_state_read_with_the_head_is_the_plain_read_plus_the_head():
+    created("u1")
+    record_with_head(observed("u1"), "Running")
+    Resource.objects.filter(uid="u1").update(active_anomalies={"flapping": {"message": "3 flips"}}, suspended=True,
+                                             suspension={"actor": "user:ann", "reason": "maintenance"})
+    plain, with_head = resource_state("u1"), resource_state("u1", head=True)
+    assert plain is not None and with_head is not None and plain.head is None
+    assert (with_head.id, with_head.phase, with_head.generation, with_head.suspended, with_head.suspension,
+            with_head.rollback, with_head.active_anomalies) == (plain.id, plain.phase, plain.generation,
+                                                                plain.suspended, plain.suspension, plain.rollback,
+                                                                plain.active_anomalies)
+    r = Resource.objects.get(uid="u1")
+    head = with_head.head
+    assert (head.phase, head.last_transition_seq, head.last_transition_hash, head.last_revision_seq) == (
+        "Running", 2, r.last_transition_hash, 1)
+    assert (head.revision_generation, head.rollback_none, head.deleted, head.phase_since) == (1, True, False,
+                                                                                              r.phase_since)
+    assert resource_state("nobody", head=True) is None
