@@ -39,6 +39,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+import psycopg
 from django.db import IntegrityError, connection, models, transaction
 from django.utils import timezone
 from psycopg.types.json import Jsonb
@@ -122,9 +123,8 @@ def reconcile_record_one_statement(
                              [r for r in (revision, run_row, *transitions) if r is not None])
     try:
         # inside a caller's transaction, a savepoint keeps a refused statement from breaking it
-        with transaction.atomic() if connection.in_atomic_block else nullcontext(), connection.cursor() as cursor:
-            cursor.execute(sql, params)
-            ids = cursor.fetchone()
+        with transaction.atomic() if connection.in_atomic_block else nullcontext():
+            ids = _execute(sql, params)
     except IntegrityError:  # a writer the head does not show (a row under the same seq): the locked path decides
         return None
     if ids is None or ids[0] is None:
@@ -159,6 +159,19 @@ _MIRROR = [name for name in recording.MIRROR_FIELDS if name != "updated_at"]
 #: the columns every recorded run sets (reason and message too when it planned a change)
 _DIRECT = ["phase", "phase_since", "last_transition_seq", "last_transition_hash", "last_revision_seq",
            "last_reconcile_at", "last_result", "updated_at", "reason", "message"]
+
+
+def _execute(sql: str, params: list[Any]) -> tuple[Any, ...] | None:
+    """Run one statement with its parameters bound by the server (a plain psycopg cursor): Django's cursors quote
+    every value into the SQL text on the client, which for a batch's JSON cost more than the rest of the write.
+    Wrapped as Django wraps its own cursors (errors translated, queries counted and logged). Returns the first
+    row, if the statement returns rows."""
+    connection.ensure_connection()
+    raw = psycopg.Cursor(connection.connection)
+    cursor = connection.make_debug_cursor(raw) if connection.queries_logged else connection.make_cursor(raw)
+    with cursor:
+        cursor.execute(sql, params)
+        return cursor.fetchone() if raw.description is not None else None
 
 
 def _json_value(field: models.Field, value: Any) -> Any:
@@ -240,8 +253,7 @@ def mirror_upsert(objects: dict[str, ObservedObject], now: datetime) -> None:
         row.deleted, row.deleted_at = False, None  # the mirror batch never marks deleted (see resource_mirror_write)
         row.created_at = row.updated_at = now
         rows.append(_json_row(row))
-    with connection.cursor() as cursor:
-        cursor.execute(_upsert_sql(), [Jsonb(rows)])
+    _execute(_upsert_sql(), [Jsonb(rows)])
 
 
 def _upsert_sql() -> str:
