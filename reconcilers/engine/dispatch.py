@@ -10,7 +10,9 @@ so a private Celery queue gets a private workqueue); `OPSCONSOLE_WORKQUEUE_LEASE
 `OPSCONSOLE_WORKQUEUE_BACKOFF_BASE` (0.005); `OPSCONSOLE_WORKQUEUE_BACKOFF_CAP` (1000);
 `OPSCONSOLE_WORKQUEUE_QPS` (10); `OPSCONSOLE_WORKQUEUE_BURST` (100); `OPSCONSOLE_WORKQUEUE_UNCLAIMED_AFTER` (5: a
 key marked sent but not claimed by a worker that long is sent again, the wait doubling per copy up to
-`OPSCONSOLE_WORKQUEUE_REDISPATCH_AFTER`, 300, the longest wait between copies).
+`OPSCONSOLE_WORKQUEUE_REDISPATCH_AFTER`, 300, the longest wait between copies); `OPSCONSOLE_WORKQUEUE_MAX_SENT`
+(32: keys sent and not yet claimed at most; the others wait ready for a draining worker or `pump()`'s top-up; 0
+sends one task per ready key).
 """
 
 from __future__ import annotations
@@ -58,6 +60,7 @@ def get_queue() -> WorkQueue:
                 bucket_burst=int(getattr(settings, "OPSCONSOLE_WORKQUEUE_BURST", 100)),
                 redispatch_after=unclaimed,
                 redispatch_max=max(unclaimed, float(getattr(settings, "OPSCONSOLE_WORKQUEUE_REDISPATCH_AFTER", 300.0))),
+                max_sent=max(0, int(getattr(settings, "OPSCONSOLE_WORKQUEUE_MAX_SENT", 32))),
             )
             _queues[ident] = queue
         return queue
@@ -118,6 +121,13 @@ def retry_now(key: str) -> bool:
 
 
 def pump() -> int:
-    """One step: dispatch due delayed keys and re-queue expired leases. Returns the number of tasks sent."""
+    """One step: dispatch due delayed keys, re-queue expired leases, and send ready keys no task was sent for
+    while fewer than the cap wait (`WorkQueue.top_up`). Returns the number of tasks sent."""
     queue = get_queue()
-    return dispatch(queue.release_due()) + dispatch(queue.reap_expired())
+    return dispatch(queue.release_due()) + dispatch(queue.reap_expired()) + dispatch(queue.top_up())
+
+
+def top_up() -> int:
+    """Send ready keys no task was sent for, while fewer than the cap wait (a draining task that stops with keys
+    left). Returns the number of tasks sent."""
+    return dispatch(get_queue().top_up())

@@ -2,7 +2,8 @@
 
 It orchestrates and decides nothing itself; one key goes down these steps, each in its own module:
 1. Lease (`workqueue`): claim the key (owner `host:pid:uuid`); someone else holds it → return at once (the key
-   stays dirty, so that owner's `done()` re-queues it). A thread renews the lease while we run.
+   stays dirty, so that owner's `done()` re-queues it). A thread renews the lease while we run. After its key,
+   a task runs the keys the workqueue holds *ready* (no task sent for them: `drain_ready`), one claim at a time.
 2. Read: GET the live object (`kube`). Gone → its mirror is marked deleted. The phase and the healing state on
    record come from `healing.state`, the manual requests the run picks up from `recording`. A suspended object
    is not reconciled (`healing.suspend.suspension_check`: nothing recorded, the key looked at again at expiry).
@@ -29,6 +30,7 @@ import uuid
 from typing import Any
 
 from django.conf import settings
+from django.db import close_old_connections, connection
 from django.utils import timezone
 from opentelemetry import trace
 from opentelemetry.trace import Status, StatusCode
@@ -60,15 +62,55 @@ def _worker() -> str:
     return f"{socket.gethostname()}:{os.getpid()}"
 
 
-def run(key: str, *, only_if_queued: bool = False) -> str:
+def run(key: str, *, only_if_queued: bool = False, drain: bool = False) -> str:
     """Reconcile `key` once. Returns the run's result label, or 'skipped' when another worker holds the key
-    or, `only_if_queued`, when the workqueue no longer has it queued (a duplicate task: its work was done)."""
+    or, `only_if_queued`, when the workqueue no longer has it queued (a duplicate task: its work was done).
+    Then, `drain`, the keys the workqueue holds ready (`drain_ready`), in the same task."""
     queue = dispatch.get_queue()
-    owner = f"{_worker()}:{uuid.uuid4().hex[:8]}"
+    owner = _owner()
     claim = queue.claim(key, owner, only_if_dirty=only_if_queued)
     if claim is None:
         log.debug("%s is being reconciled elsewhere or no longer queued; skipped", key)
-        return SKIPPED
+        result = SKIPPED
+    else:
+        result = _run_claimed(queue, claim)
+    if drain:
+        drain_ready(queue)
+    return result
+
+
+def drain_ready(queue: WorkQueue) -> int:
+    """Run the keys that are ready (queued, no task sent for them: beyond the workqueue's `max_sent`), one at a
+    time, each claimed only when the previous one is done, so no key waits behind a slow neighbour: it stays ready
+    for any other worker. Stops after OPSCONSOLE_DRAIN_KEYS keys or OPSCONSOLE_DRAIN_SECONDS (well inside the
+    Celery time limit), then sends tasks for what is still ready. Returns the number of keys run."""
+    limit = int(getattr(settings, "OPSCONSOLE_DRAIN_KEYS", 100))
+    deadline = time.monotonic() + float(getattr(settings, "OPSCONSOLE_DRAIN_SECONDS", 20.0))
+    ran = 0
+    try:
+        while ran < limit and time.monotonic() < deadline:
+            claim = queue.claim_next(_owner())
+            if claim is None:
+                return ran
+            if not connection.in_atomic_block:  # as Celery's task_prerun does before a task: no dead connection
+                close_old_connections()
+            _run_claimed(queue, claim)
+            ran += 1
+        dispatch.top_up()
+    except Exception:  # Redis away: the pump sends what is ready once it is back
+        log.warning("draining the workqueue stopped", exc_info=True)
+    return ran
+
+
+def _owner() -> str:
+    """A lease owner: `host:pid:` and a fresh suffix (one per run)."""
+    return f"{_worker()}:{uuid.uuid4().hex[:8]}"
+
+
+def _run_claimed(queue: WorkQueue, claim: Claim) -> str:
+    """One run of a claimed key, its lease renewed meanwhile and released after (the key sent again when it became
+    dirty while it ran)."""
+    key, owner = claim.key, claim.owner
     renewer = LeaseRenewer(queue, key, owner)
     renewer.start()
     this = Run(key, claim, queue, renewer)

@@ -23,6 +23,13 @@ It has client-go's workqueue semantics (DESIGN.md §3), with Celery as the trans
   doubling bounds the copies of one waiting key to about log2(backlog / redispatch_after). `retry_now()` (the
   admin control, and manual reconcile requests) sends a key stuck in "sent" at once.
 
+- Sent and ready: with `max_sent` > 0, at most that many keys are sent and not yet claimed (the `dispatched`
+  set). A key that becomes dirty beyond that stays *ready* (dirty, not processing, not sent): a worker that
+  finished its key takes the longest-queued ready key (`claim_next`, pop and claim in one script) and runs it in
+  the same task, and `top_up()` (the controller's pump, and a draining task that stops) sends ready keys while
+  fewer than `max_sent` wait. A burst then costs a Celery message per worker's batch instead of one per key,
+  and never builds a broker backlog longer than `max_sent` (whose keys `reap_expired` would send again).
+
 Every state change is one Lua script (atomic). All keys live under `wq:{<name>}:` (one hash slot), so several
 queues share a Redis. Times come from the injected `clock`, or from Redis `TIME` when none is given, so
 leases compare consistently across hosts. Methods that return keys "to dispatch" leave the sending of the
@@ -59,12 +66,41 @@ local function sent(key)  -- key handed to the broker now: check that a worker c
   redis.call('HDEL', KEYS[8], key)
   return 1
 end
+local function offer(key)  -- a key ready for a worker: sent, unless MAX_SENT tasks wait already (then it stays
+  -- ready, taken by a worker draining the queue, or sent by top_up when fewer wait)
+  if MAX_SENT > 0 and redis.call('ZCARD', KEYS[7]) >= MAX_SENT then return 0 end
+  return sent(key)
+end
 local function mark(key, at)  -- make key dirty (queued at `at`); 1 when the caller must dispatch it now
   if redis.call('ZSCORE', KEYS[1], key) then return 0 end
   redis.call('ZADD', KEYS[1], at or f(now), key)
   redis.call('ZREM', KEYS[4], key)
   if redis.call('HEXISTS', KEYS[2], key) == 1 then return 0 end
-  return sent(key)
+  return offer(key)
+end
+local function ready(limit)  -- up to `limit` keys queued, not processing and not sent, the longest queued first
+  local out = {}
+  local scan = limit + redis.call('HLEN', KEYS[2]) + redis.call('ZCARD', KEYS[7])
+  for _, key in ipairs(redis.call('ZRANGE', KEYS[1], 0, scan - 1)) do
+    if #out >= limit then break end
+    if redis.call('HEXISTS', KEYS[2], key) == 0 and not redis.call('ZSCORE', KEYS[7], key) then
+      out[#out + 1] = key
+    end
+  end
+  return out
+end
+local function take(key, owner, lease)  -- owner's lease on key (the caller checked nobody else holds one)
+  local cur = owner_of(key)
+  local since = now
+  if cur and cur.owner == owner then since = tonumber(cur.since) end
+  local queued = redis.call('ZSCORE', KEYS[1], key) or (cur and cur.owner == owner and cur.queued) or f(now)
+  redis.call('ZREM', KEYS[1], key); redis.call('ZREM', KEYS[4], key); redis.call('ZREM', KEYS[7], key)
+  redis.call('HDEL', KEYS[8], key)
+  local expires = now + lease
+  redis.call('HSET', KEYS[2], key, cjson.encode({owner = owner, since = f(since), expires = f(expires),
+    queued = queued}))
+  redis.call('ZADD', KEYS[3], f(expires), key)
+  return {queued, f(since), f(expires), tonumber(redis.call('HGET', KEYS[5], key)) or 0}
 end
 local function delay(key, due)  -- the earlier of the new and any existing due time wins
   local cur = tonumber(redis.call('ZSCORE', KEYS[4], key))
@@ -103,22 +139,26 @@ return {f(due - now), n + 1}
 local key, owner, lease = ARGV[2], ARGV[3], tonumber(ARGV[4])
 if ARGV[5] == '1' and not redis.call('ZSCORE', KEYS[1], key) then return 0 end  -- a duplicate task: nothing queued
 local cur = owner_of(key)
-local since = now
-if cur then
-  if cur.owner ~= owner and tonumber(cur.expires) > now then
-    if not redis.call('ZSCORE', KEYS[1], key) then redis.call('ZADD', KEYS[1], f(now), key) end
-    return false
-  end
-  if cur.owner == owner then since = tonumber(cur.since) end
+if cur and cur.owner ~= owner and tonumber(cur.expires) > now then
+  if not redis.call('ZSCORE', KEYS[1], key) then redis.call('ZADD', KEYS[1], f(now), key) end
+  return false
 end
-local queued = redis.call('ZSCORE', KEYS[1], key) or (cur and cur.owner == owner and cur.queued) or f(now)
-redis.call('ZREM', KEYS[1], key); redis.call('ZREM', KEYS[4], key); redis.call('ZREM', KEYS[7], key)
-redis.call('HDEL', KEYS[8], key)
-local expires = now + lease
-redis.call('HSET', KEYS[2], key, cjson.encode({owner = owner, since = f(since), expires = f(expires),
-  queued = queued}))
-redis.call('ZADD', KEYS[3], f(expires), key)
-return {queued, f(since), f(expires), tonumber(redis.call('HGET', KEYS[5], key)) or 0}
+return take(key, owner, lease)
+""",
+    "claim_next": """
+local key = ready(1)[1]
+if not key then return false end
+local got = take(key, ARGV[2], tonumber(ARGV[3]))
+table.insert(got, 1, key)
+return got
+""",
+    "top_up": """
+local out = {}
+local room = tonumber(ARGV[2])
+if MAX_SENT > 0 then room = math.min(room, MAX_SENT - redis.call('ZCARD', KEYS[7])) end
+if room <= 0 then return out end
+for _, key in ipairs(ready(room)) do sent(key); out[#out + 1] = key end
+return out
 """,
     "renew": """
 local key, owner = ARGV[2], ARGV[3]
@@ -136,7 +176,7 @@ local cur = owner_of(key)
 if not cur or cur.owner ~= ARGV[3] then return 0 end
 redis.call('HDEL', KEYS[2], key); redis.call('ZREM', KEYS[3], key)
 if not redis.call('ZSCORE', KEYS[1], key) then return 0 end
-return sent(key)
+return offer(key)
 """,
     "release_due": """
 local out = {}
@@ -159,8 +199,7 @@ for _, key in ipairs(redis.call('ZRANGEBYSCORE', KEYS[3], '-inf', f(now), 'LIMIT
   else
     redis.call('HDEL', KEYS[2], key); redis.call('ZREM', KEYS[3], key)
     if not redis.call('ZSCORE', KEYS[1], key) then redis.call('ZADD', KEYS[1], f(now), key) end
-    sent(key)
-    table.insert(out, key)
+    if offer(key) == 1 then table.insert(out, key) end
   end
 end
 local stale = redis.call('ZRANGEBYSCORE', KEYS[7], '-inf', f(now), 'LIMIT', 0, limit)
@@ -320,16 +359,19 @@ class WorkQueue:
         bucket_burst: int = 100,
         redispatch_after: float = 5.0,
         redispatch_max: float | None = None,
+        max_sent: int = 0,
         batch: int = 500,
         clock: Callable[[], float] | None = None,
     ) -> None:
         """`clock` None uses the Redis server's clock (consistent across hosts); tests inject a fake one.
         `bucket_qps` <= 0 disables the token bucket. `batch` bounds the keys one release/reap step moves.
         A key marked sent but not claimed within `redispatch_after` seconds is re-sent, then again after a wait
-        doubling up to `redispatch_max` (None: no doubling, every `redispatch_after`)."""
+        doubling up to `redispatch_max` (None: no doubling, every `redispatch_after`). `max_sent` > 0 caps the
+        keys sent and not yet claimed: a key that becomes ready beyond it is left for a draining worker
+        (`claim_next`) or for `top_up`; 0 sends every ready key."""
         redispatch_max = redispatch_after if redispatch_max is None else redispatch_max
         if (lease_seconds <= 0 or backoff_base < 0 or backoff_cap < backoff_base or bucket_burst < 1 or batch < 1
-                or redispatch_after <= 0 or redispatch_max < redispatch_after):
+                or redispatch_after <= 0 or redispatch_max < redispatch_after or max_sent < 0):
             raise ValueError("invalid workqueue parameters")
         self.redis = redis
         self.name = name
@@ -340,11 +382,13 @@ class WorkQueue:
         self.bucket_burst = int(bucket_burst)
         self.redispatch_after = float(redispatch_after)
         self.redispatch_max = float(redispatch_max)
+        self.max_sent = int(max_sent)
         self.batch = int(batch)
         self.clock = clock
         self.prefix = f"wq:{{{name}}}:"
         self.keys = [self.prefix + part for part in _PARTS]
-        prologue = f"local RESEND, RESEND_MAX = {self.redispatch_after!r}, {self.redispatch_max!r}\n"
+        prologue = (f"local RESEND, RESEND_MAX, MAX_SENT = {self.redispatch_after!r}, {self.redispatch_max!r}, "
+                    f"{self.max_sent}\n")
         self._scripts = {op: redis.register_script(prologue + _PRELUDE + src) for op, src in _SCRIPTS.items()}
 
     def _run(self, op: str, *args: object) -> Any:
@@ -395,6 +439,20 @@ class WorkQueue:
             return None
         queued, since, expires, failures = got
         return Claim(key, owner, float(queued), float(since), float(expires), int(failures))
+
+    def claim_next(self, owner: str) -> Claim | None:
+        """Take the lease of the longest-queued key that is ready (queued, not processing, no task sent for it)
+        for owner: how a worker drains the queue after its own key. None when no key is ready."""
+        got = self._run("claim_next", owner, repr(self.lease_seconds))
+        if not got:
+            return None
+        key, queued, since, expires, failures = got
+        return Claim(_text(key), owner, float(queued), float(since), float(expires), int(failures))
+
+    def top_up(self, limit: int | None = None) -> list[str]:
+        """Send ready keys (the longest queued first) while fewer than `max_sent` sent keys wait for a worker, at
+        most `limit` (the batch size). Returns the keys to dispatch."""
+        return [_text(k) for k in self._run("top_up", str(self.batch if limit is None else limit))]
 
     def renew(self, key: str, owner: str) -> bool:
         """Extend owner's lease on key by lease_seconds from now. False: the lease is no longer owner's."""

@@ -8,7 +8,7 @@ import pytest
 
 from reconcilers.core.meta import FIELD_MANAGER, RECONCILE_REQUESTED_AT
 from reconcilers.core.types import Request
-from reconcilers.engine import kube, runner, step
+from reconcilers.engine import dispatch, kube, runner, step
 from reconcilers.models import ReconcileRequest, ReconcileRun, RequestState, Resource, Transition
 from tests.reconcilers.testkinds import GADGET, gadget, trace
 
@@ -272,3 +272,36 @@ def test_a_kind_without_a_finalizer_is_just_marked_deleted_when_gone(make, kapi,
     kube.delete_object(kapi, GADGET, obj["metadata"]["namespace"], "g")
     assert runner.run(key) == "success"
     assert Resource.objects.get(uid=obj["metadata"]["uid"]).deleted
+
+
+@pytest.fixture
+def capped_queue(workqueue, settings):
+    """The test's workqueue with at most one key sent and not yet claimed."""
+    settings.OPSCONSOLE_WORKQUEUE_MAX_SENT = 1
+    dispatch._queues.clear()  # the same queue (name, Redis keys), made again with the cap
+    queue = dispatch.get_queue()
+    queue.sent = workqueue.sent
+    return queue
+
+
+def test_a_task_runs_the_keys_held_ready_after_its_own(make, capped_queue):
+    made = [make(name=f"g{i}", mode="ok") for i in range(3)]
+    sent = [key for key, _ in made if capped_queue.add(key)]
+    assert sent == [made[0][0]]  # the other two wait ready: no task sent for them
+    assert runner.run(sent[0], drain=True) == "success"
+    for key, obj in made:
+        assert phases(obj["metadata"]["uid"]) == [("", "Pending"), ("Pending", "Running")]
+        assert [r.result for r in runs(key)] == ["success"]
+    assert capped_queue.snapshot().depth == 0 and capped_queue.sent.keys == []
+
+
+def test_a_drain_stops_at_its_limit_and_sends_what_is_still_ready(make, capped_queue, settings):
+    settings.OPSCONSOLE_DRAIN_KEYS = 1
+    made = [make(name=f"h{i}", mode="ok") for i in range(3)]
+    for key, _ in made:
+        capped_queue.add(key)
+    assert runner.run(made[0][0], drain=True) == "success"
+    assert [len(runs(key)) for key, _ in made] == [1, 1, 0]  # its own key, then one drained
+    assert capped_queue.sent.keys == [made[2][0]]  # the third is sent, not stranded
+    assert runner.run(made[2][0], only_if_queued=True) == "success"  # that task's run
+    assert runner.run(made[1][0], only_if_queued=True) == runner.SKIPPED  # done already: nothing queued

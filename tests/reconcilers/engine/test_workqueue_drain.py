@@ -1,0 +1,114 @@
+"""The workqueue's cap on keys sent and not yet claimed (`max_sent`), the keys it then holds ready, a worker
+draining them (`claim_next`) and `top_up`: the rules against the real Redis, with an injected clock."""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+
+from reconcilers.engine.workqueue import WorkQueue
+from tests.reconcilers.engine.test_workqueue import FakeClock
+
+
+def key(name: str) -> str:
+    return f"cache.example.com/v1alpha1/memcacheds/default/{name}"
+
+
+@pytest.fixture
+def clock() -> FakeClock:
+    return FakeClock()
+
+
+@pytest.fixture
+def queue(redis_client, clock):
+    made: list[WorkQueue] = []
+
+    def make(max_sent: int = 2, **kwargs) -> WorkQueue:
+        q = WorkQueue(redis_client, name=f"drain-{uuid.uuid4().hex[:8]}", clock=clock, lease_seconds=10,
+                      bucket_qps=0, max_sent=max_sent, **kwargs)
+        made.append(q)
+        return q
+
+    yield make
+    for q in made:
+        q.clear()
+
+
+def keys(*names: str) -> list[str]:
+    return [key(n) for n in names]
+
+
+def test_beyond_the_cap_keys_wait_ready_instead_of_being_sent(queue, clock):
+    q = queue(max_sent=2)
+    sent = []
+    for name in "abcde":
+        clock.advance(1)
+        if q.add(key(name)):
+            sent.append(key(name))
+    assert sent == keys("a", "b")
+    assert q.snapshot().depth == 5  # all five wait for a worker
+    assert q.add_many(keys("f")) == []
+
+
+def test_a_draining_worker_takes_the_longest_queued_ready_key_never_a_sent_one(queue, clock):
+    q = queue(max_sent=2)
+    for name in "abcd":
+        clock.advance(1)
+        q.add(key(name))
+    first = q.claim_next("w1")
+    assert first is not None and first.key == key("c") and first.owner == "w1"
+    assert first.queued_at == pytest.approx(clock.now - 1)
+    second = q.claim_next("w2")
+    assert second is not None and second.key == key("d")
+    assert q.claim_next("w3") is None  # a and b have their tasks on the way
+    assert q.claim(key("a"), "task-a") is not None and q.claim(key("b"), "task-b") is not None
+    assert q.snapshot().processing_count == 4
+
+
+def test_a_key_changed_while_it_runs_is_not_taken_by_a_drainer_until_it_is_done(queue, clock):
+    q = queue(max_sent=1)
+    q.add(key("a"))
+    assert q.claim(key("a"), "w1") is not None
+    q.add(key("a"))  # dirty while processing
+    assert q.claim_next("w2") is None
+    q.add(key("x"))  # sent: the cap has room (a's task was claimed)
+    assert not q.done(key("a"), "w1")  # the cap is full (x's task waits): a stays ready
+    got = q.claim_next("w2")
+    assert got is not None and got.key == key("a")
+
+
+def test_top_up_sends_ready_keys_while_fewer_than_the_cap_wait(queue, clock):
+    q = queue(max_sent=2)
+    for name in "abcde":
+        clock.advance(1)
+        q.add(key(name))
+    assert q.top_up() == []  # a and b wait for workers
+    q.claim(key("a"), "w")
+    assert q.top_up() == keys("c")
+    q.claim(key("b"), "w")
+    q.claim(key("c"), "w")
+    assert q.top_up() == keys("d", "e")
+    assert q.top_up() == [] and q.claim_next("w") is None
+
+
+def test_an_expired_lease_at_the_cap_leaves_its_key_ready_for_a_drainer(queue, clock):
+    q = queue(max_sent=1, redispatch_after=30)  # b's task is not overdue yet
+    q.add(key("a"))
+    q.claim(key("a"), "dead")
+    q.add(key("b"))  # sent: fills the cap
+    clock.advance(11)
+    assert q.reap_expired() == []  # a is queued again, but the cap is full
+    got = q.claim_next("w")
+    assert got is not None and got.key == key("a")
+
+
+def test_no_cap_sends_every_ready_key_as_before(queue, clock):
+    q = queue(max_sent=0)
+    assert q.add_many(keys(*"abcdef")) == keys(*"abcdef")
+    assert q.claim_next("w") is None and q.top_up() == []
+
+
+def test_a_negative_cap_is_refused(redis_client):
+    with pytest.raises(ValueError):
+        WorkQueue(redis_client, name="bad", max_sent=-1)
