@@ -26,6 +26,8 @@ another field manager wrote, a rollback on record, a refused change (anomaly), a
 generation after the first revision (its diff needs the previous spec). `audit_verify` sees the same rows either
 way; tests/reconcilers/engine/test_recording_sql.py holds the two paths to that.
 
+**Rows appended in batches** (`insert_rows`: the Events archive's) are one INSERT from one JSON parameter too.
+
 **The mirror batch** (`mirror_upsert`): `INSERT … VALUES (…), (…) ON CONFLICT (uid) DO UPDATE SET <the mirror's
 columns> WHERE <the incoming resourceVersion is strictly newer>`, rows in uid order (two writers lock in the same
 order: no deadlock). An echo (a version the mirror has) changes nothing and costs no lock wait in Python: one
@@ -34,6 +36,7 @@ statement in autocommit instead of a transaction with a locking read, creates an
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from contextlib import nullcontext
 from dataclasses import dataclass
 from datetime import datetime
@@ -268,3 +271,15 @@ def _upsert_sql() -> str:
     return (f"INSERT INTO {_table(Resource)} AS r ({columns}) SELECT {columns} "
             f"FROM jsonb_populate_recordset(NULL::{_table(Resource)}, %s::jsonb) ORDER BY {qn('uid')} "
             f"ON CONFLICT ({qn('uid')}) DO UPDATE SET {sets} WHERE {newer}")
+
+
+def insert_rows(rows: Sequence[models.Model]) -> None:
+    """INSERT these unsaved rows of one model in one statement, a row that conflicts with one on record skipped
+    (`bulk_create(ignore_conflicts=True)`, its values as one JSON parameter instead of a quoted literal each)."""
+    if not rows:
+        return
+    model = type(rows[0])
+    columns = ", ".join(connection.ops.quote_name(f.column) for f in model._meta.concrete_fields if not f.primary_key)
+    _execute(f"INSERT INTO {_table(model)} ({columns}) SELECT {columns} "
+             f"FROM jsonb_populate_recordset(NULL::{_table(model)}, %s::jsonb) ON CONFLICT DO NOTHING",
+             [Jsonb([_json_row(row) for row in rows])])

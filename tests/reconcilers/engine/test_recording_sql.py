@@ -283,3 +283,26 @@ def test_the_state_read_with_the_head_is_the_plain_read_plus_the_head():
     assert (head.revision_generation, head.rollback_none, head.deleted, head.phase_since) == (1, True, False,
                                                                                               r.phase_since)
     assert resource_state("nobody", head=True) is None
+
+
+@postgres_only
+def test_appended_rows_are_one_insert_that_skips_what_is_on_record(django_assert_num_queries):
+    from datetime import UTC, datetime
+
+    from reconcilers.engine.recording_sql import insert_rows
+    from reconcilers.models import KubeEvent
+
+    created("u1")
+    rid = Resource.objects.get(uid="u1").id
+    at = datetime(2026, 12, 1, 10, 0, 0, 123456, tzinfo=UTC)
+
+    def event(uid: str, count: int, message: str = "m") -> KubeEvent:
+        return KubeEvent(resource_id=rid, event_uid=uid, count=count, name=f"e-{uid}", reason="BackOff",
+                         message=message, type="Warning", last_timestamp=at, observed_at=at)
+
+    with django_assert_num_queries(1):
+        insert_rows([event("a", 1, "it's \"quoted\" \\ and ünïcode"), event("b", 1)])
+    insert_rows([event("a", 1, "again"), event("a", 2)])  # (a, 1) is on record: skipped
+    rows = list(KubeEvent.objects.order_by("event_uid", "count").values_list("event_uid", "count", "message",
+                                                                             "last_timestamp"))
+    assert rows == [("a", 1, "it's \"quoted\" \\ and ünïcode", at), ("a", 2, "m", at), ("b", 1, "m", at)]
