@@ -108,10 +108,11 @@ def enqueue_after(key: str, delay: float) -> None:
         get_queue().add_after(key, delay)
 
 
-def done(key: str, owner: str, *, forget: bool = False) -> bool:
-    """Release owner's lease on key (`forget`: and reset its failure count) and dispatch the key if it became
-    dirty meanwhile. True when sent."""
-    return dispatch([key]) == 1 if get_queue().done(key, owner, forget=forget) else False
+def done(key: str, owner: str, *, forget: bool = False, requeue_after: float | None = None) -> bool:
+    """Release owner's lease on key (`forget`: and reset its failure count; `requeue_after`: and queue it again
+    after that many seconds) and dispatch the key if it became dirty meanwhile. True when sent."""
+    sent = get_queue().done(key, owner, forget=forget, requeue_after=requeue_after)
+    return dispatch([key]) == 1 if sent else False
 
 
 def retry_now(key: str) -> bool:

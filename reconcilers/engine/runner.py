@@ -92,8 +92,8 @@ def drain_ready(queue: WorkQueue) -> int:
             claim = queue.claim_next(_owner())
             if claim is None:
                 return ran
-            if not connection.in_atomic_block:  # as Celery's task_prerun does before a task: no dead connection
-                close_old_connections()
+            if connection.errors_occurred and not connection.in_atomic_block:
+                close_old_connections()  # the last run broke the connection: a fresh one (no health check each key)
             _run_claimed(queue, claim)
             ran += 1
         dispatch.top_up()
@@ -119,7 +119,7 @@ def _run_claimed(queue: WorkQueue, claim: Claim) -> str:
     finally:
         renewer.stop()
         try:
-            dispatch.done(key, owner, forget=this.forget)
+            dispatch.done(key, owner, forget=this.forget, requeue_after=this.requeue_after)
         except Exception:  # the lease then expires and reap_expired() re-queues the key
             log.exception("could not release the lease on %s", key)
 
@@ -212,6 +212,7 @@ class Run:
         self.error_class = ""
         self.trace_id = ""
         self.forget = False  # reset the key's failure count when the lease is released (one round trip less)
+        self.requeue_after: float | None = None  # RequeueAfter, applied as the lease is released (the same trip)
 
     def execute(self) -> str:
         try:
@@ -340,7 +341,7 @@ class Run:
         if action is QueueAction.REQUEUE_NOW:
             self.queue.add(self.key)  # processing: marked dirty, dispatched by done()
         elif action is QueueAction.REQUEUE_AFTER:
-            self.queue.add_after(self.key, outcome.delay or 0.0)
+            self.requeue_after = outcome.delay or 0.0  # with done()
 
     def _retry(self, action: QueueAction, delay: float | None = None) -> float:
         """Put the key back after a failure (its backoff, or `delay` for a TemporaryError); counted in

@@ -172,6 +172,7 @@ return cur.expires
     "done": """
 local key = ARGV[2]
 if ARGV[4] == '1' then redis.call('HDEL', KEYS[5], key) end
+if ARGV[5] ~= '' then delay(key, now + tonumber(ARGV[5])) end
 local cur = owner_of(key)
 if not cur or cur.owner ~= ARGV[3] then return 0 end
 redis.call('HDEL', KEYS[2], key); redis.call('ZREM', KEYS[3], key)
@@ -458,10 +459,12 @@ class WorkQueue:
         """Extend owner's lease on key by lease_seconds from now. False: the lease is no longer owner's."""
         return bool(self._run("renew", key, owner, repr(self.lease_seconds)))
 
-    def done(self, key: str, owner: str, *, forget: bool = False) -> bool:
-        """Release owner's lease (and, `forget`, reset key's failure count in the same round trip). True: the
-        key became dirty meanwhile, the caller must dispatch it."""
-        return self._run("done", key, owner, "1" if forget else "0") == 1
+    def done(self, key: str, owner: str, *, forget: bool = False, requeue_after: float | None = None) -> bool:
+        """Release owner's lease (and, in the same round trip, `forget`: reset key's failure count;
+        `requeue_after`: `add_after(key, requeue_after)`). True: the key became dirty meanwhile (and could be
+        sent), the caller must dispatch it."""
+        after = "" if requeue_after is None else repr(max(0.0, float(requeue_after)))
+        return self._run("done", key, owner, "1" if forget else "0", after) == 1
 
     def release_due(self) -> list[str]:
         """One step: move due delayed keys into the queue. Returns the keys to dispatch."""

@@ -441,3 +441,19 @@ def test_workers_racing_on_a_burst_never_overlap_and_leave_nothing_behind(make_q
     # every add was consumed by a claim that came after it: nothing dirty, nothing processing
     assert (snap.depth, snap.processing_count) == (0, 0)
     assert wq.redis.zcard(wq.keys[0]) == 0
+
+
+def test_done_can_requeue_the_key_after_a_delay_in_the_same_round_trip(make_queue, clock) -> None:
+    wq = make_queue(bucket_qps=0)
+    wq.add(KEY)
+    wq.claim(KEY, "w")
+    assert wq.done(KEY, "w", forget=True, requeue_after=30) is False
+    snap = wq.snapshot()
+    assert snap.processing_count == 0 and [(d.key, d.next_retry) for d in snap.backing_off] == [
+        (KEY, pytest.approx(clock.now + 30))]
+    clock.advance(30)
+    assert wq.release_due() == [KEY]
+    wq.claim(KEY, "w2")
+    wq.add(KEY)  # changed while it ran: sent at done(), the delayed retry kept for later
+    assert wq.done(KEY, "w2", requeue_after=5) is True
+    assert wq.snapshot().delayed_count == 1
