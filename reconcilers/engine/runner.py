@@ -32,6 +32,7 @@ from typing import Any
 from django.conf import settings
 from django.db import close_old_connections, connection
 from django.utils import timezone
+from opentelemetry import context as otel_context
 from opentelemetry import trace
 from opentelemetry.trace import Status, StatusCode
 
@@ -94,7 +95,12 @@ def drain_ready(queue: WorkQueue) -> int:
                 return ran
             if connection.errors_occurred and not connection.in_atomic_block:
                 close_old_connections()  # the last run broke the connection: a fresh one (no health check each key)
-            _run_claimed(queue, claim)
+            # a trace of its own (not a child of the task that drained it), sampled on its own
+            token = otel_context.attach(otel_context.Context())
+            try:
+                _run_claimed(queue, claim)
+            finally:
+                otel_context.detach(token)
             ran += 1
         dispatch.top_up()
     except Exception:  # Redis away: the pump sends what is ready once it is back

@@ -15,7 +15,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.sdk.trace.sampling import Decision
 from opentelemetry.trace import SpanContext, TraceFlags
 
-from reconcilers.engine import kube, runner, sampling
+from reconcilers.engine import dispatch, kube, runner, sampling
 from reconcilers.models import ReconcileRun
 from reconcilers.services import reconcile_requests
 from tests.reconcilers.testkinds import GADGET, gadget
@@ -131,3 +131,32 @@ def test_a_log_line_in_an_unsampled_span_names_no_trace(traced):
         assert current_trace_ids() == ("", "")
     with trace.get_tracer("t").start_as_current_span("kept", attributes={sampling.KEEP_ATTRIBUTE: "x"}) as span:
         assert current_trace_ids()[0] == format(span.get_span_context().trace_id, "032x")
+
+
+@pytest.mark.integration
+@pytest.mark.django_db
+def test_a_key_drained_after_the_tasks_own_gets_a_trace_of_its_own(kapi, namespace, workqueue, reconcilers, settings):
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider(sampler=sampling.ReconcileSampler(1.0))
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    previous, trace._TRACER_PROVIDER = trace._TRACER_PROVIDER, provider
+    try:
+        reconcilers(GADGETS)
+        settings.OPSCONSOLE_WORKQUEUE_MAX_SENT = 1  # the second key waits ready: the first key's task drains it
+        dispatch._queues.clear()
+        queue = dispatch.get_queue()
+        keys = []
+        for name in ("first", "drained"):
+            kube.create_object(kapi, GADGET, gadget(namespace, name, mode="ok"))
+            keys.append(GADGET.request(namespace, name).key())
+            queue.add(keys[-1])
+        with provider.get_tracer("test").start_as_current_span("run/reconcilers.reconcile") as task:
+            runner.run(keys[0], drain=True)
+    finally:
+        trace._TRACER_PROVIDER = previous
+    first, drained = (ReconcileRun.objects.get(key=key) for key in keys)
+    assert first.trace_id == format(task.get_span_context().trace_id, "032x")
+    assert drained.trace_id and drained.trace_id != first.trace_id
+    (root,) = [s for s in exporter.get_finished_spans() if format(s.context.trace_id, "032x") == drained.trace_id
+               and s.name == "reconcile Gadget"]
+    assert root.parent is None and root.attributes["opsconsole.key"] == keys[1]
