@@ -24,11 +24,14 @@ It has client-go's workqueue semantics (DESIGN.md §3), with Celery as the trans
   admin control, and manual reconcile requests) sends a key stuck in "sent" at once.
 
 - Sent and ready: with `max_sent` > 0, at most that many keys are sent and not yet claimed (the `dispatched`
-  set). A key that becomes dirty beyond that stays *ready* (dirty, not processing, not sent): a worker that
-  finished its key takes the longest-queued ready key (`claim_next`, pop and claim in one script) and runs it in
-  the same task, and `top_up()` (the controller's pump, and a draining task that stops) sends ready keys while
-  fewer than `max_sent` wait. A burst then costs a Celery message per worker's batch instead of one per key,
-  and never builds a broker backlog longer than `max_sent` (whose keys `reap_expired` would send again).
+  set). A key that becomes dirty beyond that stays *ready* (dirty, not processing, not sent), and `top_up()`
+  (the controller's pump, and a draining task that stops) sends ready keys while fewer than `max_sent` wait. A
+  worker that finished its key takes the longest-queued key not processing (`claim_next`, pop and claim in one
+  script; first come, first served, whether a task was sent for it or not) and runs it in the same task. A key
+  taken so keeps its task's place under the cap until that task arrives, finds nothing queued and frees it
+  (then drains in turn), so draining workers do not make the pump send a task per key. A burst costs a Celery
+  message per batch instead of one per key, and never builds a broker backlog longer than `max_sent` (whose
+  keys `reap_expired` would send again).
 
 Every state change is one Lua script (atomic). All keys live under `wq:{<name>}:` (one hash slot), so several
 queues share a Redis. Times come from the injected `clock`, or from Redis `TIME` when none is given, so
@@ -78,24 +81,26 @@ local function mark(key, at)  -- make key dirty (queued at `at`); 1 when the cal
   if redis.call('HEXISTS', KEYS[2], key) == 1 then return 0 end
   return offer(key)
 end
-local function ready(limit)  -- up to `limit` keys queued, not processing and not sent, the longest queued first
+local function waiting(limit, sent_too)  -- up to `limit` keys queued and not processing (and, unless `sent_too`,
+  -- no task sent for them), the longest queued first
   local out = {}
-  local scan = limit + redis.call('HLEN', KEYS[2]) + redis.call('ZCARD', KEYS[7])
+  local scan = limit + redis.call('HLEN', KEYS[2]) + (sent_too and 0 or redis.call('ZCARD', KEYS[7]))
   for _, key in ipairs(redis.call('ZRANGE', KEYS[1], 0, scan - 1)) do
     if #out >= limit then break end
-    if redis.call('HEXISTS', KEYS[2], key) == 0 and not redis.call('ZSCORE', KEYS[7], key) then
+    if redis.call('HEXISTS', KEYS[2], key) == 0 and (sent_too or not redis.call('ZSCORE', KEYS[7], key)) then
       out[#out + 1] = key
     end
   end
   return out
 end
-local function take(key, owner, lease)  -- owner's lease on key (the caller checked nobody else holds one)
+local function take(key, owner, lease, keep_sent)  -- owner's lease on key (the caller checked nobody else holds
+  -- one); `keep_sent`: a task sent for the key keeps its place under the cap until it arrives and finds nothing
   local cur = owner_of(key)
   local since = now
   if cur and cur.owner == owner then since = tonumber(cur.since) end
   local queued = redis.call('ZSCORE', KEYS[1], key) or (cur and cur.owner == owner and cur.queued) or f(now)
-  redis.call('ZREM', KEYS[1], key); redis.call('ZREM', KEYS[4], key); redis.call('ZREM', KEYS[7], key)
-  redis.call('HDEL', KEYS[8], key)
+  redis.call('ZREM', KEYS[1], key); redis.call('ZREM', KEYS[4], key)
+  if not keep_sent then redis.call('ZREM', KEYS[7], key); redis.call('HDEL', KEYS[8], key) end
   local expires = now + lease
   redis.call('HSET', KEYS[2], key, cjson.encode({owner = owner, since = f(since), expires = f(expires),
     queued = queued}))
@@ -137,18 +142,21 @@ return {f(due - now), n + 1}
 """,
     "claim": """
 local key, owner, lease = ARGV[2], ARGV[3], tonumber(ARGV[4])
-if ARGV[5] == '1' and not redis.call('ZSCORE', KEYS[1], key) then return 0 end  -- a duplicate task: nothing queued
+if ARGV[5] == '1' and not redis.call('ZSCORE', KEYS[1], key) then  -- a duplicate task, or a drainer took the key
+  redis.call('ZREM', KEYS[7], key); redis.call('HDEL', KEYS[8], key)  -- this task arrived: its place is free
+  return 0
+end
 local cur = owner_of(key)
 if cur and cur.owner ~= owner and tonumber(cur.expires) > now then
   if not redis.call('ZSCORE', KEYS[1], key) then redis.call('ZADD', KEYS[1], f(now), key) end
   return false
 end
-return take(key, owner, lease)
+return take(key, owner, lease, false)
 """,
     "claim_next": """
-local key = ready(1)[1]
+local key = waiting(1, true)[1]
 if not key then return false end
-local got = take(key, ARGV[2], tonumber(ARGV[3]))
+local got = take(key, ARGV[2], tonumber(ARGV[3]), true)
 table.insert(got, 1, key)
 return got
 """,
@@ -157,7 +165,7 @@ local out = {}
 local room = tonumber(ARGV[2])
 if MAX_SENT > 0 then room = math.min(room, MAX_SENT - redis.call('ZCARD', KEYS[7])) end
 if room <= 0 then return out end
-for _, key in ipairs(ready(room)) do sent(key); out[#out + 1] = key end
+for _, key in ipairs(waiting(room, false)) do sent(key); out[#out + 1] = key end
 return out
 """,
     "renew": """
@@ -442,8 +450,8 @@ class WorkQueue:
         return Claim(key, owner, float(queued), float(since), float(expires), int(failures))
 
     def claim_next(self, owner: str) -> Claim | None:
-        """Take the lease of the longest-queued key that is ready (queued, not processing, no task sent for it)
-        for owner: how a worker drains the queue after its own key. None when no key is ready."""
+        """Take the lease of the longest-queued key not processing for owner (a task sent for it then finds
+        nothing): how a worker drains the queue after its own key. None when no key waits."""
         got = self._run("claim_next", owner, repr(self.lease_seconds))
         if not got:
             return None

@@ -51,19 +51,22 @@ def test_beyond_the_cap_keys_wait_ready_instead_of_being_sent(queue, clock):
     assert q.add_many(keys("f")) == []
 
 
-def test_a_draining_worker_takes_the_longest_queued_ready_key_never_a_sent_one(queue, clock):
+def test_a_draining_worker_takes_the_longest_queued_key_sent_or_not(queue, clock):
     q = queue(max_sent=2)
     for name in "abcd":
         clock.advance(1)
-        q.add(key(name))
+        q.add(key(name))  # a and b sent, c and d ready
     first = q.claim_next("w1")
-    assert first is not None and first.key == key("c") and first.owner == "w1"
-    assert first.queued_at == pytest.approx(clock.now - 1)
-    second = q.claim_next("w2")
-    assert second is not None and second.key == key("d")
-    assert q.claim_next("w3") is None  # a and b have their tasks on the way
-    assert q.claim(key("a"), "task-a") is not None and q.claim(key("b"), "task-b") is not None
-    assert q.snapshot().processing_count == 4
+    assert first is not None and first.key == key("a") and first.owner == "w1"
+    assert first.queued_at == pytest.approx(clock.now - 3)
+    assert [q.claim_next("w").key for _ in range(3)] == keys("b", "c", "d")
+    assert q.claim_next("w") is None and q.snapshot().processing_count == 4
+    # a's and b's tasks keep their places under the cap until they arrive: the pump sends nothing meanwhile
+    clock.advance(1)
+    q.add(key("e"))
+    assert q.top_up() == []
+    assert q.claim(key("a"), "task-a", only_if_dirty=True) is None  # a's task: a drainer had it, nothing to do
+    assert q.top_up() == keys("e")  # its place is free
 
 
 def test_a_key_changed_while_it_runs_is_not_taken_by_a_drainer_until_it_is_done(queue, clock):
@@ -72,10 +75,13 @@ def test_a_key_changed_while_it_runs_is_not_taken_by_a_drainer_until_it_is_done(
     assert q.claim(key("a"), "w1") is not None
     q.add(key("a"))  # dirty while processing
     assert q.claim_next("w2") is None
+    clock.advance(1)
     q.add(key("x"))  # sent: the cap has room (a's task was claimed)
     assert not q.done(key("a"), "w1")  # the cap is full (x's task waits): a stays ready
+    assert q.top_up() == []
     got = q.claim_next("w2")
-    assert got is not None and got.key == key("a")
+    assert got is not None and got.key == key("a")  # changed before x was queued: first come, first served
+    assert q.claim_next("w2").key == key("x")
 
 
 def test_top_up_sends_ready_keys_while_fewer_than_the_cap_wait(queue, clock):
@@ -89,7 +95,8 @@ def test_top_up_sends_ready_keys_while_fewer_than_the_cap_wait(queue, clock):
     q.claim(key("b"), "w")
     q.claim(key("c"), "w")
     assert q.top_up() == keys("d", "e")
-    assert q.top_up() == [] and q.claim_next("w") is None
+    assert q.top_up() == []
+    assert [q.claim_next("w").key for _ in range(2)] == keys("d", "e") and q.claim_next("w") is None
 
 
 def test_an_expired_lease_at_the_cap_leaves_its_key_ready_for_a_drainer(queue, clock):
@@ -99,14 +106,13 @@ def test_an_expired_lease_at_the_cap_leaves_its_key_ready_for_a_drainer(queue, c
     q.add(key("b"))  # sent: fills the cap
     clock.advance(11)
     assert q.reap_expired() == []  # a is queued again, but the cap is full
-    got = q.claim_next("w")
-    assert got is not None and got.key == key("a")
+    assert [q.claim_next("w").key for _ in range(2)] == keys("b", "a")  # b was queued first
 
 
 def test_no_cap_sends_every_ready_key_as_before(queue, clock):
     q = queue(max_sent=0)
     assert q.add_many(keys(*"abcdef")) == keys(*"abcdef")
-    assert q.claim_next("w") is None and q.top_up() == []
+    assert q.top_up() == []
 
 
 def test_a_negative_cap_is_refused(redis_client):
