@@ -94,10 +94,11 @@ def enqueue_now(key: str) -> bool:
 
 
 def enqueue_many(keys: list[str]) -> list[str]:
-    """`enqueue` for several keys: one workqueue round trip, one broker connection. Returns the keys sent."""
-    sent = get_queue().add_many(keys)
+    """`enqueue` for several keys: one workqueue round trip, one broker connection. Returns the keys newly
+    queued (not coalesced): those sent, then those held ready for a draining worker."""
+    sent, held = get_queue().add_many_queued(keys)
     dispatch(sent)
-    return sent
+    return sent + held
 
 
 def enqueue_after(key: str, delay: float) -> None:

@@ -69,12 +69,13 @@ local function sent(key)  -- key handed to the broker now: check that a worker c
   redis.call('HDEL', KEYS[8], key)
   return 1
 end
-local function offer(key)  -- a key ready for a worker: sent, unless MAX_SENT tasks wait already (then it stays
+local function offer(key)  -- a key ready for a worker: sent (1), unless MAX_SENT tasks wait already (2: it stays
   -- ready, taken by a worker draining the queue, or sent by top_up when fewer wait)
-  if MAX_SENT > 0 and redis.call('ZCARD', KEYS[7]) >= MAX_SENT then return 0 end
+  if MAX_SENT > 0 and redis.call('ZCARD', KEYS[7]) >= MAX_SENT then return 2 end
   return sent(key)
 end
-local function mark(key, at)  -- make key dirty (queued at `at`); 1 when the caller must dispatch it now
+local function mark(key, at)  -- make key dirty (queued at `at`); 1 when the caller must dispatch it now, 2 when it
+  -- waits ready (see offer), 0 when coalesced or processing
   if redis.call('ZSCORE', KEYS[1], key) then return 0 end
   redis.call('ZADD', KEYS[1], at or f(now), key)
   redis.call('ZREM', KEYS[4], key)
@@ -119,9 +120,12 @@ _SCRIPTS = {
     "now": "return f(now)",
     "add": "return mark(ARGV[2])",
     "add_many": """
-local sent = {}
-for i = 2, #ARGV do if mark(ARGV[i]) == 1 then sent[#sent + 1] = ARGV[i] end end
-return sent
+local sent, held = {}, {}
+for i = 2, #ARGV do
+  local m = mark(ARGV[i])
+  if m == 1 then sent[#sent + 1] = ARGV[i] elseif m == 2 then held[#held + 1] = ARGV[i] end
+end
+return {sent, held}
 """,
     "add_after": "return f(delay(ARGV[2], now + tonumber(ARGV[3])))",
     "add_rate_limited": """
@@ -414,11 +418,17 @@ class WorkQueue:
         return self._run("add", key) == 1
 
     def add_many(self, keys: list[str]) -> list[str]:
-        """`add` for several keys in one atomic step (one round trip). Returns the keys newly queued, in order:
-        the caller must dispatch those."""
+        """`add` for several keys in one atomic step (one round trip). Returns the keys newly queued and sent, in
+        order: the caller must dispatch those (`add_many_queued` tells the ones held ready too)."""
+        return self.add_many_queued(keys)[0]
+
+    def add_many_queued(self, keys: list[str]) -> tuple[list[str], list[str]]:
+        """`add_many`, returning (the keys newly queued and sent: dispatch those, the keys newly queued and held
+        ready beyond `max_sent`)."""
         if not keys:
-            return []
-        return [_text(k) for k in self._run("add_many", *keys)]
+            return [], []
+        sent, held = self._run("add_many", *keys)
+        return [_text(k) for k in sent], [_text(k) for k in held]
 
     def add_after(self, key: str, delay: float) -> None:
         """Queue key after delay seconds (RequeueAfter, TemporaryError); an earlier due time already set wins."""

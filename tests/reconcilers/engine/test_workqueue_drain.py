@@ -49,6 +49,8 @@ def test_beyond_the_cap_keys_wait_ready_instead_of_being_sent(queue, clock):
     assert sent == keys("a", "b")
     assert q.snapshot().depth == 5  # all five wait for a worker
     assert q.add_many(keys("f")) == []
+    # newly queued, sent or held (workqueue_adds_total counts both); coalesced ones are neither
+    assert q.add_many_queued(keys("a", "g", "g")) == ([], keys("g"))
 
 
 def test_a_draining_worker_takes_the_longest_queued_key_sent_or_not(queue, clock):
