@@ -265,8 +265,9 @@ OPSCONSOLE_WORKQUEUE_REDISPATCH_AFTER = env_number("OPSCONSOLE_WORKQUEUE_REDISPA
 # a key dispatched but claimed by no worker within this many seconds is sent again (the wait doubles per copy,
 # up to OPSCONSOLE_WORKQUEUE_REDISPATCH_AFTER): a task lost with a killed controller strands nothing
 OPSCONSOLE_WORKQUEUE_UNCLAIMED_AFTER = env_number("OPSCONSOLE_WORKQUEUE_UNCLAIMED_AFTER", 5)
-# keys sent to Celery and not yet claimed, at most; the others wait ready and a worker that finished its key runs
-# them in the same task (up to OPSCONSOLE_DRAIN_KEYS keys or OPSCONSOLE_DRAIN_SECONDS): one message per batch
+# keys sent to Celery and not yet claimed, at most (0: no cap); the others wait ready, and a worker that finished
+# its key runs the longest-waiting keys in the same task (up to OPSCONSOLE_DRAIN_KEYS keys or
+# OPSCONSOLE_DRAIN_SECONDS): one message per batch
 OPSCONSOLE_WORKQUEUE_MAX_SENT = env_number("OPSCONSOLE_WORKQUEUE_MAX_SENT", 32, int)
 OPSCONSOLE_DRAIN_KEYS = env_number("OPSCONSOLE_DRAIN_KEYS", 100, int)
 OPSCONSOLE_DRAIN_SECONDS = env_number("OPSCONSOLE_DRAIN_SECONDS", 20)

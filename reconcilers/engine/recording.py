@@ -363,25 +363,12 @@ def _transitions_observe(kind: str, moves: list[tuple[str, str, float | None]]) 
         log.debug("transition metrics not recorded", exc_info=True)
 
 
-def transition_append(
-    resource: Resource,
-    *,
-    to_phase: str,
-    reason: str = "",
-    message: str = "",
-    actor: str = "controller",
-    run: ReconcileRun | None = None,
-    trace_id: str = "",
-    at: datetime | None = None,
-    generation: int | None = None,
-    resource_version: str | None = None,
-) -> Transition:
+def transition_append(resource: Resource, **fields: Any) -> Transition:
     """Append the next chained Transition of `resource` (locked by the caller, inside its transaction) from
     its recorded phase to `to_phase`, and move the recorded phase and the chain head. No state-machine check
-    here: callers decide (reconcile_record asks the kind's machine). `generation` and `resource_version`
-    default to the mirror's."""
-    row = transition_row(resource, to_phase=to_phase, reason=reason, message=message, actor=actor, run=run,
-                         trace_id=trace_id, at=at, generation=generation, resource_version=resource_version)
+    here: callers decide (reconcile_record asks the kind's machine). `fields` are `transition_row`'s (to_phase,
+    reason, message, actor, run, trace_id, at; generation and resource_version default to the mirror's)."""
+    row = transition_row(resource, **fields)
     row.save(force_insert=True)
     head_moved(resource, row)
     return row
@@ -401,7 +388,7 @@ def transition_row(
     resource_version: str | None = None,
 ) -> Transition:
     """The next chained Transition of `resource` from its recorded phase to `to_phase`, hashed, not saved (see
-    `transition_append`)."""
+    `transition_append`); `generation` and `resource_version` default to the mirror's."""
     if not _actor_valid(actor):
         raise ValueError(f"actor must be 'controller', 'user:<name>' or 'rollback:<who>', not {actor!r}")
     # the chain head kept on the locked row (no query); the (resource_uid, seq) constraint guards a stale one

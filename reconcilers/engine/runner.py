@@ -3,7 +3,8 @@
 It orchestrates and decides nothing itself; one key goes down these steps, each in its own module:
 1. Lease (`workqueue`): claim the key (owner `host:pid:uuid`); someone else holds it → return at once (the key
    stays dirty, so that owner's `done()` re-queues it). A thread renews the lease while we run. After its key,
-   a task runs the keys the workqueue holds *ready* (no task sent for them: `drain_ready`), one claim at a time.
+   a task runs the keys still waiting in the workqueue, the longest queued first (`drain_ready`), one claim at a
+   time.
 2. Read: GET the live object (`kube`). Gone → its mirror is marked deleted. The phase and the healing state on
    record come from `healing.state`, the manual requests the run picks up from `recording`. A suspended object
    is not reconciled (`healing.suspend.suspension_check`: nothing recorded, the key looked at again at expiry).
@@ -66,7 +67,7 @@ def _worker() -> str:
 def run(key: str, *, only_if_queued: bool = False, drain: bool = False) -> str:
     """Reconcile `key` once. Returns the run's result label, or 'skipped' when another worker holds the key
     or, `only_if_queued`, when the workqueue no longer has it queued (a duplicate task: its work was done).
-    Then, `drain`, the keys the workqueue holds ready (`drain_ready`), in the same task."""
+    Then, `drain`, the keys still waiting in the workqueue (`drain_ready`), in the same task."""
     queue = dispatch.get_queue()
     owner = _owner()
     claim = queue.claim(key, owner, only_if_dirty=only_if_queued)
@@ -81,10 +82,11 @@ def run(key: str, *, only_if_queued: bool = False, drain: bool = False) -> str:
 
 
 def drain_ready(queue: WorkQueue) -> int:
-    """Run the keys that are ready (queued, no task sent for them: beyond the workqueue's `max_sent`), one at a
-    time, each claimed only when the previous one is done, so no key waits behind a slow neighbour: it stays ready
-    for any other worker. Stops after OPSCONSOLE_DRAIN_KEYS keys or OPSCONSOLE_DRAIN_SECONDS (well inside the
-    Celery time limit), then sends tasks for what is still ready. Returns the number of keys run."""
+    """Run the keys waiting in the workqueue (queued, not processing), the longest queued first, whether a task
+    was sent for them or not (that task then finds nothing to do), one at a time: each is claimed only when the
+    previous one is done, so no key waits behind a slow neighbour, it stays there for any other worker. Stops
+    after OPSCONSOLE_DRAIN_KEYS keys or OPSCONSOLE_DRAIN_SECONDS (well inside the Celery time limit), then sends
+    tasks for the keys still waiting without one (`top_up`). Returns the number of keys run."""
     limit = int(getattr(settings, "OPSCONSOLE_DRAIN_KEYS", 100))
     deadline = time.monotonic() + float(getattr(settings, "OPSCONSOLE_DRAIN_SECONDS", 20.0))
     ran = 0
