@@ -5,7 +5,9 @@ Everything a reconcile leaves behind is written by `reconcile_record` in one tra
 transition starts from is the one the *database* recorded, not the live status: a worker killed after its
 status write but before this commit gets its transition recorded by the next run, and a rerun after the
 commit finds nothing to record (deduplication). The per-resource `(resource_uid, seq)` unique constraint is
-the last guard: a conflict means another run recorded it, and the recording is redone from a fresh read.
+the last guard: a conflict means another run recorded it, and the recording is redone from a fresh read. On
+PostgreSQL a run that needs nothing else is written in one statement instead, guarded by a compare-and-swap on
+the chain head the run read before its reconcile (`recording_sql`); the locked transaction is its fallback.
 
 Telemetry: the recording is a child span (`record reconcile`) of the reconcile's; once committed, every
 transition counts in `opsconsole_transitions_total{kind,from,to}` and the time spent in the phase it left in
