@@ -201,12 +201,39 @@ def run_record_unobserved(run: RunRecord) -> int:
     """Record a run that never saw its object (the GET failed): the ReconcileRun row alone, linked to the
     object's mirror when there is one. Returns the run's id."""
     resource = Resource.objects.filter(key=run.key, deleted=False).order_by("-created_at").first()
-    row = ReconcileRun.objects.create(
-        key=run.key, kind=run.kind, resource=resource, started_at=run.started_at,
+    row = run_row(run, resource)
+    row.save(force_insert=True)
+    return row.id
+
+
+def run_row(run: RunRecord, resource: Resource | None, *, request: ReconcileRequest | None = None,
+            run_id: int | None = None) -> ReconcileRun:
+    """The `ReconcileRun` row of `run` (not saved), filed under `resource`, with the manual `request` it handled
+    and, when given, the id reserved for it."""
+    return ReconcileRun(
+        id=run_id, key=run.key, kind=run.kind, resource=resource, started_at=run.started_at,
         duration_seconds=run.duration_seconds, result=run.result, error_class=run.error_class[:255],
         error_message=run.error_message, attempt=run.attempt, worker=run.worker[:255], trace_id=run.trace_id,
+        request=request,
     )
-    return row.id
+
+
+def transitions_planned(resource: Resource, planned: Sequence[Any], change: PhaseChange, run: ReconcileRun,
+                        obj: ObservedObject, at: datetime, moves: list[tuple[str, str, float | None]],
+                        ) -> list[Transition]:
+    """The chained Transition rows of the `planned` moves (`step.plan_transitions`) of `change`, built in order
+    onto `resource`'s head (moved in memory, not saved), each with the run, its trace and the observed generation
+    and resourceVersion; `moves` gets (from, to, seconds in the phase left) for each, for the metrics."""
+    rows = []
+    for move in planned:
+        since = resource.phase_since
+        moves.append((resource.phase, move.to_phase, (at - since).total_seconds() if since else None))
+        row = transition_row(resource, to_phase=move.to_phase, reason=move.reason, message=move.message,
+                             actor=change.actor, run=run, trace_id=run.trace_id, at=at, generation=obj.generation,
+                             resource_version=obj.resource_version)
+        head_moved(resource, row)
+        rows.append(row)
+    return rows
 
 
 # -- spec revisions, out-of-band status changes, annotation requests ------------------------------------------
@@ -566,36 +593,18 @@ def _record(
             .order_by("-requested_at")
             .first()
         )
-    run_row = ReconcileRun.objects.create(
-        key=run.key,
-        kind=run.kind,
-        resource=resource,
-        started_at=run.started_at,
-        duration_seconds=run.duration_seconds,
-        result=run.result,
-        error_class=run.error_class[:255],
-        error_message=run.error_message,
-        attempt=run.attempt,
-        worker=run.worker[:255],
-        trace_id=run.trace_id,
-        request=request,
-    )
+    this_run = run_row(run, resource, request=request)
+    this_run.save(force_insert=True)
 
     transitions: list[Transition] = []
     anomaly_id: int | None = None
     if change is not None:
         planned, refused = plan_transitions(machine, from_phase, change)
-        for planned_move in planned:
-            since = resource.phase_since
-            moves.append((resource.phase, planned_move.to_phase, (now - since).total_seconds() if since else None))
-            transitions.append(transition_append(
-                resource, to_phase=planned_move.to_phase, reason=planned_move.reason, message=planned_move.message,
-                actor=change.actor,
-                run=run_row, trace_id=run.trace_id, at=now, generation=obj.generation,
-                resource_version=obj.resource_version,
-            ))
+        transitions = transitions_planned(resource, planned, change, this_run, obj, now, moves)
+        for row in transitions:
+            row.save(force_insert=True)
         if refused:
-            anomaly_id = _anomaly_record(resource, change, machine, run_row)
+            anomaly_id = _anomaly_record(resource, change, machine, this_run)
         else:
             resource.reason, resource.message = change.reason[:255], change.message
 
@@ -613,8 +622,8 @@ def _record(
     resource.save()
 
     if run.request_token:
-        _requests_finish(run, resource, request, run_row, transitions[0] if transitions else None, now)
-    return RecordOutcome(run_row.id, [t.id for t in transitions], anomaly_id, from_phase, resource.phase,
+        _requests_finish(run, resource, request, this_run, transitions[0] if transitions else None, now)
+    return RecordOutcome(this_run.id, [t.id for t in transitions], anomaly_id, from_phase, resource.phase,
                          transitions, revision.id if revision else None, foreign_id, concluded, escalation)
 
 

@@ -7,7 +7,7 @@ that necessary. Before its reconcile the runner reads the phase on record with t
 transition and revision counts, the head's hash, the generation of the last spec revision) and reserves its
 run's id from the run table's sequence, in the same query (`healing.state.resource_state(uid, head=True)`).
 With those, the rows of the run are built and hashed here exactly as the locked path builds them
-(`recording.transition_row`, `recording.revision_row`, the same `ReconcileRun`), and written by one statement:
+(`recording.run_row`, `recording.transitions_planned`, `recording.revision_row`), and written by one statement:
 
     WITH head AS (UPDATE resource SET <mirror, phase, chain head> WHERE id = … AND <head as read> RETURNING id),
          i0 AS (INSERT INTO specrevision … SELECT … FROM head RETURNING id),   -- the first spec revision, if due
@@ -28,10 +28,11 @@ way; tests/reconcilers/engine/test_recording_sql.py holds the two paths to that.
 
 **Rows appended in batches** (`insert_rows`: the Events archive's) are one INSERT from one JSON parameter too.
 
-**The mirror batch** (`mirror_upsert`): `INSERT … VALUES (…), (…) ON CONFLICT (uid) DO UPDATE SET <the mirror's
-columns> WHERE <the incoming resourceVersion is strictly newer>`, rows in uid order (two writers lock in the same
-order: no deadlock). An echo (a version the mirror has) changes nothing and costs no lock wait in Python: one
-statement in autocommit instead of a transaction with a locking read, creates and an update.
+**The mirror batch** (`mirror_upsert`): `INSERT … SELECT … FROM jsonb_populate_recordset(<the rows>) ON CONFLICT
+(uid) DO UPDATE SET <the mirror's columns> WHERE <the incoming resourceVersion is strictly newer>`, rows in uid
+order (two writers lock in the same order: no deadlock). An echo (a version the mirror has) changes nothing and
+costs no lock wait in Python: one statement in autocommit instead of a transaction with a locking read, creates
+and an update.
 """
 
 from __future__ import annotations
@@ -51,7 +52,7 @@ from reconcilers.core.statemachine import StateMachine
 from reconcilers.engine import recording
 from reconcilers.engine.recording import ObservedObject, PhaseChange, RecordOutcome, RunRecord
 from reconcilers.engine.step import OutOfBand, plan_transitions
-from reconcilers.models import ReconcileRun, Resource, Transition
+from reconcilers.models import ReconcileRun, Resource
 
 
 @dataclass(frozen=True)
@@ -105,24 +106,17 @@ def reconcile_record_one_statement(
     revision = recording.revision_row(shadow, live or {}, now, {}) if revision_due else None
     if revision is not None:
         recording.head_moved(shadow, revision)
-    run_row = ReconcileRun(
-        id=head.next_run_id, key=run.key, kind=run.kind, resource=shadow, started_at=run.started_at,
-        duration_seconds=run.duration_seconds, result=run.result, error_class=run.error_class[:255],
-        error_message=run.error_message, attempt=run.attempt, worker=run.worker[:255], trace_id=run.trace_id,
-    )
-    transitions: list[Transition] = []
-    pending_moves = []
-    for move in planned:
-        since = shadow.phase_since
-        pending_moves.append((shadow.phase, move.to_phase, (now - since).total_seconds() if since else None))
-        row = recording.transition_row(
-            shadow, to_phase=move.to_phase, reason=move.reason, message=move.message, actor=change.actor
-            if change is not None else "controller", run=run_row, trace_id=run.trace_id, at=now,
-            generation=obj.generation, resource_version=obj.resource_version)
-        recording.head_moved(shadow, row)
-        transitions.append(row)
+    run_row = recording.run_row(run, shadow, run_id=head.next_run_id)
+    pending_moves: list[tuple[str, str, float | None]] = []  # counted once the statement has written them
+    transitions = recording.transitions_planned(shadow, planned, change, run_row, obj, now, pending_moves) \
+        if change is not None else []
+    # the row as the locked path leaves it: what was observed, the run's result, the change's reason
+    recording.mirror_observed(shadow, obj, now)
+    shadow.last_reconcile_at, shadow.last_result, shadow.updated_at = now, run.result, now
+    if change is not None:
+        shadow.reason, shadow.message = change.reason[:255], change.message
 
-    sql, params = _statement(shadow, head, obj, change, run, now,
+    sql, params = _statement(shadow, head, obj, change is not None,
                              [r for r in (revision, run_row, *transitions) if r is not None])
     try:
         # inside a caller's transaction, a savepoint keeps a refused statement from breaking it
@@ -159,9 +153,10 @@ def _revision_due(obj: ObservedObject, live: dict[str, Any] | None, head: ChainH
 
 #: the mirror's columns, overwritten only by an observation not older than the row's
 _MIRROR = [name for name in recording.MIRROR_FIELDS if name != "updated_at"]
-#: the columns every recorded run sets (reason and message too when it planned a change)
+#: the columns every recorded run sets, and those a run with a phase change sets too
 _DIRECT = ["phase", "phase_since", "last_transition_seq", "last_transition_hash", "last_revision_seq",
-           "last_reconcile_at", "last_result", "updated_at", "reason", "message"]
+           "last_reconcile_at", "last_result", "updated_at"]
+_CHANGE = ["reason", "message"]
 
 
 def _execute(sql: str, params: list[Any]) -> tuple[Any, ...] | None:
@@ -201,17 +196,14 @@ def _table(model: type[models.Model]) -> str:
     return connection.ops.quote_name(model._meta.db_table)
 
 
-def _statement(shadow: Resource, head: ChainHead, obj: ObservedObject, change: PhaseChange | None, run: RunRecord,
-               now: datetime, rows: list[models.Model]) -> tuple[str, list[Any]]:
-    """The statement and its parameters. Its text depends only on which rows it inserts (a handful of shapes, so
+def _statement(shadow: Resource, head: ChainHead, obj: ObservedObject, changed: bool,
+               rows: list[models.Model]) -> tuple[str, list[Any]]:
+    """The statement writing `shadow` (the row as the run leaves it) over the row whose head is `head`, then
+    inserting `rows`, and its parameters. Its text depends only on which rows it inserts (a handful of shapes, so
     psycopg's query cache keeps them): every value travels as one JSON parameter per row."""
-    recording.mirror_observed(shadow, obj, now)
-    shadow.last_reconcile_at, shadow.last_result, shadow.updated_at = now, run.result, now
-    if change is not None:
-        shadow.reason, shadow.message = change.reason[:255], change.message
-    direct = _json_row(shadow, _DIRECT if change is not None else _DIRECT[:-2])
+    direct = _json_row(shadow, [*_DIRECT, *_CHANGE] if changed else _DIRECT)
     mirror = _json_row(shadow, _MIRROR)
-    columns = [Resource._meta.get_field(name).column for name in (*_MIRROR, *_DIRECT)]
+    columns = [Resource._meta.get_field(name).column for name in (*_MIRROR, *_DIRECT, *_CHANGE)]
     sql, params = _update_sql(columns), [head.id, head.last_transition_seq, head.last_transition_hash,
                                          head.last_revision_seq, head.phase]
     incoming = int(obj.resource_version) if obj.resource_version.isdigit() else None
@@ -274,11 +266,15 @@ def _upsert_sql() -> str:
 
 
 def insert_rows(rows: Sequence[models.Model]) -> None:
-    """INSERT these unsaved rows of one model in one statement, a row that conflicts with one on record skipped
-    (`bulk_create(ignore_conflicts=True)`, its values as one JSON parameter instead of a quoted literal each)."""
+    """INSERT these unsaved rows of one model in one statement, a row that conflicts with one on record skipped:
+    `bulk_create(ignore_conflicts=True)`, on PostgreSQL with its values as one JSON parameter instead of a quoted
+    literal each."""
     if not rows:
         return
     model = type(rows[0])
+    if connection.vendor != "postgresql":
+        model._default_manager.bulk_create(rows, ignore_conflicts=True)
+        return
     columns = ", ".join(connection.ops.quote_name(f.column) for f in model._meta.concrete_fields if not f.primary_key)
     _execute(f"INSERT INTO {_table(model)} ({columns}) SELECT {columns} "
              f"FROM jsonb_populate_recordset(NULL::{_table(model)}, %s::jsonb) ON CONFLICT DO NOTHING",

@@ -8,8 +8,8 @@ and remembers every answer (negative ones too) in a bounded LRU cache with a TTL
 call per Event. Events about objects that lead to no registered object are dropped.
 
 Cost per batch, whatever its size: one query for the mirrored uids, one for the counts archived before, one
-INSERT (`recording_sql.insert_rows` on PostgreSQL, `bulk_create(ignore_conflicts=True)` elsewhere: the unique
-(event_uid, count) makes a repeated observation a no-op).
+INSERT (`recording_sql.insert_rows`, `bulk_create(ignore_conflicts=True)` in one JSON parameter on PostgreSQL:
+the unique (event_uid, count) makes a repeated observation a no-op).
 
 One row per observation (an Event's uid and its `count`); `occurrences` is the count minus the highest count
 archived before for that uid (the anomaly rules sum it), so the occurrences of an Event's rows add up to its latest
@@ -28,7 +28,6 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from django.db import connection
 from django.db.models import Max
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
@@ -305,8 +304,5 @@ def events_archive(batch: Sequence[EventPair], resolver: OwnerResolver) -> int:
         if count <= before:
             continue  # this observation (or a later one) is archived already
         rows.append(_row(event, ref, filed[ref.uid], count, count - before, now))
-    if rows and connection.vendor == "postgresql":
-        insert_rows(rows)  # one statement, its values one JSON parameter (recording_sql)
-    elif rows:
-        KubeEvent.objects.bulk_create(rows, ignore_conflicts=True)
+    insert_rows(rows)
     return len(rows)

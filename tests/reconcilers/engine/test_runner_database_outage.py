@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 from django.db import OperationalError
 
-from reconcilers.engine import recording, runner
+from reconcilers.engine import runner
 from reconcilers.models import ReconcileRun, Resource, Transition
 from tests.reconcilers.engine.test_runner import live, make, phases  # noqa: F401 - `make` is a fixture
 
@@ -18,12 +18,12 @@ def test_a_run_whose_recording_breaks_records_nothing_and_is_retried_with_backof
                                                                                    monkeypatch):
     key, obj = make(mode="ok")
     uid = obj["metadata"]["uid"]
-    real_append = recording.transition_append
+    real_save = Transition.save
 
     def connection_lost(*args, **kwargs):
         raise OperationalError("server closed the connection unexpectedly")
 
-    monkeypatch.setattr(recording, "transition_append", connection_lost)
+    monkeypatch.setattr(Transition, "save", connection_lost)  # the first transition's INSERT
     assert workqueue.add(key)
     assert runner.run(key) == "error"
     assert live(kapi, key)["status"]["phase"] == "Running"  # the status write happened before the recording
@@ -34,7 +34,7 @@ def test_a_run_whose_recording_breaks_records_nothing_and_is_retried_with_backof
     assert workqueue.failures(key) == 1 and [i.key for i in snap.backing_off] == [key]  # retried, not dropped
     assert snap.processing_count == 0  # the lease was released
 
-    monkeypatch.setattr(recording, "transition_append", real_append)
+    monkeypatch.setattr(Transition, "save", real_save)
     assert workqueue.retry_now(key)
     assert runner.run(key) == "success"
     assert phases(uid) == [("", "Pending"), ("Pending", "Running")]  # recorded once, on the retry
