@@ -3,12 +3,10 @@ draining them (`claim_next`) and `top_up`: the rules against the real Redis, wit
 
 from __future__ import annotations
 
-import uuid
-
 import pytest
 
 from reconcilers.engine.workqueue import WorkQueue
-from tests.reconcilers.engine.test_workqueue import FakeClock
+from tests.reconcilers.engine.test_workqueue import clock, make_queue  # noqa: F401 - fixtures
 
 
 def key(name: str) -> str:
@@ -16,34 +14,24 @@ def key(name: str) -> str:
 
 
 @pytest.fixture
-def clock() -> FakeClock:
-    return FakeClock()
-
-
-@pytest.fixture
-def queue(redis_client, clock):
-    made: list[WorkQueue] = []
+def queue(make_queue):  # noqa: F811 - the fixture imported above
+    """A queue capped at `max_sent` (2 unless given), 10 s leases, no token bucket; its fake clock is `q.clock`."""
 
     def make(max_sent: int = 2, **kwargs) -> WorkQueue:
-        q = WorkQueue(redis_client, name=f"drain-{uuid.uuid4().hex[:8]}", clock=clock, lease_seconds=10,
-                      bucket_qps=0, max_sent=max_sent, **kwargs)
-        made.append(q)
-        return q
+        return make_queue(max_sent=max_sent, lease_seconds=10, bucket_qps=0, **kwargs)
 
-    yield make
-    for q in made:
-        q.clear()
+    return make
 
 
 def keys(*names: str) -> list[str]:
     return [key(n) for n in names]
 
 
-def test_beyond_the_cap_keys_wait_ready_instead_of_being_sent(queue, clock):
+def test_beyond_the_cap_keys_wait_ready_instead_of_being_sent(queue):
     q = queue(max_sent=2)
     sent = []
     for name in "abcde":
-        clock.advance(1)
+        q.clock.advance(1)
         if q.add(key(name)):
             sent.append(key(name))
     assert sent == keys("a", "b")
@@ -53,31 +41,31 @@ def test_beyond_the_cap_keys_wait_ready_instead_of_being_sent(queue, clock):
     assert q.add_many_queued(keys("a", "g", "g")) == ([], keys("g"))
 
 
-def test_a_draining_worker_takes_the_longest_queued_key_sent_or_not(queue, clock):
+def test_a_draining_worker_takes_the_longest_queued_key_sent_or_not(queue):
     q = queue(max_sent=2)
     for name in "abcd":
-        clock.advance(1)
+        q.clock.advance(1)
         q.add(key(name))  # a and b sent, c and d ready
     first = q.claim_next("w1")
     assert first is not None and first.key == key("a") and first.owner == "w1"
-    assert first.queued_at == pytest.approx(clock.now - 3)
+    assert first.queued_at == pytest.approx(q.clock.now - 3)
     assert [q.claim_next("w").key for _ in range(3)] == keys("b", "c", "d")
     assert q.claim_next("w") is None and q.snapshot().processing_count == 4
     # a's and b's tasks keep their places under the cap until they arrive: the pump sends nothing meanwhile
-    clock.advance(1)
+    q.clock.advance(1)
     q.add(key("e"))
     assert q.top_up() == []
     assert q.claim(key("a"), "task-a", only_if_dirty=True) is None  # a's task: a drainer had it, nothing to do
     assert q.top_up() == keys("e")  # its place is free
 
 
-def test_a_key_changed_while_it_runs_is_not_taken_by_a_drainer_until_it_is_done(queue, clock):
+def test_a_key_changed_while_it_runs_is_not_taken_by_a_drainer_until_it_is_done(queue):
     q = queue(max_sent=1)
     q.add(key("a"))
     assert q.claim(key("a"), "w1") is not None
     q.add(key("a"))  # dirty while processing
     assert q.claim_next("w2") is None
-    clock.advance(1)
+    q.clock.advance(1)
     q.add(key("x"))  # sent: the cap has room (a's task was claimed)
     assert not q.done(key("a"), "w1")  # the cap is full (x's task waits): a stays ready
     assert q.top_up() == []
@@ -86,10 +74,10 @@ def test_a_key_changed_while_it_runs_is_not_taken_by_a_drainer_until_it_is_done(
     assert q.claim_next("w2").key == key("x")
 
 
-def test_top_up_sends_ready_keys_while_fewer_than_the_cap_wait(queue, clock):
+def test_top_up_sends_ready_keys_while_fewer_than_the_cap_wait(queue):
     q = queue(max_sent=2)
     for name in "abcde":
-        clock.advance(1)
+        q.clock.advance(1)
         q.add(key(name))
     assert q.top_up() == []  # a and b wait for workers
     q.claim(key("a"), "w")
@@ -101,17 +89,17 @@ def test_top_up_sends_ready_keys_while_fewer_than_the_cap_wait(queue, clock):
     assert [q.claim_next("w").key for _ in range(2)] == keys("d", "e") and q.claim_next("w") is None
 
 
-def test_an_expired_lease_at_the_cap_leaves_its_key_ready_for_a_drainer(queue, clock):
+def test_an_expired_lease_at_the_cap_leaves_its_key_ready_for_a_drainer(queue):
     q = queue(max_sent=1, redispatch_after=30)  # b's task is not overdue yet
     q.add(key("a"))
     q.claim(key("a"), "dead")
     q.add(key("b"))  # sent: fills the cap
-    clock.advance(11)
+    q.clock.advance(11)
     assert q.reap_expired() == []  # a is queued again, but the cap is full
     assert [q.claim_next("w").key for _ in range(2)] == keys("b", "a")  # b was queued first
 
 
-def test_no_cap_sends_every_ready_key_as_before(queue, clock):
+def test_no_cap_sends_every_ready_key_as_before(queue):
     q = queue(max_sent=0)
     assert q.add_many(keys(*"abcdef")) == keys(*"abcdef")
     assert q.top_up() == []
