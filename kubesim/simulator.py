@@ -6,7 +6,7 @@ import asyncio
 import logging
 import ssl
 import tempfile
-from collections import deque
+from collections import Counter, deque
 from typing import Any
 
 from aiohttp import web
@@ -56,6 +56,8 @@ class Simulator:
         self.injected_errors = 0
         self.delayed_requests = 0  # requests the latency fault slowed down
         self.watches_cut = 0  # watch connections the watch_cut_interval fault dropped
+        #: resource requests served, by `verb resource[/subresource]` (kube-apiserver's apiserver_request_total)
+        self.request_counts: Counter[str] = Counter()
         self.port: int | None = None
         self._runner: web.AppRunner | None = None
 

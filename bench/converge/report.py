@@ -98,11 +98,13 @@ def verdict(results: list[ScenarioResult]) -> str:
 
 
 def work_table(results: list[ScenarioResult]) -> str:
-    """Work per converged CR, independent of how loaded the machine was: API writes (kubesim's
-    resourceVersion increase, which includes kubesim's own Deployment/ReplicaSet/Pod writes), database
-    commits (opsconsole), reconciles, and operator CPU (+ database server CPU, which may include other users')."""
-    rows = ["| scenario | CRs | reconciles / CR | API writes / CR | DB commits / reconcile | operator CPU ms / CR |",
-            "|---|---|---|---|---|---|"]
+    """Work per converged CR, independent of how loaded the machine was: API requests (every one kubesim served,
+    the bench's creates and watch included), API writes (kubesim's resourceVersion increase, which includes
+    kubesim's own Deployment/ReplicaSet/Pod writes), database commits (opsconsole), reconciles, and operator CPU
+    (+ database server CPU, which may include other users')."""
+    rows = ["| scenario | CRs | reconciles / CR | API requests / CR | API writes / CR | DB commits / reconcile "
+            "| operator CPU ms / CR |",
+            "|---|---|---|---|---|---|---|"]
     for r in results:
         crs = (r.burst.crs if r.burst else 0) + (r.steady.crs if r.steady else 0)
         if not crs or r.burst is None:
@@ -110,8 +112,25 @@ def work_table(results: list[ScenarioResult]) -> str:
         reconciles = r.burst.reconciles + (r.steady.reconciles if r.steady else 0)
         operator = sum(p.cpu_seconds for p in r.procs if not p.name.startswith(("kubesim", "bench")))
         commits = _f(r.db_commits / reconciles, 1) if r.db_commits and reconciles else "—"
-        rows.append(f"| {r.label} | {crs} | {_f(reconciles / crs, 2)} | {_f(r.api_writes / crs, 1)} | {commits} "
-                    f"| {_f(operator / crs * 1000, 0)} |")
+        requests = sum(r.api_requests.values())
+        rows.append(f"| {r.label} | {crs} | {_f(reconciles / crs, 2)} | {_f(requests / crs, 1)} "
+                    f"| {_f(r.api_writes / crs, 1)} | {commits} | {_f(operator / crs * 1000, 0)} |")
+    return "\n".join(rows)
+
+
+def requests_table(results: list[ScenarioResult]) -> str:
+    """The API requests per converged CR by type (`verb resource[/subresource]`), one column per scenario."""
+    shown = [r for r in results if r.api_requests and r.burst is not None]
+    if not shown:
+        return ""
+    crs = {r.label: (r.burst.crs if r.burst else 0) + (r.steady.crs if r.steady else 0) for r in shown}
+    kinds = sorted({k for r in shown for k in r.api_requests}, key=lambda k: -max(r.api_requests.get(k, 0)
+                                                                                  for r in shown))
+    rows = ["| API requests / CR | " + " | ".join(r.label for r in shown) + " |",
+            "|---|" + "---:|" * len(shown)]
+    for kind in kinds:
+        rows.append(f"| {kind} | " + " | ".join(_f(r.api_requests.get(kind, 0) / crs[r.label], 2) if crs[r.label]
+                                                 else "—" for r in shown) + " |")
     return "\n".join(rows)
 
 
@@ -123,5 +142,6 @@ def settings_line(cfg: Config) -> str:
 
 
 def render(cfg: Config, results: list[ScenarioResult]) -> str:
-    return "\n\n".join([settings_line(cfg), results_table(results), procs_table(results), work_table(results),
-                        verdict(results)]) + "\n"
+    parts = [settings_line(cfg), results_table(results), procs_table(results), work_table(results),
+             requests_table(results), verdict(results)]
+    return "\n\n".join(part for part in parts if part) + "\n"

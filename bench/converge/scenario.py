@@ -104,6 +104,8 @@ class ScenarioResult:
     servers: list[ProcResult] = field(default_factory=list)  # PostgreSQL and Redis (shared with others)
     machine_busy_seconds: float = 0.0  # CPU seconds the whole machine was busy during the measurement
     api_writes: int = 0  # kubesim resourceVersion increase over the measurement (every write bumps it)
+    #: API requests kubesim served over the measurement, by `verb resource[/subresource]` (the bench's own included)
+    api_requests: dict[str, int] = field(default_factory=dict)
     db_commits: int = 0  # PostgreSQL transactions committed in the scenario's database (opsconsole)
     window_seconds: float = 0.0
     quiet_after_seconds: float = 0.0  # after the burst converged, until no reconcile had started for QUIET s
@@ -171,13 +173,21 @@ def _db_commits(cfg: Config, name: str) -> int:
     return int(row[0]) if row else 0
 
 
-def _kubesim_rv(url: str, token: str) -> int:
+def _kubesim_stats(url: str, token: str) -> dict[str, Any]:
+    """kubesim's `/kubesim/stats`: its resourceVersion and the requests it served, by type."""
     import json
     import urllib.request
 
     req = urllib.request.Request(url + "/kubesim/stats", headers={"Authorization": f"Bearer {token}"})
     with urllib.request.urlopen(req, timeout=10) as resp:
-        return int(json.loads(resp.read())["resourceVersion"])
+        stats: dict[str, Any] = json.loads(resp.read())
+    return stats
+
+
+def _requests_delta(before: dict[str, int], after: dict[str, int]) -> dict[str, int]:
+    """The requests served between two stats, by type, the most frequent first."""
+    delta = {k: v - before.get(k, 0) for k, v in after.items() if v - before.get(k, 0)}
+    return dict(sorted(delta.items(), key=lambda kv: (-kv[1], kv[0])))
 
 
 def flush_redis(url: str) -> None:
@@ -299,7 +309,7 @@ def run_scenario(cfg: Config, name: str, template_db: str | None, log: Any = pri
         if me is not None:
             before[me.pid] = me
         servers_before = {n: tree_cpu_seconds(pid) for n, pid in servers.items() if pid}
-        rv_before = _kubesim_rv(url, token)
+        stats_before = _kubesim_stats(url, token)
         commits_before = _db_commits(cfg, db_name) if db_name else 0
         busy_before, window_start = machine_busy_seconds(), time.monotonic()
 
@@ -332,7 +342,9 @@ def run_scenario(cfg: Config, name: str, template_db: str | None, log: Any = pri
         if me is not None:
             after.append(me)
         result.machine_busy_seconds = machine_busy_seconds() - busy_before
-        result.api_writes = _kubesim_rv(url, token) - rv_before
+        stats_after = _kubesim_stats(url, token)
+        result.api_writes = int(stats_after["resourceVersion"]) - int(stats_before["resourceVersion"])
+        result.api_requests = _requests_delta(stats_before.get("requests", {}), stats_after.get("requests", {}))
         if db_name:
             time.sleep(1.0)  # backends flush their statistics about once a second
             result.db_commits = _db_commits(cfg, db_name) - commits_before

@@ -47,7 +47,7 @@ def add_admin_routes(app: web.Application, sim: Simulator) -> None:
         return json_response({"resourceVersion": sim.store.rv, "objects": sum(1 for _ in sim.store.all_items()),
                               "watches": sim.active_watches, "historyOldest": sim.store.compacted_rv,
                               "injectedErrors": sim.injected_errors, "delayedRequests": sim.delayed_requests,
-                              "watchesCut": sim.watches_cut})
+                              "watchesCut": sim.watches_cut, "requests": dict(sim.request_counts)})
 
     async def snapshot(request: web.Request) -> web.Response:
         if sim.persistence is None:

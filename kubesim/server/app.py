@@ -80,7 +80,13 @@ def build_app(sim: Simulator) -> web.Application:
     @web.middleware
     async def faults_mw(request: web.Request, handler: Handler) -> web.StreamResponse:
         faults = sim.options.faults
-        if _is_resource_path(request.path) and (not faults.methods or request.method in faults.methods):
+        resource_path = _is_resource_path(request.path)
+        if resource_path:
+            attrs = request_attributes(request[USER], request.method, request.path,
+                                       str(request.query.get("watch", "")).lower() in ("true", "1"))
+            resource = f"{attrs.resource}/{attrs.subresource}" if attrs.subresource else attrs.resource
+            sim.request_counts[f"{attrs.verb} {resource}"] += 1
+        if resource_path and (not faults.methods or request.method in faults.methods):
             if faults.latency > 0 and random.random() < faults.latency_rate:
                 sim.delayed_requests += 1
                 await asyncio.sleep(faults.latency)

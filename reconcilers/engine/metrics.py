@@ -103,6 +103,11 @@ INFORMER_RESTARTS = Counter(
 #: the `reason` label values of opsconsole_informer_restarts_total
 INFORMER_RESTART_REASONS = ("ended", "broken", "expired", "error")
 
+OBJECT_READS = Counter(
+    "opsconsole_object_reads_total", "How runs read their object: cache (the controller's object cache), api (a GET: "
+    "nothing cached, or the cache is off or being deleted), stale (cached, but older than the record: read again "
+    "with a GET)", ["controller", "source"],
+)
 RECONCILE_FAILURES = Counter(
     "operator_reconcile_failures_total", "Reconciles that failed, by controller and reason", ["controller", "reason"],
 )

@@ -5,7 +5,9 @@ It orchestrates and decides nothing itself; one key goes down these steps, each 
    stays dirty, so that owner's `done()` re-queues it). A thread renews the lease while we run. After its key,
    a task runs the keys still waiting in the workqueue, the longest queued first (`drain_ready`), one claim at a
    time.
-2. Read: GET the live object (`kube`). Gone → its mirror is marked deleted. The phase and the healing state on
+2. Read: the object from the object cache the claim brought (`objectcache`: the controller's newest view, or the
+   last run's write), unless it is missing, being deleted or older than the record; else GET the live object
+   (`kube`). Gone → its mirror is marked deleted. The phase and the healing state on
    record come from `healing.state`, the manual requests the run picks up from `recording`. A suspended object
    is not reconciled (`healing.suspend.suspension_check`: nothing recorded, the key looked at again at expiry).
 3. Step (`step.reconcile_step`): the reconcile and the status write; an `Outcome` with one queue action.
@@ -39,7 +41,7 @@ from opentelemetry.trace import Status, StatusCode
 
 from reconcilers.core.meta import FLUX_REQUESTED_AT, RECONCILE_REQUESTED_AT
 from reconcilers.core.types import Request
-from reconcilers.engine import apiclient, dispatch, kube, metrics, recording, registry, sampling, step
+from reconcilers.engine import apiclient, dispatch, kube, metrics, objectcache, recording, registry, sampling, step
 from reconcilers.engine.healing import state as healing_state
 from reconcilers.engine.healing import suspend
 from reconcilers.engine.step import Outcome, QueueAction
@@ -209,6 +211,14 @@ class LeaseRenewer:
         _RENEWALS.remove(self)
 
 
+class _NotRead(Exception):
+    """The run ends before its reconcile: its object could not be read (`result` 'error') or is gone ('success')."""
+
+    def __init__(self, result: str) -> None:
+        super().__init__(result)
+        self.result = result
+
+
 class Run:
     """One run of one key (see the module docstring for the steps)."""
 
@@ -221,6 +231,7 @@ class Run:
         self.trace_id = ""
         self.forget = False  # reset the key's failure count when the lease is released (one round trip less)
         self.requeue_after: float | None = None  # RequeueAfter, applied as the lease is released (the same trip)
+        self.read_from = objectcache.API  # where the object came from (objectcache.CACHE, API or STALE)
 
     def execute(self) -> str:
         try:
@@ -257,23 +268,14 @@ class Run:
         namespace, name = self.request.namespace, self.request.name
         api = apiclient.get_api_client()
         try:
-            obj = kube.get_object(api, rec.resource, namespace or None, name)
-        except Exception as exc:
-            self.error_class = "ApiError" if isinstance(exc, kube.ApiException) else type(exc).__name__
-            delay = self._retry(QueueAction.BACKOFF)
-            log.warning("GET %s failed (%s); retrying in %.3fs", self.key, exc, delay)
-            self._record_unobserved(f"GET failed: {exc}"[:2000])
-            return "error"
-        if obj is None:
-            recording.resource_mirror_gone(self.key)
-            self.queue.forget(self.key)
-            return "success"
-
+            obj, state = self._read(api)
+        except _NotRead as stop:
+            return stop.result
         meta = obj["metadata"]
         span.set_attributes({"opsconsole.kind": rec.resource.kind, "opsconsole.namespace": namespace,
                              "opsconsole.name": name, "opsconsole.uid": meta.get("uid") or "",
-                             "opsconsole.generation": int(meta.get("generation") or 0)})
-        state = healing_state.resource_state(meta["uid"], head=True)
+                             "opsconsole.generation": int(meta.get("generation") or 0),
+                             "opsconsole.read": self.read_from})
         if state is None and suspend.annotated(obj) is not None:  # a suspension needs a record to be on
             recording.resource_mirror_upsert(rec.resource, obj)
             state = healing_state.resource_state(meta["uid"], head=True)
@@ -322,6 +324,42 @@ class Run:
             span.set_attribute("opsconsole.rollback", record.rollback_concluded)
             self.queue.add(self.key)  # the next run writes the rollback's conditions
         return outcome.result
+
+    def _read(self, api: Any) -> tuple[dict[str, Any], healing_state.RecordedState | None]:
+        """The object and its state on record. The object comes from the object cache when the claim brought one
+        that is `objectcache.usable` (not older than the record's), else from a GET (`_get`)."""
+        cached = objectcache.decode(self.claim.cached) if self.claim.cached and objectcache.enabled() else None
+        if cached is not None and objectcache.usable(cached, ""):
+            obj, self.read_from = cached, objectcache.CACHE
+        else:
+            obj, self.read_from = self._get(api), objectcache.API
+        state = healing_state.resource_state(obj["metadata"]["uid"], head=True)
+        if self.read_from == objectcache.CACHE and state is not None and not objectcache.usable(
+                obj, state.resource_version):
+            uid = obj["metadata"]["uid"]
+            obj, self.read_from = self._get(api), objectcache.STALE  # the cache fell behind the record: the live one
+            if obj["metadata"]["uid"] != uid:  # deleted and made again meanwhile: another record
+                state = healing_state.resource_state(obj["metadata"]["uid"], head=True)
+        metrics.OBJECT_READS.labels(self.reconciler.name, self.read_from).inc()
+        return obj, state
+
+    def _get(self, api: Any) -> dict[str, Any]:
+        """GET the live object. A failure is on record and retried with backoff; a 404 marks the mirror deleted
+        (`_NotRead` either way)."""
+        rec = self.reconciler
+        try:
+            obj = kube.get_object(api, rec.resource, self.request.namespace or None, self.request.name)
+        except Exception as exc:
+            self.error_class = "ApiError" if isinstance(exc, kube.ApiException) else type(exc).__name__
+            delay = self._retry(QueueAction.BACKOFF)
+            log.warning("GET %s failed (%s); retrying in %.3fs", self.key, exc, delay)
+            self._record_unobserved(f"GET failed: {exc}"[:2000])
+            raise _NotRead("error") from exc
+        if obj is None:
+            recording.resource_mirror_gone(self.key)
+            self.queue.forget(self.key)
+            raise _NotRead("success")
+        return obj
 
     def _events(self, outcome: Outcome, record: recording.RecordOutcome) -> list[step.EventSpec]:
         """The Events of what was recorded (the record, not the plan, is the truth when they differ)."""

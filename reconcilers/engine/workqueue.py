@@ -33,6 +33,10 @@ It has client-go's workqueue semantics (DESIGN.md §3), with Celery as the trans
   message per batch instead of one per key, and never builds a broker backlog longer than `max_sent` (whose
   keys `reap_expired` would send again).
 
+- `objects` (hash key → `<resourceVersion> <JSON>`): the object cache (`reconcilers.engine.objectcache`). The
+  controller writes it (`cache_objects`, `cache_prune`) and `claim` and `claim_next` return the key's entry with
+  the lease; a version older than the one held is never stored.
+
 Every state change is one Lua script (atomic). All keys live under `wq:{<name>}:` (one hash slot), so several
 queues share a Redis. Times come from the injected `clock`, or from Redis `TIME` when none is given, so
 leases compare consistently across hosts. Methods that return keys "to dispatch" leave the sending of the
@@ -48,11 +52,12 @@ from typing import Any
 
 import redis
 
-_PARTS = ("dirty", "processing", "leases", "delayed", "failures", "bucket", "dispatched", "resent")
+_PARTS = ("dirty", "processing", "leases", "delayed", "failures", "bucket", "dispatched", "resent", "objects")
 #: depth samples kept (one every DEPTH_SAMPLE_SECONDS in the controller: an hour)
 DEPTH_HISTORY = 240
 
-# KEYS: 1 dirty, 2 processing, 3 leases, 4 delayed, 5 failures, 6 bucket, 7 dispatched, 8 resent. ARGV[1]: now,
+# KEYS: 1 dirty, 2 processing, 3 leases, 4 delayed, 5 failures, 6 bucket, 7 dispatched, 8 resent, 9 objects (the
+# object cache, reconcilers.engine.objectcache: key -> '<resourceVersion> <JSON>'). ARGV[1]: now,
 # or < 0 for the Redis server's clock. Times are formatted with 6 decimals: Lua numbers returned to Redis truncate.
 # RESEND and RESEND_MAX (the queue's redispatch_after and redispatch_max) are set per queue by the prologue.
 _PRELUDE = """
@@ -108,6 +113,17 @@ local function take(key, owner, lease, keep_sent)  -- owner's lease on key (the 
   redis.call('ZADD', KEYS[3], f(expires), key)
   return {queued, f(since), f(expires), tonumber(redis.call('HGET', KEYS[5], key)) or 0}
 end
+local function cache_put(key, rv, body)  -- the object cache's entry for key, unless it holds a newer version
+  -- (numeric resourceVersions compared; an opaque one replaces); body '' removes the entry
+  if body == '' then redis.call('HDEL', KEYS[9], key); return 1 end
+  local cur = redis.call('HGET', KEYS[9], key)
+  if cur then
+    local held = string.match(cur, '^(%d+) ')
+    if held and string.match(rv, '^%d+$') and (#rv < #held or (#rv == #held and rv < held)) then return 0 end
+  end
+  redis.call('HSET', KEYS[9], key, rv .. ' ' .. body)
+  return 1
+end
 local function delay(key, due)  -- the earlier of the new and any existing due time wins
   local cur = tonumber(redis.call('ZSCORE', KEYS[4], key))
   if cur and cur <= due then return cur end
@@ -155,13 +171,16 @@ if cur and cur.owner ~= owner and tonumber(cur.expires) > now then
   if not redis.call('ZSCORE', KEYS[1], key) then redis.call('ZADD', KEYS[1], f(now), key) end
   return false
 end
-return take(key, owner, lease, false)
+local got = take(key, owner, lease, false)
+got[#got + 1] = redis.call('HGET', KEYS[9], key) or ''
+return got
 """,
     "claim_next": """
 local key = waiting(1, true)[1]
 if not key then return false end
 local got = take(key, ARGV[2], tonumber(ARGV[3]), true)
 table.insert(got, 1, key)
+got[#got + 1] = redis.call('HGET', KEYS[9], key) or ''
 return got
 """,
     "top_up": """
@@ -190,6 +209,19 @@ if not cur or cur.owner ~= ARGV[3] then return 0 end
 redis.call('HDEL', KEYS[2], key); redis.call('ZREM', KEYS[3], key)
 if not redis.call('ZSCORE', KEYS[1], key) then return 0 end
 return offer(key)
+""",
+    "cache": """
+local stored = 0
+for i = 2, #ARGV, 3 do stored = stored + cache_put(ARGV[i], ARGV[i + 1], ARGV[i + 2]) end
+return stored
+""",
+    "cache_prune": """
+local prefix, keep, gone = ARGV[2], {}, 0
+for i = 3, #ARGV do keep[ARGV[i]] = true end
+for _, key in ipairs(redis.call('HKEYS', KEYS[9])) do
+  if string.sub(key, 1, #prefix) == prefix and not keep[key] then redis.call('HDEL', KEYS[9], key); gone = gone + 1 end
+end
+return gone
 """,
     "release_due": """
 local out = {}
@@ -296,6 +328,7 @@ class Claim:
     claimed_at: float
     lease_expires: float
     failures: int  # consecutive failures so far (the run's attempt number is failures + 1)
+    cached: str = ""  # the object cache's entry for the key ('<resourceVersion> <JSON>', '' when none)
 
 
 @dataclass(frozen=True)
@@ -456,8 +489,8 @@ class WorkQueue:
         got = self._run("claim", key, owner, repr(self.lease_seconds), "1" if only_if_dirty else "0")
         if not got:
             return None
-        queued, since, expires, failures = got
-        return Claim(key, owner, float(queued), float(since), float(expires), int(failures))
+        queued, since, expires, failures, cached = got
+        return Claim(key, owner, float(queued), float(since), float(expires), int(failures), _text(cached))
 
     def claim_next(self, owner: str) -> Claim | None:
         """Take the lease of the longest-queued key not processing for owner (a task sent for it then finds
@@ -465,8 +498,8 @@ class WorkQueue:
         got = self._run("claim_next", owner, repr(self.lease_seconds))
         if not got:
             return None
-        key, queued, since, expires, failures = got
-        return Claim(_text(key), owner, float(queued), float(since), float(expires), int(failures))
+        key, queued, since, expires, failures, cached = got
+        return Claim(_text(key), owner, float(queued), float(since), float(expires), int(failures), _text(cached))
 
     def top_up(self, limit: int | None = None) -> list[str]:
         """Send ready keys (the longest queued first) while fewer than `max_sent` sent keys wait for a worker, at
@@ -483,6 +516,28 @@ class WorkQueue:
         sent), the caller must dispatch it."""
         after = "" if requeue_after is None else repr(max(0.0, float(requeue_after)))
         return self._run("done", key, owner, "1" if forget else "0", after) == 1
+
+    def cache_objects(self, entries: dict[str, tuple[str, str] | None], chunk: int = 500) -> int:
+        """Store objects in the object cache (`reconcilers.engine.objectcache`), key → (resourceVersion, JSON), or
+        remove them (None); a version older than the one stored is not stored. One round trip per `chunk`
+        entries. Returns how many entries changed."""
+        items = list(entries.items())
+        changed = 0
+        for start in range(0, len(items), chunk):
+            args: list[str] = []
+            for key, entry in items[start:start + chunk]:
+                args.extend((key, *(entry if entry is not None else ("", ""))))
+            changed += int(self._run("cache", *args))
+        return changed
+
+    def cache_prune(self, prefix: str, present: set[str] | list[str]) -> int:
+        """Remove the object cache's entries whose key starts with `prefix` (a kind's `group/version/plural/`) and
+        is not in `present` (the keys a fresh list returned). Returns how many went."""
+        return int(self._run("cache_prune", prefix, *present))
+
+    def cached(self, key: str) -> str:
+        """The object cache's entry for key ('<resourceVersion> <JSON>', '' when none)."""
+        return _text(self.redis.hget(self.keys[8], key) or b"")
 
     def release_due(self) -> list[str]:
         """One step: move due delayed keys into the queue. Returns the keys to dispatch."""

@@ -1,6 +1,7 @@
 """The thread-safe handoff between informer threads (which put) and the controller loop (which takes).
 
-Keys are coalesced (a key put twice before the loop takes it is taken once, in first-put order); mirror
+Keys are coalesced (a key put twice before the loop takes it is taken once, in first-put order); objects for the
+object cache per key, keeping the newest state (None: deleted); mirror
 updates are coalesced per uid keeping the newest state; mirror sweeps (after an informer's list) per kind,
 keeping the newest list's time; Kubernetes Events for the archive per Event uid keeping the newest state, at most
 `max_events` waiting (beyond, the oldest are dropped: the archive never holds the loop's memory hostage while the
@@ -49,6 +50,7 @@ class Handoff:
     def __init__(self, max_events: int = MAX_EVENTS) -> None:
         self._lock = threading.Lock()
         self._keys: dict[str, None] = {}
+        self._objects: dict[str, dict[str, Any] | None] = {}
         self._mirror: dict[str, MirrorUpdate] = {}
         self._sweeps: dict[tuple[str, str], MirrorSweep] = {}
         self._events: dict[str, EventPair] = {}
@@ -66,6 +68,24 @@ class Handoff:
         with self._lock:
             self._keys = {**dict.fromkeys(keys), **self._keys}
         self._wake.set()
+
+    def put_object(self, key: str, obj: dict[str, Any] | None) -> None:
+        """The newest state of the object of `key` for the object cache (None: it was deleted)."""
+        with self._lock:
+            self._objects.pop(key, None)  # re-insert: the newest goes last
+            self._objects[key] = obj
+        self._wake.set()
+
+    def take_objects(self) -> dict[str, dict[str, Any] | None]:
+        """Every object waiting for the object cache (all of them: a key taken after them must find its object)."""
+        with self._lock:
+            taken, self._objects = self._objects, {}
+            return taken
+
+    def put_objects_back(self, objects: dict[str, dict[str, Any] | None]) -> None:
+        """Give back objects the loop could not write (a newer state of the same key wins)."""
+        with self._lock:
+            self._objects = {**objects, **self._objects}
 
     def put_mirror(self, update: MirrorUpdate) -> None:
         with self._lock:
@@ -155,6 +175,7 @@ class Handoff:
         """Drop everything (on losing leadership)."""
         with self._lock:
             self._keys.clear()
+            self._objects.clear()
             self._mirror.clear()
             self._sweeps.clear()
             self._events.clear()

@@ -1,29 +1,29 @@
 """The controller: informers per reconciled and owned kind, feeding the workqueue, while it leads.
 
-Written as single steps (healthchecks' `sendalerts` style): `step()` does one round of work and says
-whether it did any, so tests drive it step by step and `run()` is only the loop around it. One step:
-renew or acquire the Lease when due; start the informers on becoming leader, stop them on losing it;
-enqueue the keys the informer threads handed off (dispatch.enqueue_many: one Redis round trip for the
-batch); write the Resource mirror updates (recording.resource_mirror_write: one transaction for the
-batch; an object found deleted gets its deletion recorded in it, recording.resource_deletions_record); after
-every (re-)list of a reconciled kind, record as deleted the mirror's live rows the cluster no longer has
-(recording.resource_mirror_sweep: objects deleted while no controller watched); pump the delayed and expired
-keys (dispatch.pump) every `pump_interval`; enqueue every cached key
-every `resync_seconds`; archive the Kubernetes Events the events informer handed off (healing.archive: one
-INSERT per batch; while the database fails, the batch is kept and retried with a growing pause, and after
-ARCHIVE_MAX_ATTEMPTS failures written one by one, dropping only what still fails); run the healing step every
-`heal_interval` (healing.evaluator: anomaly rules, rollbacks, expired suspensions) — with `background=True` (as
-`runcontroller` builds it) these two run on threads of their own (background.py), so an archive backlog or a slow
-healing step never holds up enqueueing and the pump; set the workqueue gauges
-(depth, unfinished work, longest running) from a queue
+Written as single steps (healthchecks' `sendalerts` style): `step()` does one round of work and says whether it did
+any, so tests drive it step by step and `run()` is only the loop around it. One step: renew or acquire the Lease
+when due; start the informers on becoming leader, stop them on losing it; write the objects of the reconciled kinds
+the informers reported into the object cache the workers read (reconcilers.engine.objectcache; deleted ones out),
+then enqueue the keys the informer threads handed off (dispatch.enqueue_many: one Redis round trip for the batch);
+write the Resource mirror updates (recording.resource_mirror_write: one transaction for the batch; an object found
+deleted gets its deletion recorded in it, recording.resource_deletions_record); after every (re-)list of a
+reconciled kind, record as deleted the mirror's live rows the cluster no longer has
+(recording.resource_mirror_sweep: objects deleted while no controller watched) and prune their object cache entries;
+pump the delayed and expired keys (dispatch.pump) every `pump_interval`; enqueue every cached key every
+`resync_seconds`; archive the Kubernetes Events the events informer handed off (healing.archive: one INSERT per
+batch; while the database fails, the batch is kept and retried with a growing pause, and after ARCHIVE_MAX_ATTEMPTS
+failures written one by one, dropping only what still fails); run the healing step every `heal_interval`
+(healing.evaluator: anomaly rules, rollbacks, expired suspensions) — with `background=True` (as `runcontroller`
+builds it) these two run on threads of their own (background.py), so an archive backlog or a slow healing step never
+holds up enqueueing and the pump; set the workqueue gauges (depth, unfinished work, longest running) from a queue
 depth count every `metrics_interval`. While the workqueue (Redis) cannot be reached, enqueues and pumps back off
-exponentially (`QUEUE_BACKOFF_MIN` doubling to `QUEUE_BACKOFF_MAX`) and the keys are kept: the loop neither
-spins nor logs a traceback per step. When it answers again, a resync follows at once: a Redis that restarted
-without persistence lost every queued key, and nothing else would bring them back before the next resync.
+exponentially (`QUEUE_BACKOFF_MIN` doubling to `QUEUE_BACKOFF_MAX`) and the keys are kept: the loop neither spins
+nor logs a traceback per step. When it answers again, a resync follows at once: a Redis that restarted without
+persistence lost every queued key, and nothing else would bring them back before the next resync.
 
-The informers run in threads (one per kind) and only talk HTTP and fill their caches; the handler they
-call filters the event (events.py) and hands keys, mirror updates and Events to this loop, which alone touches
-Redis and the database.
+The informers run in threads (one per kind) and only talk HTTP and fill their caches; the handler they call filters
+the event (events.py) and hands keys, mirror updates and Events to this loop, which alone touches Redis and the
+database.
 """
 
 from __future__ import annotations
@@ -137,6 +137,26 @@ def _default_enqueue_many(keys: list[str]) -> list[str]:
     return dispatch.enqueue_many(keys)
 
 
+def _default_cache_write(objects: dict[str, dict[str, Any] | None]) -> None:
+    """The objects into the object cache (`reconcilers.engine.objectcache`), deleted ones out of it."""
+    from reconcilers.engine import dispatch, objectcache
+
+    dispatch.get_queue().cache_objects({key: objectcache.encode(obj) if obj is not None else None
+                                        for key, obj in objects.items()})
+
+
+def _default_cache_prune(prefix: str, present: list[str]) -> None:
+    from reconcilers.engine import dispatch
+
+    dispatch.get_queue().cache_prune(prefix, present)
+
+
+def _default_object_cache() -> bool:
+    from reconcilers.engine import objectcache
+
+    return objectcache.enabled()
+
+
 def _default_pump() -> int:
     from reconcilers.engine import dispatch
 
@@ -244,6 +264,9 @@ class Controller:
         heal_interval: float | None = None,
         heal: Callable[[], Any] | None = None,
         background: bool = False,
+        object_cache: bool | None = None,
+        cache_write: Callable[[dict[str, dict[str, Any] | None]], Any] | None = None,
+        cache_prune: Callable[[str, list[str]], Any] | None = None,
     ) -> None:
         self.api = api
         self.reconcilers = list(reconcilers)
@@ -253,6 +276,12 @@ class Controller:
         self.enqueue_many: Callable[[list[str]], list[str]] = (
             _default_enqueue_many if enqueue is None else (lambda keys: [k for k in keys if enqueue(k)]))
         self.pump = pump or _default_pump
+        # the object cache the workers read (objectcache): written before the keys of the same batch are enqueued
+        # (tests that fake the enqueue without a cache writer get none)
+        self.object_cache = ((enqueue is None or cache_write is not None) and _default_object_cache()
+                             if object_cache is None else object_cache)
+        self.cache_write = cache_write or _default_cache_write
+        self.cache_prune = cache_prune or _default_cache_prune
         self.mirror = mirror
         self.mirror_write = mirror_write or _default_mirror_write
         self.mirror_sweep = mirror_sweep or _default_mirror_sweep
@@ -330,6 +359,8 @@ class Controller:
         """Filter one informer event into keys to enqueue and a mirror update (any thread)."""
         kid = _kind_id(event.kind)
         if kid in self.primary:
+            if self.object_cache and event.key:  # before its key: the loop writes the objects, then enqueues
+                self.handoff.put_object(event.key, None if event.type == DELETED else event.obj)
             if primary_wants_reconcile(event):
                 self.handoff.put_key(event.key)
             if self.mirror and event.uid:
@@ -360,9 +391,10 @@ class Controller:
             self.handoff.put_event(event.uid, (event.obj, event.old))
 
     def _listed(self, informer: Informer) -> None:
-        """An informer completed a list (informer thread): a reconciled kind's mirror is swept in the loop."""
+        """An informer completed a list (informer thread): a reconciled kind's mirror and object cache are swept in
+        the loop."""
         kid = _kind_id(informer.kind)
-        if self.mirror and kid in self.primary and informer.listed_at is not None:
+        if (self.mirror or self.object_cache) and kid in self.primary and informer.listed_at is not None:
             self.handoff.put_sweep(MirrorSweep(kid, informer.listed_at))
 
     # -- informers -----------------------------------------------------------------------------------------
@@ -539,12 +571,16 @@ class Controller:
     def _enqueue_handed_off(self) -> bool:
         if self.clock() < self._queue_retry_at:
             return False  # backing off: the keys stay in the handoff
+        objects = self.handoff.take_objects()  # before the keys: every key taken has its object among them
         keys = self.handoff.take_keys(self.batch_size)
-        if not keys:
+        if not keys and not objects:
             return False
         try:
-            added = self.enqueue_many(keys)
-        except Exception as exc:  # an add is idempotent: the whole batch is tried again
+            if objects:
+                self.cache_write(objects)
+            added = self.enqueue_many(keys) if keys else []
+        except Exception as exc:  # a cache write and an add are idempotent: the whole batch is tried again
+            self.handoff.put_objects_back(objects)
             self.handoff.put_keys(keys)
             self._queue_failed("enqueue", exc)
             return False
@@ -632,8 +668,11 @@ class Controller:
             if informer is None:
                 continue
             try:
+                if self.object_cache:  # entries of objects deleted while no controller watched
+                    kind = informer.kind
+                    self.cache_prune(f"{kind.group}/{kind.version}/{kind.plural}/", informer.keys())
                 gone = self.mirror_sweep(self.reconciler_of[sweep.kind], informer.uids(), informer.namespace,
-                                         sweep.listed_at)
+                                         sweep.listed_at) if self.mirror else []
             except Exception:
                 log.warning("controller: mirror sweep of %s failed; retrying in %.0fs", informer,
                             SWEEP_RETRY_SECONDS, exc_info=True)

@@ -42,6 +42,7 @@ class RecordedState:
     rollback: dict[str, Any] | None = None
     active_anomalies: dict[str, Any] = field(default_factory=dict)
     head: ChainHead | None = None  # read with `head=True`: what a one-statement record swaps against
+    resource_version: str = ""  # the mirror's: the newest version of the object the record has seen
 
     @property
     def rollback_state(self) -> str:
@@ -49,7 +50,7 @@ class RecordedState:
         return str((self.rollback or {}).get("state") or "")
 
 
-_FIELDS = ("id", "phase", "generation", "suspended", "suspension", "rollback", "active_anomalies")
+_FIELDS = ("id", "phase", "generation", "suspended", "suspension", "rollback", "active_anomalies", "resource_version")
 _HEAD_FIELDS = ("kind", "namespace", "name", "phase_since", "last_transition_seq", "last_transition_hash",
                 "last_revision_seq", "deleted")
 
@@ -75,7 +76,7 @@ def resource_state(uid: str, *, head: bool = False) -> RecordedState | None:
                           row["last_transition_seq"], row["last_transition_hash"], row["last_revision_seq"],
                           row["revision_generation"], row["rollback"] is None, row["deleted"], row.get("next_run_id"))
     return RecordedState(row["id"], row["phase"], row["generation"], row["suspended"], row["suspension"],
-                         row["rollback"], row["active_anomalies"] or {}, chain)
+                         row["rollback"], row["active_anomalies"] or {}, chain, row["resource_version"] or "")
 
 
 def _state_with_head(uid: str, reserve: str) -> dict[str, Any] | None:

@@ -1,0 +1,75 @@
+"""The object cache: the controller's newest view of each reconciled object, kept in Redis for the workers.
+
+A run used to start with a GET of its object, though the controller's informer had just seen it (controller-runtime's
+workers read from the informer cache for the same reason). The cache lives in the workqueue's Redis
+(`WorkQueue.cache_objects`, a hash under the queue's prefix, key → `<resourceVersion> <object JSON>`):
+
+- The controller writes every object its informers of the reconciled kinds report, and removes a deleted one, before
+  it enqueues any key of the same batch: a key is never claimed before the object that queued it is in the cache.
+  After each (re-)list it prunes the entries of that kind the cluster no longer has.
+- A worker's claim returns the cached object in the same script (no round trip of its own). The run takes it only
+  when it is `usable`: not being deleted (the finalizer's steps read the live object), and at least as new as the
+  resourceVersion the record last saw (the mirror row, which a run's record moves to the version its status write
+  made): a cache behind the record (the run before wrote the object and the controller's watch has not delivered
+  it yet, or the controller is away) is read again with a GET. A stale object that gets past this is caught where it
+  would do harm, as with controller-runtime's informer cache: the status write carries the resourceVersion read
+  (409 → GET, retry), and the controller enqueues the key again once its watch delivers the change.
+- Only the controller writes it, so the cache is exactly what a watch delivered: while no controller watches, the
+  record moves ahead of it and runs GET their objects.
+- An entry only moves forward: a version older than the stored one is not stored (numeric resourceVersions are
+  compared; opaque ones replace).
+
+`OPSCONSOLE_OBJECT_CACHE` (default on) turns it off: the controller writes nothing and every run GETs its object.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from django.conf import settings
+
+#: how a run read its object (the span attribute `opsconsole.read` and the metric's `source` label)
+CACHE, API, STALE = "cache", "api", "stale"
+
+
+def enabled() -> bool:
+    """settings.OPSCONSOLE_OBJECT_CACHE (default True)."""
+    return bool(getattr(settings, "OPSCONSOLE_OBJECT_CACHE", True))
+
+
+def resource_version(obj: dict[str, Any]) -> str:
+    """The object's metadata.resourceVersion ('' when it has none)."""
+    return str((obj.get("metadata") or {}).get("resourceVersion") or "")
+
+
+def encode(obj: dict[str, Any]) -> tuple[str, str]:
+    """(resourceVersion, the object as compact JSON): what the cache stores."""
+    return resource_version(obj), json.dumps(obj, separators=(",", ":"))
+
+
+def decode(raw: str) -> dict[str, Any] | None:
+    """A cached entry (`<resourceVersion> <JSON>`) as the object; None for '' or anything unreadable."""
+    _rv, _, body = raw.partition(" ")
+    if not body:
+        return None
+    try:
+        obj = json.loads(body)
+    except ValueError:
+        return None
+    return obj if isinstance(obj, dict) and isinstance(obj.get("metadata"), dict) else None
+
+
+def not_older(version: str, than: str) -> bool:
+    """Whether resourceVersion `version` is at least `than`: numeric ones compared, opaque ones only when equal."""
+    if version.isdigit() and than.isdigit():
+        return int(version) >= int(than)
+    return version == than
+
+
+def usable(obj: dict[str, Any], recorded_version: str) -> bool:
+    """Whether a run may take the cached `obj` instead of a GET: not being deleted, and not older than the
+    resourceVersion on record ('' when nothing is recorded yet)."""
+    if obj["metadata"].get("deletionTimestamp"):
+        return False
+    return not recorded_version or not_older(resource_version(obj), recorded_version)
