@@ -2,9 +2,9 @@
 
 It orchestrates and decides nothing itself; one key goes down these steps, each in its own module:
 1. Lease (`workqueue`): claim the key (owner `host:pid:uuid`); someone else holds it → return at once (the key
-   stays dirty, so that owner's `done()` re-queues it). A thread renews the lease while we run. After its key,
-   a task runs the keys still waiting in the workqueue, the longest queued first (`drain_ready`), one claim at a
-   time.
+   stays dirty, so that owner's `done()` re-queues it). A thread renews the lease while we run (for Celery's time
+   limit at most). After its key, a task runs the keys still waiting in the workqueue, the longest queued first
+   (`drain_ready`), each claimed when a thread is free to run it, up to OPSCONSOLE_DRAIN_THREADS at once.
 2. Read: the object from the object cache the claim brought (`objectcache`: the controller's newest view, or the
    last run's write), unless it is missing, being deleted or older than the record; else GET the live object
    (`kube`). Gone → its mirror is marked deleted. The phase and the healing state on
@@ -30,6 +30,7 @@ import socket
 import threading
 import time
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from django.conf import settings
@@ -85,31 +86,98 @@ def run(key: str, *, only_if_queued: bool = False, drain: bool = False) -> str:
 
 def drain_ready(queue: WorkQueue) -> int:
     """Run the keys waiting in the workqueue (queued, not processing), the longest queued first, whether a task
-    was sent for them or not (that task then finds nothing to do), one at a time: each is claimed only when the
-    previous one is done, so no key waits behind a slow neighbour, it stays there for any other worker. Stops
-    after OPSCONSOLE_DRAIN_KEYS keys or OPSCONSOLE_DRAIN_SECONDS (well inside the Celery time limit), then sends
-    tasks for the keys still waiting without one (`top_up`). Returns the number of keys run."""
-    limit = int(getattr(settings, "OPSCONSOLE_DRAIN_KEYS", 100))
-    deadline = time.monotonic() + float(getattr(settings, "OPSCONSOLE_DRAIN_SECONDS", 20.0))
-    ran = 0
+    was sent for them or not (that task then finds nothing to do). Each is claimed only when a thread is free to
+    run it, so no key waits behind a slow neighbour: it stays there for any other worker. Up to
+    OPSCONSOLE_DRAIN_THREADS run at once, on this process's drain threads (`_Drain`), while keys wait. Stops after
+    OPSCONSOLE_DRAIN_KEYS keys or OPSCONSOLE_DRAIN_SECONDS (well inside the Celery time limit), then sends tasks
+    for the keys still waiting without one (`top_up`). Returns the number of keys run."""
+    drain = _Drain(queue, limit=int(getattr(settings, "OPSCONSOLE_DRAIN_KEYS", 100)),
+                   seconds=float(getattr(settings, "OPSCONSOLE_DRAIN_SECONDS", 20.0)),
+                   width=max(1, int(getattr(settings, "OPSCONSOLE_DRAIN_THREADS", 4))))
     try:
-        while ran < limit and time.monotonic() < deadline:
-            claim = queue.claim_next(_owner())
-            if claim is None:
-                return ran
+        ran = drain.run()
+        dispatch.top_up()
+    except Exception:  # Redis away: the pump sends what is ready once it is back
+        log.warning("draining the workqueue stopped", exc_info=True)
+        ran = drain.ran
+    return ran
+
+
+class _Drain:
+    """One task's draining: the task's thread claims and runs waiting keys one after another; each key it finds
+    while fewer than `width` run starts another loop on a drain thread of this process (`_drain_pool`), which
+    does the same, so that while a run waits on the API or the database another one uses the CPU. A loop ends
+    when no key waits, at the limit or at the deadline; `run()` returns when every loop has ended. A run stuck
+    on a drain thread does not hold its key forever: its lease is renewed no longer than Celery's time limit
+    (`LeaseRenewer.max_seconds`), as the time limit would have killed it in the task's thread."""
+
+    def __init__(self, queue: WorkQueue, *, limit: int, seconds: float, width: int) -> None:
+        self.queue, self.limit, self.width = queue, limit, width
+        self.deadline = time.monotonic() + seconds
+        self.ran = 0
+        self.active = 1  # the task's own thread
+        self._cond = threading.Condition()
+
+    def run(self) -> int:
+        try:
+            self._loop()
+        finally:
+            with self._cond:
+                self.active -= 1
+                self._cond.notify_all()
+                self._cond.wait_for(lambda: self.active == 0)
+        return self.ran
+
+    def _loop(self) -> None:
+        while True:
+            with self._cond:
+                if self.ran >= self.limit or time.monotonic() >= self.deadline:
+                    return
+                self.ran += 1  # this loop's next key, counted before the claim: the limit holds across loops
+            claim = self.queue.claim_next(_owner())
+            with self._cond:
+                if claim is None:
+                    self.ran -= 1
+                    return
+                spawn = self.active < self.width
+                self.active += spawn
+            if spawn:
+                _drain_pool(self.width).submit(self._helper)
             if connection.errors_occurred and not connection.in_atomic_block:
                 close_old_connections()  # the last run broke the connection: a fresh one (no health check each key)
             # a trace of its own (not a child of the task that drained it), sampled on its own
             token = otel_context.attach(otel_context.Context())
             try:
-                _run_claimed(queue, claim)
+                _run_claimed(self.queue, claim)
             finally:
                 otel_context.detach(token)
-            ran += 1
-        dispatch.top_up()
-    except Exception:  # Redis away: the pump sends what is ready once it is back
-        log.warning("draining the workqueue stopped", exc_info=True)
-    return ran
+
+    def _helper(self) -> None:
+        try:
+            self._loop()
+        except Exception:  # Redis away: the keys stay queued for the pump
+            log.warning("a drain thread stopped", exc_info=True)
+        finally:
+            close_old_connections()  # this thread's connection, once older than CONN_MAX_AGE (as after a task)
+            with self._cond:
+                self.active -= 1
+                self._cond.notify_all()
+
+
+_pools: dict[int, tuple[int, ThreadPoolExecutor]] = {}  # pid → (threads, the pool)
+_pools_lock = threading.Lock()
+
+
+def _drain_pool(width: int) -> ThreadPoolExecutor:
+    """This process's drain threads, `width` - 1 of them (a prefork child inherits none; each thread keeps its
+    database connection from one key to the next)."""
+    pid, threads = os.getpid(), max(1, width - 1)
+    with _pools_lock:
+        held = _pools.get(pid)
+        if held is None or held[0] < threads:
+            _pools.clear()
+            held = _pools[pid] = (threads, ThreadPoolExecutor(max_workers=threads, thread_name_prefix="drain"))
+        return held[1]
 
 
 def _owner() -> str:
@@ -178,25 +246,41 @@ class _Renewals:
 _RENEWALS = _Renewals()
 
 
-class LeaseRenewer:
-    """Renews a key's lease every third of the lease time until stopped (on the process's renewal thread);
-    notes when the lease was lost."""
+def max_run_seconds() -> float:
+    """How long a run's lease is renewed at most: Celery's hard time limit (CELERY_TASK_TIME_LIMIT), which would
+    have killed a run in the task's own thread by then."""
+    return float(getattr(settings, "CELERY_TASK_TIME_LIMIT", None) or 600)
 
-    def __init__(self, queue: WorkQueue, key: str, owner: str) -> None:
+
+class LeaseRenewer:
+    """Renews a key's lease every third of the lease time until stopped (on the process's renewal thread), for
+    `max_seconds` at most (then the lease is let go: it expires and the key is queued again, and the run, if it
+    ever ends, writes nothing); notes when the lease was lost."""
+
+    def __init__(self, queue: WorkQueue, key: str, owner: str, max_seconds: float | None = None) -> None:
         self.queue, self.key, self.owner = queue, key, owner
         self.interval = max(0.05, queue.lease_seconds / 3.0)
+        self.max_seconds = max_run_seconds() if max_seconds is None else max_seconds
         self.lost = False
         self.next_at = float("inf")
+        self.started_at = 0.0
         self._stopped = False
 
     def start(self) -> None:
-        self.next_at = time.monotonic() + self.interval
+        self.started_at = time.monotonic()
+        self.next_at = self.started_at + self.interval
         _RENEWALS.add(self)
 
     def renew_once(self) -> None:
         """One renewal (the renewal thread calls it when due); a lease found lost is renewed no more."""
         self.next_at = time.monotonic() + self.interval
         if self._stopped:
+            return
+        if self.next_at - self.interval - self.started_at > self.max_seconds:
+            self.lost = True
+            _RENEWALS.remove(self)
+            log.warning("the run of %s took longer than %.0fs; its lease is left to expire", self.key,
+                        self.max_seconds)
             return
         try:
             if not self.queue.renew(self.key, self.owner) and not self._stopped:  # not just released by done()

@@ -130,6 +130,8 @@ def workqueue(settings, monkeypatch, redis_client) -> Iterator:
     (`workqueue.sent.keys`)."""
     settings.OPSCONSOLE_WORKQUEUE_NAME = f"test-d-{uuid.uuid4().hex[:8]}"
     settings.OPSCONSOLE_WORKQUEUE_LEASE_SECONDS = 3.0
+    # drained keys in this thread: the test's database transaction is invisible to other threads' connections
+    settings.OPSCONSOLE_DRAIN_THREADS = 1
     sent = Sent()
     monkeypatch.setattr(dispatch, "dispatch", sent)
     queue = dispatch.get_queue()

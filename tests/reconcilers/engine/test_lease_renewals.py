@@ -45,3 +45,16 @@ def test_a_lease_taken_over_is_noted_lost_and_renewed_no_more():
     time.sleep(0.3)
     assert [k for k, _, _ in queue.renewed].count("c") == 1
     lease.stop()
+
+
+def test_a_run_longer_than_the_time_limit_is_let_go_its_lease_left_to_expire():
+    """A run stuck on a drain thread (which Celery's time limit cannot kill) must not hold its key forever."""
+    queue = FakeQueue(lease_seconds=0.15)
+    lease = LeaseRenewer(queue, "d", "w1", max_seconds=0.2)
+    lease.start()
+    wait_for(lambda: lease.lost, timeout=5)
+    renewed = len(queue.renewed)
+    assert 1 <= renewed <= 5  # renewed while under the limit, then no more
+    time.sleep(0.3)
+    assert len(queue.renewed) == renewed
+    lease.stop()

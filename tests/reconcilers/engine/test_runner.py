@@ -4,7 +4,10 @@ a finalizer, the manual-request token and the queue bookkeeping."""
 
 from __future__ import annotations
 
+import threading
+
 import pytest
+from django.db import connections
 
 from reconcilers.core.meta import FIELD_MANAGER, RECONCILE_REQUESTED_AT
 from reconcilers.core.types import Request
@@ -305,3 +308,35 @@ def test_a_drain_stops_at_its_limit_and_sends_what_is_still_ready(make, capped_q
     assert capped_queue.sent.keys == [made[2][0]]  # the third is sent, not stranded
     assert runner.run(made[2][0], only_if_queued=True) == "success"  # that task's run
     assert runner.run(made[1][0], only_if_queued=True) == runner.SKIPPED  # done already: nothing queued
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_drain_runs_waiting_keys_on_several_threads_each_once(make, capped_queue, settings, monkeypatch):
+    """With OPSCONSOLE_DRAIN_THREADS > 1 the keys a task drains run at once on the process's drain threads (each
+    claimed when a thread is free), every key exactly once, all recorded."""
+    settings.OPSCONSOLE_DRAIN_THREADS = 3
+    # the drain threads close their connections as they finish (else the test database cannot be dropped)
+    monkeypatch.setitem(connections.settings["default"], "CONN_MAX_AGE", 0)
+    made = [make(name=f"s{i}", mode="slow", sleepSeconds=0.3) for i in range(5)]
+    running, most, lock = set(), [0], threading.Lock()
+    real = runner._run_claimed
+
+    def spy(queue, claim):
+        with lock:
+            running.add(claim.key)
+            most[0] = max(most[0], len(running))
+        try:
+            return real(queue, claim)
+        finally:
+            with lock:
+                running.discard(claim.key)
+
+    monkeypatch.setattr(runner, "_run_claimed", spy)
+    for key, _ in made:
+        capped_queue.add(key)
+    assert runner.drain_ready(capped_queue) == 5
+    assert most[0] == 3  # three at once: the task's thread and two drain threads
+    for key, obj in made:
+        assert [r.result for r in runs(key)] == ["success"]
+        assert phases(obj["metadata"]["uid"]) == [("", "Pending"), ("Pending", "Running")]
+    assert capped_queue.snapshot().depth == 0 and capped_queue.snapshot().processing_count == 0
