@@ -103,11 +103,22 @@ class FakeResponse:
 
 
 class FakeApi:
+    """What kube._send uses of an ApiClient, answering every request with FakeResponse."""
+
+    default_headers: dict = {}
+    cookie = None
+
     class configuration:  # noqa: N801 - the attribute the client has
         host = "https://127.0.0.1:6443"
 
-    def call_api(self, *args, **kwargs):
-        return FakeResponse()
+    class rest_client:  # noqa: N801
+        class pool_manager:  # noqa: N801
+            @staticmethod
+            def request(*args, **kwargs):
+                return FakeResponse()
+
+    def update_params_for_auth(self, headers, queries, auth_settings):
+        headers["Authorization"] = "Bearer t"
 
 
 def test_api_calls_are_counted_always_and_spanned_only_inside_a_trace(in_memory_tracing):

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 
 import pytest
+
 from reconcilers.core.types import Request
 from reconcilers.engine import kube, metrics, objectcache, runner
 from reconcilers.models import Transition
