@@ -28,13 +28,12 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from django.db.models import Max
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
 from reconcilers.core.meta import controller_ref
 from reconcilers.engine import kube
-from reconcilers.engine.recording_sql import insert_rows
+from reconcilers.engine.recording_sql import insert_rows, pairs_by_key
 from reconcilers.models import KubeEvent, Resource
 
 log = logging.getLogger(__name__)
@@ -190,7 +189,7 @@ class OwnerResolver:
             else:
                 unknown.append(ref)
         wanted = {r.uid for r in unknown} | {root for root in roots.values() if root}
-        ids: dict[str, int] = dict(Resource.objects.filter(uid__in=wanted).values_list("uid", "id"))
+        ids: dict[str, int] = pairs_by_key(Resource, "uid", "id", wanted)
 
         def mirrored(uid: str) -> bool:
             if uid in ids:
@@ -208,7 +207,7 @@ class OwnerResolver:
                 roots[ref.uid] = self._walk(ref, mirrored)
         found_on_the_way = {root for root in roots.values() if root and root not in ids}  # cached owners' roots
         if found_on_the_way:
-            ids.update(Resource.objects.filter(uid__in=found_on_the_way).values_list("uid", "id"))
+            ids.update(pairs_by_key(Resource, "uid", "id", found_on_the_way))
         out: dict[str, int] = {}
         for uid, root in roots.items():
             if root is None:
@@ -293,9 +292,7 @@ def events_archive(batch: Sequence[EventPair], resolver: OwnerResolver) -> int:
     latest = {uid: pair for uid, pair in latest.items() if pair[1].uid in filed}
     if not latest:
         return 0
-    archived: dict[str, int] = dict(
-        KubeEvent.objects.filter(event_uid__in=list(latest)).values("event_uid").annotate(top=Max("count"))
-        .values_list("event_uid", "top"))
+    archived: dict[str, int] = pairs_by_key(KubeEvent, "event_uid", "count", latest, greatest=True)
     now = timezone.now()
     rows = []
     for uid, (event, ref) in latest.items():
