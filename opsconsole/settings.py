@@ -272,8 +272,9 @@ OPSCONSOLE_WORKQUEUE_MAX_SENT = env_number("OPSCONSOLE_WORKQUEUE_MAX_SENT", 32, 
 OPSCONSOLE_DRAIN_KEYS = env_number("OPSCONSOLE_DRAIN_KEYS", 100, int)
 OPSCONSOLE_DRAIN_SECONDS = env_number("OPSCONSOLE_DRAIN_SECONDS", 20)
 # keys a draining task runs at once, on threads of its worker process (while one run waits on the API or the
-# database, another uses the CPU)
-OPSCONSOLE_DRAIN_THREADS = env_number("OPSCONSOLE_DRAIN_THREADS", 4, int)
+# database, another uses the CPU); one on SQLite, which lets one writer in at a time anyway
+OPSCONSOLE_DRAIN_THREADS = env_number(
+    "OPSCONSOLE_DRAIN_THREADS", 1 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3" else 4, int)
 
 # The controller: periodic resync of every key and leader election through a coordination.k8s.io Lease
 # (client-go's defaults: 15 s lease, 10 s renew deadline, 2 s retry).
