@@ -10,9 +10,8 @@ import pytest
 from reconcilers.core.types import Request
 from reconcilers.engine import kube, metrics, objectcache, runner
 from reconcilers.models import Transition
-from tests.reconcilers.testkinds import GADGET, gadget
+from tests.reconcilers.testkinds import GADGET
 
-GADGETS = ["tests.reconcilers.testkinds.GadgetReconciler"]
 GET = kube.get_object  # the test's own reads, not counted by the `gets` spy
 
 
@@ -107,17 +106,6 @@ def test_writes_are_chunked_and_prune_removes_only_the_kinds_absent_keys(queue):
 
 
 # -- a run -----------------------------------------------------------------------------------------------------
-
-
-@pytest.fixture
-def make(kapi, namespace, workqueue, reconcilers):
-    reconcilers(GADGETS)
-
-    def create(name="g", **spec):
-        o = kube.create_object(kapi, GADGET, gadget(namespace, name, **spec))
-        return GADGET.request(namespace, name).key(), o
-
-    return create
 
 
 @pytest.fixture

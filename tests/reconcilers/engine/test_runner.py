@@ -13,24 +13,11 @@ from reconcilers.core.meta import FIELD_MANAGER, RECONCILE_REQUESTED_AT
 from reconcilers.core.types import Request
 from reconcilers.engine import dispatch, kube, runner, step
 from reconcilers.models import ReconcileRequest, ReconcileRun, RequestState, Resource, Transition
-from tests.reconcilers.testkinds import GADGET, gadget, trace
+from tests.reconcilers.testkinds import GADGET, trace
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db]
 
-GADGETS = ["tests.reconcilers.testkinds.GadgetReconciler"]
 PLAIN = ["tests.reconcilers.testkinds.PlainGadgetReconciler"]
-
-
-@pytest.fixture
-def make(kapi, namespace, workqueue, reconcilers):
-    """Create a Gadget; returns (key, object)."""
-    reconcilers(GADGETS)
-
-    def create(name="g", **spec):
-        obj = kube.create_object(kapi, GADGET, gadget(namespace, name, **spec))
-        return GADGET.request(namespace, name).key(), obj
-
-    return create
 
 
 def live(kapi, key):

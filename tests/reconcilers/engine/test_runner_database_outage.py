@@ -9,12 +9,12 @@ from django.db import OperationalError
 
 from reconcilers.engine import runner
 from reconcilers.models import ReconcileRun, Resource, Transition
-from tests.reconcilers.engine.test_runner import live, make, phases  # noqa: F401 - `make` is a fixture
+from tests.reconcilers.engine.test_runner import live, phases
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db]
 
 
-def test_a_run_whose_recording_breaks_records_nothing_and_is_retried_with_backoff(make, kapi, workqueue,  # noqa: F811
+def test_a_run_whose_recording_breaks_records_nothing_and_is_retried_with_backoff(make, kapi, workqueue,
                                                                                    monkeypatch):
     key, obj = make(mode="ok")
     uid = obj["metadata"]["uid"]
