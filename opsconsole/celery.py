@@ -58,13 +58,11 @@ def _serve_worker_metrics(**_: object) -> None:
 @signals.worker_process_init.connect
 def _init_child_telemetry(**_: object) -> None:
     """Each prefork child: its own TracerProvider, and the Celery instrumentation reading task headers."""
-    from django.conf import settings
-
     from opsconsole.telemetry.metrics import reconciler_metrics_init
     from opsconsole.telemetry.tracing import celery_instrument, tracing_setup
+    from reconcilers.engine.runner import drain_threads
 
-    # a child runs one reconcile at a time per drain thread (reconcilers.engine.runner._Drain)
-    reconciler_metrics_init(concurrency=settings.OPSCONSOLE_DRAIN_THREADS)
+    reconciler_metrics_init(concurrency=drain_threads())  # a child runs a reconcile per drain thread at once
     if tracing_setup("opsconsole-worker") is not None:
         celery_instrument()
 

@@ -93,7 +93,7 @@ def drain_ready(queue: WorkQueue) -> int:
     for the keys still waiting without one (`top_up`). Returns the number of keys run."""
     drain = _Drain(queue, limit=int(getattr(settings, "OPSCONSOLE_DRAIN_KEYS", 100)),
                    seconds=float(getattr(settings, "OPSCONSOLE_DRAIN_SECONDS", 20.0)),
-                   width=max(1, int(getattr(settings, "OPSCONSOLE_DRAIN_THREADS", 4))))
+                   width=drain_threads())
     try:
         ran = drain.run()
         dispatch.top_up()
@@ -244,6 +244,11 @@ class _Renewals:
 
 
 _RENEWALS = _Renewals()
+
+
+def drain_threads() -> int:
+    """How many reconciles a worker process runs at once: OPSCONSOLE_DRAIN_THREADS, at least 1."""
+    return max(1, int(getattr(settings, "OPSCONSOLE_DRAIN_THREADS", 4)))
 
 
 def max_run_seconds() -> float:
