@@ -211,3 +211,6 @@ SUSPENDED_UNTIL = "opsconsole.io/suspended-until"
 AUTO_ROLLBACK = "opsconsole.io/auto-rollback"
 #: the field manager a rollback writes the restored spec with: the revision it makes names it as the actor
 ROLLBACK_FIELD_MANAGER = "opsconsole-rollback"
+#: the digest of the manifest a child was last applied with (`Context.apply_child`): with the child's values it
+#: tells that applying the same manifest again would change nothing, so no PATCH is sent
+APPLIED_DIGEST = "opsconsole.io/applied-digest"

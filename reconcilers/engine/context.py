@@ -8,7 +8,10 @@
   resourceVersion stays). An unowned child is adopted; a child that another controller owns is not taken
   over: the API refuses a second controller reference (422), and the context, seeing the other controller
   on a GET, raises TemporaryError ChildOwnedElsewhere (the garbage collector usually removes such an orphan
-  of an earlier object of the same name). `children` records every child applied, as the API returned it.
+  of an earlier object of the same name). The manifest carries its digest (`childcache.with_digest`); with a
+  `child_cache`, an apply that would change nothing (`childcache.apply_unchanged`: the cached child carries this
+  manifest's digest and every value it names) is not sent, and the cached child is the answer.
+  `children` records every child applied, as the API returned it (or the cache had it).
 - `get` / `list` / `delete` / `list_children` for any `ResourceKind`.
 - `add_finalizer` / `remove_finalizer`: a JSON merge patch carrying the resourceVersion read (409 → re-read,
   retry), so a concurrent change is never overwritten; the context's `obj` follows every write.
@@ -31,6 +34,7 @@ from reconcilers.core.meta import FIELD_MANAGER, controller_ref, now_rfc3339
 from reconcilers.core.reconciler import Reconciler, ResourceKind
 from reconcilers.core.types import Condition, ConditionStatus, Request, TemporaryError
 from reconcilers.engine import kube
+from reconcilers.engine.childcache import ChildCache, apply_unchanged, with_digest
 
 REPORTING_COMPONENT = "opsconsole-controller"
 _CONFLICT_ATTEMPTS = 5
@@ -50,8 +54,13 @@ class EngineContext:
         request: Request | None = None,
         log: logging.Logger | None = None,
         span: Any = None,
+        child_cache: ChildCache | None = None,
     ) -> None:
         self.reconciler = reconciler
+        #: the children's object cache (None: every apply_child is sent), and the applies sent and not sent
+        self.child_cache = child_cache
+        self.applies_sent = 0
+        self.applies_unchanged = 0
         self.kind: ResourceKind = reconciler.resource
         self.obj = obj
         meta = obj.get("metadata") or {}
@@ -136,7 +145,8 @@ class EngineContext:
 
     def apply_child(self, manifest: dict[str, Any]) -> dict[str, Any]:
         """Server-side apply `manifest` with a controller ownerReference to the reconciled object (created when
-        missing, put back to the manifest when changed). Returns the child as the API has it afterwards.
+        missing, put back to the manifest when changed). Returns the child as the API has it afterwards, or, when
+        the object cache shows that the apply would change nothing, as the controller's informer last saw it.
         Raises TemporaryError ChildOwnedElsewhere when another controller owns the child."""
         kind = self.resolve(manifest["apiVersion"], manifest["kind"])
         desired = _with_namespace(manifest, kind, self.namespace)
@@ -144,6 +154,13 @@ class EngineContext:
         namespace, name = meta.get("namespace") or "", meta["name"]
         ref = self.owner_reference()
         meta["ownerReferences"] = [ref]
+        desired = with_digest(desired)
+        cache_key = kind.request(namespace, name).key()
+        cached = self.child_cache.get(cache_key) if self.child_cache is not None else None
+        if cached is not None and apply_unchanged(desired, cached):
+            self.applies_unchanged += 1
+            self.children.append(cached)
+            return cached
         try:
             applied = kube.apply_object(self.api_client, kind, namespace or None, name, desired,
                                         field_manager=self.field_manager, force=True)
@@ -157,6 +174,9 @@ class EngineContext:
                         f"{owner.get('kind')} {owner.get('name')} (uid {owner.get('uid')})",
                         delay=2.0, reason="ChildOwnedElsewhere") from exc
             raise
+        self.applies_sent += 1
+        if self.child_cache is not None and cached is not None:
+            self.child_cache.put(cache_key, applied)
         self.children.append(applied)
         return applied
 

@@ -108,6 +108,10 @@ OBJECT_READS = Counter(
     "nothing cached, or the cache is off or being deleted), stale (cached, but older than the record: read again "
     "with a GET)", ["controller", "source"],
 )
+CHILD_APPLIES = Counter(
+    "opsconsole_child_applies_total", "Children applied by runs: applied (a server-side apply sent), unchanged (the "
+    "object cache showed the apply would change nothing: not sent)", ["controller", "result"],
+)
 RECONCILE_FAILURES = Counter(
     "operator_reconcile_failures_total", "Reconciles that failed, by controller and reason", ["controller", "reason"],
 )

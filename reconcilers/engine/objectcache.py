@@ -19,7 +19,15 @@ workers read from the informer cache for the same reason). The cache lives in th
 - An entry only moves forward: a version older than the stored one is not stored (numeric resourceVersions are
   compared; opaque ones replace).
 
-`OPSCONSOLE_OBJECT_CACHE` (default on) turns it off: the controller writes nothing and every run GETs its object.
+Children (the kinds a reconciler `owns`) are cached the same way, for `Context.apply_child`, which sends no apply
+that would change nothing (`reconcilers.engine.childcache`). They are read only while a controller says its informers
+keep the cache (`WorkQueue.cache_live`, renewed every few seconds): without a watch the cache would not see a child
+someone else changed. A child a run does apply moves its entry forward to the apply's answer
+(`WorkQueue.cache_refresh`), so the cache is never behind the run's own writes; only the controller adds and removes
+entries, so a write racing a deletion cannot bring a deleted child back.
+
+`OPSCONSOLE_OBJECT_CACHE` (default on) turns it off: the controller writes nothing, every run GETs its object, and
+every child is applied.
 """
 
 from __future__ import annotations
@@ -73,3 +81,20 @@ def usable(obj: dict[str, Any], recorded_version: str) -> bool:
     if obj["metadata"].get("deletionTimestamp"):
         return False
     return not recorded_version or not_older(resource_version(obj), recorded_version)
+
+
+
+class ChildCache:
+    """`childcache.ChildCache` on the workqueue's object cache: `get` while a controller keeps the cache, `put`
+    moves an existing entry forward to an object the run wrote."""
+
+    def __init__(self, queue: Any) -> None:
+        self.queue = queue
+
+    def get(self, key: str) -> dict[str, Any] | None:
+        """The cached child under `key`, or None (no entry, unreadable, or no controller keeps the cache)."""
+        return decode(self.queue.cached_child(key))
+
+    def put(self, key: str, obj: dict[str, Any]) -> None:
+        """Move `key`'s entry forward to `obj` (only an entry that exists, only to a newer version)."""
+        self.queue.cache_refresh(key, *encode(obj))

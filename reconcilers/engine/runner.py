@@ -387,9 +387,16 @@ class Run:
             if span.is_recording() and (others := recording.request_trace_ids(self.key, token, self.trace_id)):
                 span.set_attribute("opsconsole.request.trace_id", others)
 
+        children = objectcache.ChildCache(self.queue) if objectcache.enabled() else None
         outcome = step.reconcile_step(rec, api, obj, recorded, span=span, lease_held=lambda: not self.renewer.lost,
                                       request_annotations=annotations,
-                                      healing=healing_state.healing_view(state, obj))
+                                      healing=healing_state.healing_view(state, obj), child_cache=children)
+        sent, unchanged = (outcome.ctx.applies_sent, outcome.ctx.applies_unchanged) if outcome.ctx else (0, 0)
+        if sent or unchanged:
+            span.set_attributes({"opsconsole.children.applied": sent, "opsconsole.children.unchanged": unchanged})
+            for result, count in (("applied", sent), ("unchanged", unchanged)):
+                if count:
+                    metrics.CHILD_APPLIES.labels(rec.name, result).inc(count)
         if not span.is_recording():
             self._keep_unsampled(outcome.result, outcome.error_class, outcome.token, {
                 "opsconsole.kind": rec.resource.kind, "opsconsole.namespace": namespace, "opsconsole.name": name,

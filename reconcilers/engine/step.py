@@ -57,6 +57,7 @@ from reconcilers.core.reconciler import Reconciler
 from reconcilers.core.statemachine import StateMachine
 from reconcilers.core.types import Condition, PermanentError, Result, TemporaryError
 from reconcilers.engine import kube
+from reconcilers.engine.childcache import ChildCache
 from reconcilers.engine.context import EngineContext
 from reconcilers.engine.kstatus import condition_reason, kstatus_conditions
 
@@ -222,11 +223,14 @@ def reconcile_step(
     lease_held: Callable[[], bool] | None = None,
     request_annotations: tuple[str, ...] = REQUEST_ANNOTATIONS,
     healing: HealingView | None = None,
+    child_cache: ChildCache | None = None,
 ) -> Outcome:
     """Reconcile the live object `obj` once and write its status (see the module docstring). `recorded` is
     the phase on record (None: the object has no record yet); `request_annotations` the annotations that ask
-    for a manual reconcile; `healing` what the record says about a rollback and healing's conditions."""
-    ctx = EngineContext(reconciler, obj, api, span=span)
+    for a manual reconcile; `healing` what the record says about a rollback and healing's conditions;
+    `child_cache` the object cache's children (`EngineContext.apply_child` skips the applies that would change
+    nothing)."""
+    ctx = EngineContext(reconciler, obj, api, span=span, child_cache=child_cache)
     generation = int(obj["metadata"].get("generation") or 0)
     asked = unhandled_request(obj, request_annotations)
     token = asked[1] if asked else None

@@ -33,9 +33,11 @@ It has client-go's workqueue semantics (DESIGN.md §3), with Celery as the trans
   message per batch instead of one per key, and never builds a broker backlog longer than `max_sent` (whose
   keys `reap_expired` would send again).
 
-- `objects` (hash key → `<resourceVersion> <JSON>`): the object cache (`reconcilers.engine.objectcache`). The
-  controller writes it (`cache_objects`, `cache_prune`) and `claim` and `claim_next` return the key's entry with
-  the lease; a version older than the one held is never stored.
+- `objects` (hash key → `<resourceVersion> <JSON>`): the object cache (`reconcilers.engine.objectcache`), of the
+  reconciled kinds and the kinds they own. The controller writes it (`cache_objects`, `cache_prune`) and keeps
+  `objects-live` set while its informers run (`cache_live`); `claim` and `claim_next` return the key's entry with
+  the lease, `cached_child` a child's entry (only while `objects-live` is set), and `cache_refresh` moves an
+  existing entry forward to what a worker's write returned. A version older than the one held is never stored.
 
 Every state change is one Lua script (atomic). All keys live under `wq:{<name>}:` (one hash slot), so several
 queues share a Redis. Times come from the injected `clock`, or from Redis `TIME` when none is given, so
@@ -52,12 +54,14 @@ from typing import Any
 
 import redis
 
-_PARTS = ("dirty", "processing", "leases", "delayed", "failures", "bucket", "dispatched", "resent", "objects")
+_PARTS = ("dirty", "processing", "leases", "delayed", "failures", "bucket", "dispatched", "resent", "objects",
+          "objects-live")
 #: depth samples kept (one every DEPTH_SAMPLE_SECONDS in the controller: an hour)
 DEPTH_HISTORY = 240
 
 # KEYS: 1 dirty, 2 processing, 3 leases, 4 delayed, 5 failures, 6 bucket, 7 dispatched, 8 resent, 9 objects (the
-# object cache, reconcilers.engine.objectcache: key -> '<resourceVersion> <JSON>'). ARGV[1]: now,
+# object cache, reconcilers.engine.objectcache: key -> '<resourceVersion> <JSON>'), 10 objects-live (set, with a
+# time to live, while a controller's informers keep the cache: children are read from it only then). ARGV[1]: now,
 # or < 0 for the Redis server's clock. Times are formatted with 6 decimals: Lua numbers returned to Redis truncate.
 # RESEND and RESEND_MAX (the queue's redispatch_after and redispatch_max) are set per queue by the prologue.
 _PRELUDE = """
@@ -214,6 +218,18 @@ return offer(key)
 local stored = 0
 for i = 2, #ARGV, 3 do stored = stored + cache_put(ARGV[i], ARGV[i + 1], ARGV[i + 2]) end
 return stored
+""",
+    "cache_refresh": """
+if not redis.call('HGET', KEYS[9], ARGV[2]) then return 0 end  -- only the controller adds (and removes) entries
+return cache_put(ARGV[2], ARGV[3], ARGV[4])
+""",
+    "cache_child": """
+if redis.call('EXISTS', KEYS[10]) == 0 then return '' end
+return redis.call('HGET', KEYS[9], ARGV[2]) or ''
+""",
+    "cache_live": """
+if ARGV[2] == '' then redis.call('DEL', KEYS[10]) else redis.call('SET', KEYS[10], '1', 'PX', ARGV[2]) end
+return 1
 """,
     "cache_prune": """
 local prefix, keep, gone = ARGV[2], {}, 0
@@ -538,6 +554,21 @@ class WorkQueue:
     def cached(self, key: str) -> str:
         """The object cache's entry for key ('<resourceVersion> <JSON>', '' when none)."""
         return _text(self.redis.hget(self.keys[8], key) or b"")
+
+    def cache_refresh(self, key: str, resource_version: str, body: str) -> bool:
+        """Move an entry of the object cache forward to a version a worker just wrote (the object an apply
+        returned): only an entry that exists (the controller adds and removes them; a write racing a deletion
+        must not bring the object back) and holds an older version. True when it moved."""
+        return self._run("cache_refresh", key, resource_version, body) == 1
+
+    def cache_live(self, ttl: float | None) -> None:
+        """Say that a controller's informers keep the object cache, for `ttl` seconds (None: no longer)."""
+        self._run("cache_live", "" if ttl is None else str(max(1, int(ttl * 1000))))
+
+    def cached_child(self, key: str) -> str:
+        """The object cache's entry for key while a controller keeps the cache ('' when none, or when no
+        controller said it keeps the cache within its time to live)."""
+        return _text(self._run("cache_child", key) or b"")
 
     def release_due(self) -> list[str]:
         """One step: move due delayed keys into the queue. Returns the keys to dispatch."""

@@ -76,11 +76,13 @@ class Handoff:
             self._objects[key] = obj
         self._wake.set()
 
-    def take_objects(self) -> dict[str, dict[str, Any] | None]:
-        """Every object waiting for the object cache (all of them: a key taken after them must find its object)."""
+    def take_objects_and_keys(self, limit: int) -> tuple[dict[str, dict[str, Any] | None], list[str]]:
+        """Every object waiting for the object cache and up to `limit` keys, taken at one instant: a handler puts
+        an object before the keys it queues, so every key taken has its object among these or written before
+        (taken apart, a key put between the two takes would go to a worker before its object)."""
         with self._lock:
-            taken, self._objects = self._objects, {}
-            return taken
+            objects, self._objects = self._objects, {}
+            return objects, self._take_keys_locked(limit)
 
     def put_objects_back(self, objects: dict[str, dict[str, Any] | None]) -> None:
         """Give back objects the loop could not write (a newer state of the same key wins)."""
@@ -142,14 +144,17 @@ class Handoff:
     def take_keys(self, limit: int) -> list[str]:
         """Up to `limit` keys, oldest first."""
         with self._lock:
-            taken = []
-            for key in self._keys:
-                if len(taken) >= limit:
-                    break
-                taken.append(key)
-            for key in taken:
-                del self._keys[key]
-            return taken
+            return self._take_keys_locked(limit)
+
+    def _take_keys_locked(self, limit: int) -> list[str]:
+        taken = []
+        for key in self._keys:
+            if len(taken) >= limit:
+                break
+            taken.append(key)
+        for key in taken:
+            del self._keys[key]
+        return taken
 
     def take_mirror(self, limit: int) -> list[MirrorUpdate]:
         """Up to `limit` mirror updates, oldest first."""

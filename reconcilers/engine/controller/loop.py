@@ -2,13 +2,15 @@
 
 Written as single steps (healthchecks' `sendalerts` style): `step()` does one round of work and says whether it did
 any, so tests drive it step by step and `run()` is only the loop around it. One step: renew or acquire the Lease
-when due; start the informers on becoming leader, stop them on losing it; write the objects of the reconciled kinds
-the informers reported into the object cache the workers read (reconcilers.engine.objectcache; deleted ones out),
-then enqueue the keys the informer threads handed off (dispatch.enqueue_many: one Redis round trip for the batch);
+when due; start the informers on becoming leader, stop them on losing it; write the objects of the reconciled and
+owned kinds the informers reported into the object cache the workers read (reconcilers.engine.objectcache; deleted
+ones out), then enqueue the keys the informer threads handed off (dispatch.enqueue_many: one Redis round trip for
+the batch), and every CACHE_LIVE_SECONDS, once the informers have listed, say that the cache is kept;
 write the Resource mirror updates (recording.resource_mirror_write: one transaction for the batch; an object found
 deleted gets its deletion recorded in it, recording.resource_deletions_record); after every (re-)list of a
 reconciled kind, record as deleted the mirror's live rows the cluster no longer has
-(recording.resource_mirror_sweep: objects deleted while no controller watched) and prune their object cache entries;
+(recording.resource_mirror_sweep: objects deleted while no controller watched) and prune the object cache entries
+the (re-)list of a reconciled or owned kind no longer has;
 pump the delayed and expired keys (dispatch.pump) every `pump_interval`; enqueue every cached key every
 `resync_seconds`; archive the Kubernetes Events the events informer handed off (healing.archive: one INSERT per
 batch; while the database fails, the batch is kept and retried with a growing pause, and after ARCHIVE_MAX_ATTEMPTS
@@ -70,6 +72,10 @@ ARCHIVE_IDLE_SECONDS = 0.2
 ARCHIVE_RETRY_MIN = 1.0
 ARCHIVE_RETRY_MAX = 30.0
 ARCHIVE_MAX_ATTEMPTS = 5
+#: how often a controller whose informers have listed says it keeps the object cache (children are read from the
+#: cache only while it does), and for how long each time (a controller killed stops saying so within this)
+CACHE_LIVE_SECONDS = 2.0
+CACHE_LIVE_TTL = 10.0
 #: what the events informer watches (core/v1: kubelet, controllers and the runner post these)
 EVENTS = ResourceKind("", "v1", "events", "Event", True)
 #: how a deletion seen by a watch is described in its transitions' message
@@ -149,6 +155,12 @@ def _default_cache_prune(prefix: str, present: list[str]) -> None:
     from reconcilers.engine import dispatch
 
     dispatch.get_queue().cache_prune(prefix, present)
+
+
+def _default_cache_live(ttl: float | None) -> None:
+    from reconcilers.engine import dispatch
+
+    dispatch.get_queue().cache_live(ttl)
 
 
 def _default_object_cache() -> bool:
@@ -267,6 +279,7 @@ class Controller:
         object_cache: bool | None = None,
         cache_write: Callable[[dict[str, dict[str, Any] | None]], Any] | None = None,
         cache_prune: Callable[[str, list[str]], Any] | None = None,
+        cache_live: Callable[[float | None], Any] | None = None,
     ) -> None:
         self.api = api
         self.reconcilers = list(reconcilers)
@@ -282,6 +295,8 @@ class Controller:
                              if object_cache is None else object_cache)
         self.cache_write = cache_write or _default_cache_write
         self.cache_prune = cache_prune or _default_cache_prune
+        self.cache_live = cache_live or _default_cache_live
+        self._next_cache_live = -float("inf")
         self.mirror = mirror
         self.mirror_write = mirror_write or _default_mirror_write
         self.mirror_sweep = mirror_sweep or _default_mirror_sweep
@@ -369,6 +384,8 @@ class Controller:
         owners = self.owners_of.get(kid)
         if owners:
             self._hint_archive(event, owners)
+            if self.object_cache and kid not in self.primary and event.key:  # a child: before its owner's key
+                self.handoff.put_object(event.key, None if event.type == DELETED else event.obj)
             if child_changed(event):
                 for key in sorted(owner_keys(event, owners, self._lookup_owner)):
                     self.handoff.put_key(key)
@@ -394,7 +411,8 @@ class Controller:
         """An informer completed a list (informer thread): a reconciled kind's mirror and object cache are swept in
         the loop."""
         kid = _kind_id(informer.kind)
-        if (self.mirror or self.object_cache) and kid in self.primary and informer.listed_at is not None:
+        if informer.listed_at is not None and (((self.mirror or self.object_cache) and kid in self.primary)
+                                               or (self.object_cache and kid in self.owners_of)):
             self.handoff.put_sweep(MirrorSweep(kid, informer.listed_at))
 
     # -- informers -----------------------------------------------------------------------------------------
@@ -438,6 +456,9 @@ class Controller:
         self.running = False
         self.events_informer = None
         self.handoff.clear()
+        if self.object_cache and self.owners_of:
+            self._say_cache_live(None)
+            self._next_cache_live = -float("inf")
         log.info("controller: informers stopped")
 
     def synced(self) -> bool:
@@ -506,7 +527,18 @@ class Controller:
         if self.metrics_interval > 0 and now >= self._next_metrics:
             self._next_metrics = now + self.metrics_interval
             self._queue_metrics()
+        if self.object_cache and self.owners_of and now >= self._next_cache_live and self.synced():
+            self._next_cache_live = now + CACHE_LIVE_SECONDS
+            self._say_cache_live(CACHE_LIVE_TTL)
         return did
+
+    def _say_cache_live(self, ttl: float | None) -> None:
+        """Tell the workers that this controller's informers keep the object cache (None: no longer). Not counted
+        as work; a failure only means that runs apply their children for a while."""
+        try:
+            self.cache_live(ttl)
+        except Exception:
+            log.debug("controller: object cache liveness not written", exc_info=True)
 
     def _heal(self) -> bool:
         """One healing step (reconcilers.engine.healing.evaluator); the keys it names are enqueued with the
@@ -571,8 +603,7 @@ class Controller:
     def _enqueue_handed_off(self) -> bool:
         if self.clock() < self._queue_retry_at:
             return False  # backing off: the keys stay in the handoff
-        objects = self.handoff.take_objects()  # before the keys: every key taken has its object among them
-        keys = self.handoff.take_keys(self.batch_size)
+        objects, keys = self.handoff.take_objects_and_keys(self.batch_size)  # each key's object is among them
         if not keys and not objects:
             return False
         try:
@@ -672,7 +703,7 @@ class Controller:
                     kind = informer.kind
                     self.cache_prune(f"{kind.group}/{kind.version}/{kind.plural}/", informer.keys())
                 gone = self.mirror_sweep(self.reconciler_of[sweep.kind], informer.uids(), informer.namespace,
-                                         sweep.listed_at) if self.mirror else []
+                                         sweep.listed_at) if self.mirror and sweep.kind in self.primary else []
             except Exception:
                 log.warning("controller: mirror sweep of %s failed; retrying in %.0fs", informer,
                             SWEEP_RETRY_SECONDS, exc_info=True)

@@ -1,6 +1,7 @@
-"""The controller feeds the object cache (reconcilers.engine.objectcache): every object of a reconciled kind its
-informer reports is written before any key of the same batch is enqueued, a deletion removes it, a failed write
-keeps objects and keys for the next step, and a list prunes the entries the cluster no longer has."""
+"""The controller feeds the object cache (reconcilers.engine.objectcache): every object of a reconciled or owned kind
+its informer reports is written before any key of the same batch is enqueued, a deletion removes it, a failed write
+keeps objects and keys for the next step, a list prunes the entries the cluster no longer has, and the controller
+says that it keeps the cache while its informers run (and no longer once they stop)."""
 
 from __future__ import annotations
 
@@ -10,8 +11,9 @@ import pytest
 
 from reconcilers.engine import kube
 from reconcilers.engine.controller import Controller
-from tests.reconcilers.engine.controller.kinds import WIDGET, WidgetReconciler, widget
-from tests.reconcilers.engine.controller.test_controller import drive, key
+from reconcilers.engine.controller.handoff import Handoff
+from tests.reconcilers.engine.controller.kinds import DEPLOYMENT, WIDGET, WidgetReconciler, widget
+from tests.reconcilers.engine.controller.test_controller import deployment, drive, key
 
 
 class Log:
@@ -22,6 +24,7 @@ class Log:
         self.calls: list[tuple[str, object]] = []
         self.fail_writes = 0
         self.prunes: list[tuple[str, list[str]]] = []
+        self.live: list[float | None] = []
 
     def cache_write(self, objects):
         with self.lock:
@@ -38,6 +41,10 @@ class Log:
     def cache_prune(self, prefix, present):
         with self.lock:
             self.prunes.append((prefix, sorted(present)))
+
+    def cache_live(self, ttl):
+        with self.lock:
+            self.live.append(ttl)
 
     def cached(self, k):
         """The newest object written for k (None: removed; KeyError: never written)."""
@@ -59,7 +66,8 @@ class Log:
 def fed(api, widget_kind):
     log = Log()
     controller = Controller(api, [WidgetReconciler()], enqueue=log.enqueue, cache_write=log.cache_write,
-                            cache_prune=log.cache_prune, pump=lambda: 0, mirror=False, object_cache=True)
+                            cache_prune=log.cache_prune, cache_live=log.cache_live, pump=lambda: 0, mirror=False,
+                            object_cache=True)
     controller.step()
     assert controller.wait_synced(10)
     yield controller, log
@@ -116,3 +124,59 @@ def test_the_controller_writes_no_cache_when_it_is_off(api, ns, widget_kind, set
         assert not any(what == "cache" for what, _ in log.calls)
     finally:
         controller.shutdown()
+
+
+def test_a_child_is_in_the_cache_before_its_owner_s_key_is_enqueued_again(api, ns, fed):
+    """An owned kind's objects are cached too (runs compare their applies with them): a child's change reaches
+    the cache before the key of the owner it enqueues, and its deletion removes it."""
+    controller, log = fed
+    owner = kube.create_object(api, WIDGET, widget("o", ns))
+    drive(controller, lambda: log.first("enqueue", key(ns, "o")) is not None)
+    with log.lock:
+        log.calls.clear()
+    child = kube.create_object(api, DEPLOYMENT, deployment("o-child", ns, owner))
+    ck = DEPLOYMENT.request(ns, "o-child").key()
+    drive(controller, lambda: log.first("enqueue", key(ns, "o")) is not None)
+    assert log.first("cache", ck) < log.first("enqueue", key(ns, "o"))
+    assert log.cached(ck)["metadata"]["uid"] == child["metadata"]["uid"]
+    kube.delete_object(api, DEPLOYMENT, ns, "o-child")
+    drive(controller, lambda: log.cached(ck) is None)
+    controller.informers[(DEPLOYMENT.group, DEPLOYMENT.plural)].relist()
+    drive(controller, lambda: any(p[0] == f"{DEPLOYMENT.group}/{DEPLOYMENT.version}/{DEPLOYMENT.plural}/"
+                                  for p in log.prunes))
+
+
+def test_the_controller_says_it_keeps_the_cache_while_its_informers_run(api, ns, widget_kind):
+    now = [100.0]
+    log = Log()
+    controller = Controller(api, [WidgetReconciler()], enqueue=log.enqueue, cache_write=log.cache_write,
+                            cache_prune=log.cache_prune, cache_live=log.cache_live, pump=lambda: 0, mirror=False,
+                            object_cache=True, clock=lambda: now[0])
+    try:
+        controller.step()
+        assert controller.wait_synced(10)
+        controller.step()
+        assert log.live == [10.0]  # once the informers have listed, for CACHE_LIVE_TTL
+        controller.step()
+        assert log.live == [10.0]  # renewed every CACHE_LIVE_SECONDS, not every step
+        now[0] += 2.0
+        controller.step()
+        assert log.live == [10.0, 10.0]
+    finally:
+        controller.shutdown()
+    assert log.live[-1] is None  # stopped: runs no longer read children from the cache
+
+
+def test_objects_and_keys_are_taken_together():
+    """A handler puts a child's object, then its owner's key; the loop takes both at one instant, so it never
+    enqueues a key whose object it has not written."""
+    h = Handoff()
+    h.put_object("child", {"metadata": {"name": "c"}})
+    h.put_key("owner")
+    objects, keys = h.take_objects_and_keys(10)
+    assert list(objects) == ["child"] and keys == ["owner"]
+    h.put_key("a")
+    h.put_key("b")
+    objects, keys = h.take_objects_and_keys(1)
+    assert objects == {} and keys == ["a"]
+    assert h.take_objects_and_keys(10) == ({}, ["b"])
