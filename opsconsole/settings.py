@@ -116,6 +116,15 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     DATABASES["default"]["TEST"] = {"NAME": str(DATA_DIR / "test-opsconsole.sqlite3")}
     DATABASES["default"]["OPTIONS"] = {"timeout": 20, "transaction_mode": "IMMEDIATE"}
     DATABASES["default"]["CONN_MAX_AGE"] = 0
+elif DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
+    # The engine's hot statements (the run's one-statement record, the state read, the controller's mirror upsert,
+    # reconcilers.engine.recording_sql) are bound by the server and prepared on each connection after this many
+    # executions: PostgreSQL then parses and plans them once, not per run. Django's own queries are bound on the
+    # client and never prepared. "off" for a transaction-mode pooler that does not keep prepared statements
+    # (PgBouncer before 1.21, or without max_prepared_statements).
+    _prepare = os.environ.get("OPSCONSOLE_DB_PREPARE_THRESHOLD", "2").strip().lower()
+    DATABASES["default"].setdefault("OPTIONS", {})["prepare_threshold"] = (
+        None if _prepare in ("off", "none", "") else int(_prepare))
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 AUTH_PASSWORD_VALIDATORS = [

@@ -123,7 +123,7 @@ def reconcile_record_one_statement(
     try:
         # inside a caller's transaction, a savepoint keeps a refused statement from breaking it
         with transaction.atomic() if connection.in_atomic_block else nullcontext():
-            ids = _execute(sql, params)
+            ids = execute(sql, params)
     except IntegrityError:  # a writer the head does not show (a row under the same seq): the locked path decides
         return None
     if ids is None or ids[0] is None:
@@ -161,11 +161,13 @@ _DIRECT = ["phase", "phase_since", "last_transition_seq", "last_transition_hash"
 _CHANGE = ["reason", "message"]
 
 
-def _execute(sql: str, params: list[Any], *, fetch_all: bool = False) -> Any:
+def execute(sql: str, params: list[Any], *, fetch_all: bool = False) -> Any:
     """Run one statement with its parameters bound by the server (a plain psycopg cursor): Django's cursors quote
     every value into the SQL text on the client, which for a batch's JSON cost more than the rest of the write.
-    Wrapped as Django wraps its own cursors (errors translated, queries counted and logged). Returns the first
-    row (`fetch_all`: every row), if the statement returns rows."""
+    Wrapped as Django wraps its own cursors (errors translated, queries counted and logged). The connection
+    prepares a statement after `OPSCONSOLE_DB_PREPARE_THRESHOLD` executions (settings: the statements here are fixed
+    texts, so PostgreSQL parses and plans each once per connection). Returns the first row (`fetch_all`: every
+    row), if the statement returns rows."""
     connection.ensure_connection()
     raw = psycopg.Cursor(connection.connection)
     cursor = connection.make_debug_cursor(raw) if connection.queries_logged else connection.make_cursor(raw)
@@ -193,7 +195,7 @@ def pairs_by_key(model: type[models.Model], key: str, value: str, keys: Collecti
     k, v = qn(model._meta.get_field(key).column), qn(model._meta.get_field(value).column)
     selected = f"{k}, MAX({v})" if greatest else f"{k}, {v}"
     grouped = f" GROUP BY {k}" if greatest else ""
-    return dict(_execute(f"SELECT {selected} FROM {_table(model)} WHERE {k} = ANY(%s){grouped}", [list(keys)],
+    return dict(execute(f"SELECT {selected} FROM {_table(model)} WHERE {k} = ANY(%s){grouped}", [list(keys)],
                          fetch_all=True))
 
 
@@ -273,7 +275,7 @@ def mirror_upsert(objects: dict[str, ObservedObject], now: datetime) -> None:
         row.deleted, row.deleted_at = False, None  # the mirror batch never marks deleted (see resource_mirror_write)
         row.created_at = row.updated_at = now
         rows.append(_json_row(row))
-    _execute(_upsert_sql(), [Jsonb(rows)])
+    execute(_upsert_sql(), [Jsonb(rows)])
 
 
 def _upsert_sql() -> str:
@@ -301,6 +303,6 @@ def insert_rows(rows: Sequence[models.Model]) -> None:
         model._default_manager.bulk_create(rows, ignore_conflicts=True)
         return
     columns = ", ".join(connection.ops.quote_name(f.column) for f in model._meta.concrete_fields if not f.primary_key)
-    _execute(f"INSERT INTO {_table(model)} ({columns}) SELECT {columns} "
+    execute(f"INSERT INTO {_table(model)} ({columns}) SELECT {columns} "
              f"FROM jsonb_populate_recordset(NULL::{_table(model)}, %s::jsonb) ON CONFLICT DO NOTHING",
              [Jsonb([_json_row(row) for row in rows])])

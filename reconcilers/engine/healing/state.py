@@ -22,7 +22,7 @@ from django.db import connection
 from django.db.models import OuterRef, Subquery
 
 from reconcilers.core.types import Condition
-from reconcilers.engine.recording_sql import ChainHead, reserve_run_id_sql
+from reconcilers.engine.recording_sql import ChainHead, execute, reserve_run_id_sql
 from reconcilers.engine.step import HealingView
 from reconcilers.models import Resource, SpecRevision
 
@@ -86,9 +86,7 @@ def _state_with_head(uid: str, reserve: str) -> dict[str, Any] | None:
     revisions = qn(SpecRevision._meta.db_table)
     sql = (f"SELECT {columns}, (SELECT s.generation FROM {revisions} s WHERE s.resource_uid = r.uid "
            f"ORDER BY s.seq DESC LIMIT 1), {reserve} FROM {qn(Resource._meta.db_table)} r WHERE r.uid = %s")
-    with connection.cursor() as cursor:
-        cursor.execute(sql, [uid])
-        found = cursor.fetchone()
+    found = execute(sql, [uid])  # bound by the server: one statement PostgreSQL prepares once per connection
     if found is None:
         return None
     row = dict(zip((*_FIELDS, *_HEAD_FIELDS, "revision_generation", "next_run_id"), found, strict=True))
