@@ -14,7 +14,8 @@ the (re-)list of a reconciled or owned kind no longer has;
 pump the delayed and expired keys (dispatch.pump) every `pump_interval`; enqueue every cached key every
 `resync_seconds`; archive the Kubernetes Events the events informer handed off (healing.archive: one INSERT per
 batch; while the database fails, the batch is kept and retried with a growing pause, and after ARCHIVE_MAX_ATTEMPTS
-failures written one by one, dropping only what still fails); run the healing step every `heal_interval`
+failures written one by one, dropping only what still fails; while keys wait for a worker it yields to them, up to
+ARCHIVE_YIELD_MAX_SECONDS at a time); run the healing step every `heal_interval`
 (healing.evaluator: anomaly rules, rollbacks, expired suspensions) — with `background=True` (as `runcontroller`
 builds it) these two run on threads of their own (background.py), so an archive backlog or a slow healing step never
 holds up enqueueing and the pump; set the workqueue gauges (depth, unfinished work, longest running) from a queue
@@ -72,6 +73,9 @@ ARCHIVE_IDLE_SECONDS = 0.2
 ARCHIVE_RETRY_MIN = 1.0
 ARCHIVE_RETRY_MAX = 30.0
 ARCHIVE_MAX_ATTEMPTS = 5
+#: the archive yields to the reconciles while keys wait for a worker (a burst: the machine is busy with what users
+#: wait for), for this long at most, and only while fewer Events than a quarter of the handoff's bound wait
+ARCHIVE_YIELD_MAX_SECONDS = 10.0
 #: how often a controller whose informers have listed says it keeps the object cache (children are read from the
 #: cache only while it does), and for how long each time (a controller killed stops saying so within this)
 CACHE_LIVE_SECONDS = 2.0
@@ -328,6 +332,9 @@ class Controller:
         self.events_dropped = 0  # Events given up after ARCHIVE_MAX_ATTEMPTS (tests and logs)
         self._archive_failures = 0
         self._archive_retry_at = -float("inf")
+        self._keys_waiting = False  # keys wait for a worker (the last depth sample): the archive yields
+        self._archive_yielding_since: float | None = None
+        self.archive_yields = 0  # rounds the archive let pass (tests and logs)
         # self-healing (reconcilers.engine.healing.evaluator): anomaly rules, rollbacks, expiries, while leading
         self.heal_interval = _default_heal_interval(self.mirror) if heal_interval is None else heal_interval
         self.heal = heal
@@ -579,6 +586,7 @@ class Controller:
         try:
             depths = self.queue_depths()
             queue_metrics_update(depths, self.controller_names)
+            self._keys_waiting = any(int(getattr(d, "pending", 0)) > 0 for d in depths.values())
             now = self.clock()
             if self.depth_record is not None and now >= self._next_depth_sample:
                 self._next_depth_sample = now + DEPTH_SAMPLE_SECONDS
@@ -650,6 +658,8 @@ class Controller:
         failures in a row the batch is written one Event at a time and what still fails is dropped."""
         if not self.archive_events or self.events_write is None or self.clock() < self._archive_retry_at:
             return False
+        if self._archive_yields():
+            return False
         taken = self.handoff.take_events(self.batch_size)
         if not taken:
             return False
@@ -668,6 +678,22 @@ class Controller:
         self._archive_failures = 0
         self._archive_retry_at = -float("inf")
         self.events_archived += written
+        return True
+
+    def _archive_yields(self) -> bool:
+        """Whether the archive lets this round pass: keys wait for a worker (the reconciles users wait for come first:
+        in a burst the archive's work, its owner lookups on the API server included, would only slow them), for
+        at most ARCHIVE_YIELD_MAX_SECONDS in a row, and only while the Events waiting are well under the handoff's
+        bound (a long burst must not make it drop any)."""
+        now = self.clock()
+        if (not self._keys_waiting or self.handoff.events_pending() * 4 >= self.handoff.max_events
+                or (self._archive_yielding_since is not None
+                    and now - self._archive_yielding_since >= ARCHIVE_YIELD_MAX_SECONDS)):
+            self._archive_yielding_since = None
+            return False
+        if self._archive_yielding_since is None:
+            self._archive_yielding_since = now
+        self.archive_yields += 1
         return True
 
     def _archive_one_by_one(self, taken: list[tuple[str, EventPair]]) -> int:

@@ -13,7 +13,12 @@ from django.test.utils import CaptureQueriesContext
 from reconcilers.engine import kube
 from reconcilers.engine.controller.events import ADDED, DELETED, MODIFIED, InformerEvent
 from reconcilers.engine.controller.handoff import Handoff
-from reconcilers.engine.controller.loop import ARCHIVE_MAX_ATTEMPTS, EVENTS, Controller
+from reconcilers.engine.controller.loop import (
+    ARCHIVE_MAX_ATTEMPTS,
+    ARCHIVE_YIELD_MAX_SECONDS,
+    EVENTS,
+    Controller,
+)
 from reconcilers.engine.healing.archive import ObjectRef, OwnerResolver, events_archive
 from reconcilers.models import KubeEvent, Resource
 
@@ -234,6 +239,42 @@ def test_a_failing_database_keeps_the_batch_backs_off_then_writes_one_by_one() -
     assert controller.events_dropped == 1 and controller.events_archived == 2
     assert controller._archive_events() is True and controller.events_archived == 4  # the rest, as a batch
     assert controller.handoff.events_pending() == 0
+
+
+def test_the_archive_yields_while_keys_wait_for_a_worker_for_a_bounded_time_and_backlog() -> None:
+    """In a burst (keys wait for a worker, as the controller's depth sample says) the archive lets its rounds pass:
+    the reconciles come first. It still archives once it has yielded ARCHIVE_YIELD_MAX_SECONDS in a row, and at
+    once when the Events waiting reach a quarter of the handoff's bound, so a long burst drops none."""
+    writer, clock = Writer(), Clock()
+    depth = {"pending": 5}
+
+    class Depth:
+        @property
+        def pending(self) -> int:
+            return depth["pending"]
+
+    controller = Controller(None, [], enqueue=lambda key: True, pump=lambda: 0, mirror=False, archive_events=True,
+                            events_write=writer, clock=clock, batch_size=3, queue_depths=lambda: {"k": Depth()})
+    controller.running = True
+    controller.handle_event(InformerEvent(ADDED, EVENTS, event("e0", 1)))
+    controller._queue_metrics()
+    assert controller._archive_events() is False and writer.batches == []
+    clock.now += ARCHIVE_YIELD_MAX_SECONDS - 1
+    assert controller._archive_events() is False and writer.batches == []
+    clock.now += 1
+    assert controller._archive_events() is True and len(writer.batches) == 1  # yielded long enough
+    controller.handle_event(InformerEvent(ADDED, EVENTS, event("e1", 1)))
+    assert controller._archive_events() is False  # a new round of yielding
+    depth["pending"] = 0  # the burst is over: the next depth sample lets the archive go
+    controller._queue_metrics()
+    assert controller._archive_events() is True and len(writer.batches) == 2
+    depth["pending"] = 5
+    controller._queue_metrics()
+    controller.handoff.max_events = 8
+    for i in range(2, 4):
+        controller.handle_event(InformerEvent(ADDED, EVENTS, event(f"e{i}", 1)))
+    assert controller._archive_events() is True  # a quarter of the bound waits: no yielding
+    assert controller.archive_yields == 3 and controller.handoff.events_dropped == 0
 
 
 def test_the_informers_tell_the_resolver_whose_child_an_owned_object_is(memcached, fake_api) -> None:
