@@ -1,6 +1,9 @@
-"""Fixtures the engine's integration tests share: a Gadget created in kubesim under the Gadget reconciler."""
+"""Fixtures the engine's integration tests share: a Gadget created in kubesim under the Gadget reconciler, and a
+private workqueue."""
 
 from __future__ import annotations
+
+import uuid
 
 import pytest
 
@@ -20,3 +23,14 @@ def make(kapi, namespace, workqueue, reconcilers):
         return GADGET.request(namespace, name).key(), obj
 
     return create
+
+
+@pytest.fixture
+def queue(redis_client):
+    """A private workqueue in the suite's Redis (its object cache included), empty before and after the test."""
+    from reconcilers.engine.workqueue import WorkQueue
+
+    q = WorkQueue(redis_client, name=f"test-cache-{uuid.uuid4().hex[:8]}", lease_seconds=5.0)
+    q.clear()
+    yield q
+    q.clear()

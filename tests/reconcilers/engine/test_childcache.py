@@ -80,16 +80,6 @@ def test_values_compare_as_json(want, live, same):
 # -- against the API server and Redis ---------------------------------------------------------------------------
 
 
-@pytest.fixture
-def queue(redis_client):
-    from reconcilers.engine.workqueue import WorkQueue
-
-    q = WorkQueue(redis_client, name="test-childcache", lease_seconds=5.0)
-    q.clear()
-    yield q
-    q.clear()
-
-
 def _patches() -> float:
     from prometheus_client import REGISTRY
 

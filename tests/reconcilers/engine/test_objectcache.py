@@ -55,16 +55,6 @@ def test_an_object_being_deleted_is_never_taken_from_the_cache():
 # -- the workqueue's side --------------------------------------------------------------------------------------
 
 
-@pytest.fixture
-def queue(redis_client):
-    from reconcilers.engine.workqueue import WorkQueue
-
-    q = WorkQueue(redis_client, name="test-objectcache", lease_seconds=5.0)
-    q.clear()
-    yield q
-    q.clear()
-
-
 def entry(o: dict) -> tuple[str, str]:
     return objectcache.encode(o)
 
