@@ -415,8 +415,8 @@ class Controller:
             self.handoff.put_event(event.uid, (event.obj, event.old))
 
     def _listed(self, informer: Informer) -> None:
-        """An informer completed a list (informer thread): a reconciled kind's mirror and object cache are swept in
-        the loop."""
+        """An informer completed a list (informer thread): a reconciled kind's mirror and object cache, and an owned
+        kind's object cache, are swept in the loop."""
         kid = _kind_id(informer.kind)
         if informer.listed_at is not None and (((self.mirror or self.object_cache) and kid in self.primary)
                                                or (self.object_cache and kid in self.owners_of)):
