@@ -83,7 +83,6 @@ def usable(obj: dict[str, Any], recorded_version: str) -> bool:
     return not recorded_version or not_older(resource_version(obj), recorded_version)
 
 
-
 class ChildCache:
     """`childcache.ChildCache` on the workqueue's object cache: `get` while a controller keeps the cache, `put`
     moves an existing entry forward to an object the run wrote."""
