@@ -14,7 +14,6 @@ and, inside a recording span (a reconcile, a web request), opens a child span pe
 
 from __future__ import annotations
 
-import json
 import os
 import threading
 from collections.abc import Iterator
@@ -30,6 +29,7 @@ from opentelemetry import trace
 from opentelemetry.trace import SpanKind, Status, StatusCode
 
 from reconcilers.core.reconciler import ResourceKind
+from reconcilers.engine import jsonfast
 from reconcilers.engine.metrics import REST_CLIENT_REQUESTS
 
 __all__ = [
@@ -139,7 +139,7 @@ def _send(api: k8s.ApiClient, method: str, path: str, query: dict[str, Any] | No
     else:
         if headers["Content-Type"] == "application/json-patch+json" and not isinstance(body, list):
             headers["Content-Type"] = "application/strategic-merge-patch+json"  # as the client does
-        data = json.dumps(body, default=api.sanitize_for_serialization)
+        data = jsonfast.dumps(body, default=api.sanitize_for_serialization)
     try:
         resp = api.rest_client.pool_manager.request(method, url, body=data, headers=headers, preload_content=False,
                                                     timeout=_timeout(timeout))
@@ -220,7 +220,7 @@ def request_json(
     """One request to any REST path; the decoded JSON answer (None when empty). Raises ApiException."""
     resp = _raw(api, method, path, query=query, body=body, content_type=content_type, timeout=timeout)
     data = resp.data
-    return json.loads(data) if data else None
+    return jsonfast.loads(data) if data else None
 
 
 def server_version(api: k8s.ApiClient, timeout: float = 5.0) -> dict[str, Any]:
@@ -470,7 +470,7 @@ class WatchStream:
 
     @staticmethod
     def _event(line: bytes) -> WatchEvent:
-        data = json.loads(line)
+        data = jsonfast.loads(line)
         etype = data.get("type", "")
         obj = data.get("object") or {}
         if etype == "ERROR":

@@ -32,10 +32,11 @@ every child is applied.
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from django.conf import settings
+
+from reconcilers.engine import jsonfast
 
 #: how a run read its object (the span attribute `opsconsole.read` and the metric's `source` label)
 CACHE, API, STALE = "cache", "api", "stale"
@@ -51,18 +52,18 @@ def resource_version(obj: dict[str, Any]) -> str:
     return str((obj.get("metadata") or {}).get("resourceVersion") or "")
 
 
-def encode(obj: dict[str, Any]) -> tuple[str, str]:
+def encode(obj: dict[str, Any]) -> tuple[str, bytes]:
     """(resourceVersion, the object as compact JSON): what the cache stores."""
-    return resource_version(obj), json.dumps(obj, separators=(",", ":"))
+    return resource_version(obj), jsonfast.dumps(obj)
 
 
-def decode(raw: str) -> dict[str, Any] | None:
+def decode(raw: str | bytes) -> dict[str, Any] | None:
     """A cached entry (`<resourceVersion> <JSON>`) as the object; None for '' or anything unreadable."""
-    _rv, _, body = raw.partition(" ")
+    _rv, _, body = raw.partition(b" " if isinstance(raw, bytes) else " ")
     if not body:
         return None
     try:
-        obj = json.loads(body)
+        obj = jsonfast.loads(body)
     except ValueError:
         return None
     return obj if isinstance(obj, dict) and isinstance(obj.get("metadata"), dict) else None

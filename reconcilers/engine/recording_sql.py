@@ -38,6 +38,7 @@ and an update.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Collection, Sequence
 from contextlib import nullcontext
 from dataclasses import dataclass
@@ -51,7 +52,7 @@ from django.utils import timezone
 from psycopg.types.json import Jsonb
 
 from reconcilers.core.statemachine import StateMachine
-from reconcilers.engine import recording
+from reconcilers.engine import jsonfast, recording
 from reconcilers.engine.recording import ObservedObject, PhaseChange, RecordOutcome, RunRecord
 from reconcilers.engine.step import OutOfBand, plan_transitions
 from reconcilers.models import ReconcileRun, Resource
@@ -199,6 +200,11 @@ def pairs_by_key(model: type[models.Model], key: str, value: str, keys: Collecti
                          fetch_all=True))
 
 
+def _jsonb(value: Any) -> Jsonb:
+    """`value` as a jsonb parameter, encoded by `jsonfast` (a run's rows are most of what the record encodes)."""
+    return Jsonb(value, dumps=jsonfast.dumps)
+
+
 def _json_value(field: models.Field, value: Any) -> Any:
     """A column's value as JSON that `jsonb_populate_record` reads back into that column unchanged."""
     if value is None or isinstance(field, models.JSONField):
@@ -230,21 +236,23 @@ def _statement(shadow: Resource, head: ChainHead, obj: ObservedObject, changed: 
     psycopg's query cache keeps them): every value travels as one JSON parameter per row."""
     direct = _json_row(shadow, [*_DIRECT, *_CHANGE] if changed else _DIRECT)
     mirror = _json_row(shadow, _MIRROR)
-    columns = [Resource._meta.get_field(name).column for name in (*_MIRROR, *_DIRECT, *_CHANGE)]
-    sql, params = _update_sql(columns), [head.id, head.last_transition_seq, head.last_transition_hash,
+    sql, params = _update_sql(), [head.id, head.last_transition_seq, head.last_transition_hash,
                                          head.last_revision_seq, head.phase]
     incoming = int(obj.resource_version) if obj.resource_version.isdigit() else None
-    params = [incoming, Jsonb(direct), Jsonb({**mirror, **direct}), *params]
+    params = [incoming, _jsonb(direct), _jsonb({**mirror, **direct}), *params]
     parts = [sql]
     for i, row in enumerate(rows):
         parts.append(f"i{i} AS ({_insert_sql(type(row), with_id=row.pk is not None)})")
-        params.append(Jsonb(_json_row(row)))
+        params.append(_jsonb(_json_row(row)))
     ids = ", ".join(f"(SELECT id FROM i{i})" for i in range(len(rows)))
     return f"WITH {', '.join(parts)} SELECT (SELECT id FROM head), {ids}", params
 
 
-def _update_sql(columns: list[str]) -> str:
+@functools.cache
+def _update_sql() -> str:
+    """The statement's `head` part: the row's update (a column the JSON leaves out keeps its value)."""
     qn = connection.ops.quote_name
+    columns = [Resource._meta.get_field(name).column for name in (*_MIRROR, *_DIRECT, *_CHANGE)]
     rv = qn(Resource._meta.get_field("resource_version").column)
     older = f"CASE WHEN r.{rv} ~ '^[0-9]{{1,30}}$' THEN r.{rv}::numeric > %s::numeric ELSE false END"
     cols, values = ", ".join(qn(c) for c in columns), ", ".join(f"x.{qn(c)}" for c in columns)
@@ -254,6 +262,7 @@ def _update_sql(columns: list[str]) -> str:
             f"AND r.last_revision_seq = %s AND r.phase = %s AND r.rollback IS NULL AND NOT r.deleted RETURNING r.id)")
 
 
+@functools.cache
 def _insert_sql(model: type[models.Model], *, with_id: bool) -> str:
     """`INSERT INTO <table> SELECT x.* FROM head, jsonb_populate_record(NULL::<table>, <the row's JSON>) AS x`:
     nothing when `head` is empty; the id from the JSON (a reserved run id) or from the table's sequence."""
@@ -275,9 +284,10 @@ def mirror_upsert(objects: dict[str, ObservedObject], now: datetime) -> None:
         row.deleted, row.deleted_at = False, None  # the mirror batch never marks deleted (see resource_mirror_write)
         row.created_at = row.updated_at = now
         rows.append(_json_row(row))
-    execute(_upsert_sql(), [Jsonb(rows)])
+    execute(_upsert_sql(), [_jsonb(rows)])
 
 
+@functools.cache
 def _upsert_sql() -> str:
     qn = connection.ops.quote_name
     meta = Resource._meta
@@ -305,4 +315,4 @@ def insert_rows(rows: Sequence[models.Model]) -> None:
     columns = ", ".join(connection.ops.quote_name(f.column) for f in model._meta.concrete_fields if not f.primary_key)
     execute(f"INSERT INTO {_table(model)} ({columns}) SELECT {columns} "
              f"FROM jsonb_populate_recordset(NULL::{_table(model)}, %s::jsonb) ON CONFLICT DO NOTHING",
-             [Jsonb([_json_row(row) for row in rows])])
+             [_jsonb([_json_row(row) for row in rows])])

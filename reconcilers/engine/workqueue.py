@@ -533,14 +533,14 @@ class WorkQueue:
         after = "" if requeue_after is None else repr(max(0.0, float(requeue_after)))
         return self._run("done", key, owner, "1" if forget else "0", after) == 1
 
-    def cache_objects(self, entries: dict[str, tuple[str, str] | None], chunk: int = 500) -> int:
+    def cache_objects(self, entries: dict[str, tuple[str, str | bytes] | None], chunk: int = 500) -> int:
         """Store objects in the object cache (`reconcilers.engine.objectcache`), key → (resourceVersion, JSON), or
         remove them (None); a version older than the one stored is not stored. One round trip per `chunk`
         entries. Returns how many entries changed."""
         items = list(entries.items())
         changed = 0
         for start in range(0, len(items), chunk):
-            args: list[str] = []
+            args: list[str | bytes] = []
             for key, entry in items[start:start + chunk]:
                 args.extend((key, *(entry if entry is not None else ("", ""))))
             changed += int(self._run("cache", *args))
@@ -555,7 +555,7 @@ class WorkQueue:
         """The object cache's entry for key ('<resourceVersion> <JSON>', '' when none)."""
         return _text(self.redis.hget(self.keys[8], key) or b"")
 
-    def cache_refresh(self, key: str, resource_version: str, body: str) -> bool:
+    def cache_refresh(self, key: str, resource_version: str, body: str | bytes) -> bool:
         """Move an entry of the object cache forward to a version a worker just wrote (the object an apply
         returned): only an entry that exists (the controller adds and removes them; a write racing a deletion
         must not bring the object back) and holds an older version. True when it moved."""

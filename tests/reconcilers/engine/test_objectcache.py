@@ -28,7 +28,9 @@ def obj(rv: str, *, name: str = "g", deleting: bool = False, **spec) -> dict:
 def test_encode_and_decode_round_trip_and_garbage_decodes_to_none():
     rv, body = objectcache.encode(obj("12", size=3))
     assert rv == "12" and json.loads(body)["spec"] == {"size": 3}
-    assert objectcache.decode(f"{rv} {body}") == obj("12", size=3)
+    entry = rv.encode() + b" " + body
+    assert objectcache.decode(entry) == obj("12", size=3)  # as written
+    assert objectcache.decode(entry.decode()) == obj("12", size=3)  # as a claim returns it
     assert objectcache.decode("") is None
     assert objectcache.decode("12 {not json") is None
     assert objectcache.decode('12 ["a list"]') is None
