@@ -33,7 +33,6 @@ from typing import TYPE_CHECKING, Any
 from django.db import IntegrityError, connection, transaction
 from django.db.models import Q
 from django.utils import timezone
-from opentelemetry import trace
 
 from reconcilers.core.meta import (
     AUTO_ROLLBACK,
@@ -46,7 +45,7 @@ from reconcilers.core.meta import (
 )
 from reconcilers.core.reconciler import Reconciler, ResourceKind
 from reconcilers.core.statemachine import StateMachine
-from reconcilers.engine import metrics
+from reconcilers.engine import metrics, sampling
 from reconcilers.engine.audit import revision_fields, revision_hash, row_fields, transition_hash
 from reconcilers.engine.step import OutOfBand, PhaseChange, plan_transitions
 from reconcilers.models import (
@@ -164,7 +163,7 @@ def reconcile_record(
         raise ValueError(f"result must be one of {RunResult.values}, not {run.result!r}")
     if change is not None and not _actor_valid(change.actor):
         raise ValueError(f"actor must be 'controller', 'user:<name>' or 'rollback:<who>', not {change.actor!r}")
-    tracer = trace.get_tracer("opsconsole.recording")  # looked up per call: the provider may change (tests)
+    tracer = sampling.tracer("opsconsole.recording")  # one per provider (tests change it)
     with tracer.start_as_current_span("record reconcile", attributes={"db.operation.name": "reconcile_record",
                                                                         "opsconsole.kind": run.kind}) as span:
         if head is not None:

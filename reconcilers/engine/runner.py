@@ -37,7 +37,6 @@ from django.conf import settings
 from django.db import close_old_connections, connection
 from django.utils import timezone
 from opentelemetry import context as otel_context
-from opentelemetry import trace
 from opentelemetry.trace import Status, StatusCode
 
 from reconcilers.core.meta import FLUX_REQUESTED_AT, RECONCILE_REQUESTED_AT
@@ -332,7 +331,7 @@ class Run:
             return "error"
         self.reconciler = reconciler
         metrics.ACTIVE_WORKERS.labels(reconciler.name).inc()
-        tracer = trace.get_tracer("opsconsole.reconcilers")
+        tracer = sampling.tracer("opsconsole.reconcilers")
         try:
             with tracer.start_as_current_span(f"reconcile {reconciler.resource.kind}",
                                               attributes={"opsconsole.key": self.key}) as span:

@@ -74,12 +74,24 @@ def why_keep(result: str, duration: float, slow_seconds: float, handled_request:
     return ""
 
 
+_tracers: dict[tuple[Any, str], trace.Tracer] = {}
+
+
+def tracer(name: str) -> trace.Tracer:
+    """`trace.get_tracer(name)`, made once per tracer provider: the SDK builds a new Tracer (its instrumentation
+    scope and attributes) on every `get_tracer` call, which every run and every API call of it paid for."""
+    provider = trace.get_tracer_provider()
+    found = _tracers.get((provider, name))
+    if found is None:
+        found = _tracers[(provider, name)] = provider.get_tracer(name)
+    return found
+
+
 def keep_unsampled(name: str, start_time_ns: int, attributes: Mapping[str, Any], why: str,
                    error: str = "") -> str:
     """Write the one span of a run that was not sampled but must be kept (a root of its own trace, started at
     `start_time_ns`, ended now); its trace id, '' when tracing is off."""
-    tracer = trace.get_tracer("opsconsole.reconcilers")
-    span = tracer.start_span(name, context=otel_context.Context(), start_time=start_time_ns,
+    span = tracer("opsconsole.reconcilers").start_span(name, context=otel_context.Context(), start_time=start_time_ns,
                              attributes={**attributes, KEEP_ATTRIBUTE: why})
     try:
         if error:

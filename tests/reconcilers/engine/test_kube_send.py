@@ -68,3 +68,78 @@ def test_an_answer_outside_2xx_is_the_client_s_api_exception_with_its_body_decod
     with pytest.raises(kube.ApiException) as caught:
         kube._send(api, "PUT", "/api/v1/x", None, {"a": 1}, None, 5.0)
     assert caught.value.status == 409 and json.loads(caught.value.body)["reason"] == "Conflict"
+
+
+# -- through a real urllib3 pool manager, to a server on this machine -----------------------------------------------
+
+
+@pytest.fixture
+def server():
+    """An HTTP server on 127.0.0.1 that answers `{}` and records each request line's target."""
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    seen: list[str] = []
+
+    class Handler(BaseHTTPRequestHandler):
+        def _answer(self):
+            seen.append(self.path)
+            self.rfile.read(int(self.headers.get("Content-Length") or 0))
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", "2")
+            self.end_headers()
+            self.wfile.write(b"{}")
+
+        do_GET = do_PATCH = _answer
+
+        def log_message(self, *args):
+            pass
+
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    yield httpd.server_address[1], seen
+    httpd.shutdown()
+    httpd.server_close()
+
+
+def _client(host: str, proxy: str | None = None):
+    from kubernetes import client as k8s
+
+    configuration = k8s.Configuration(host=host)
+    configuration.proxy = proxy
+    return k8s.ApiClient(configuration)
+
+
+def test_requests_go_straight_to_the_servers_pool_with_the_hosts_path_prefix(server):
+    port, seen = server
+    api = _client(f"http://127.0.0.1:{port}/k8s/clusters/c-1")
+    assert kube.request_json(api, "GET", "/api/v1/namespaces/a/pods", query={"limit": 5}) == {}
+    kube.request_json(api, "PATCH", "/api/v1/namespaces/a/pods/p", body={"a": 1})
+    assert seen == ["/k8s/clusters/c-1/api/v1/namespaces/a/pods?limit=5",
+                    "/k8s/clusters/c-1/api/v1/namespaces/a/pods/p"]
+    pool = api._opsconsole_pool[1]
+    assert pool.host == "127.0.0.1" and pool.port == port
+
+
+def test_the_pool_is_looked_up_once_per_pool_manager(server):
+    import urllib3
+
+    port, seen = server
+    api = _client(f"http://127.0.0.1:{port}")
+    kube.request_json(api, "GET", "/version")
+    first = api._opsconsole_pool[1]
+    kube.request_json(api, "GET", "/version")
+    assert api._opsconsole_pool[1] is first
+    api.rest_client.pool_manager = urllib3.PoolManager()  # e.g. a client rebuilt with new settings
+    kube.request_json(api, "GET", "/version")
+    assert api._opsconsole_pool[1] is not first and seen == ["/version"] * 3
+
+
+def test_behind_a_proxy_the_proxy_manager_builds_the_request(server):
+    port, seen = server
+    api = _client("http://k8s.example:8080", proxy=f"http://127.0.0.1:{port}")
+    assert kube.request_json(api, "GET", "/version") == {}
+    assert seen == ["http://k8s.example:8080/version"]  # the absolute form a proxy is sent
+    assert not hasattr(api, "_opsconsole_pool")

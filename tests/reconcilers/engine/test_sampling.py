@@ -160,3 +160,20 @@ def test_a_key_drained_after_the_tasks_own_gets_a_trace_of_its_own(kapi, namespa
     (root,) = [s for s in exporter.get_finished_spans() if format(s.context.trace_id, "032x") == drained.trace_id
                and s.name == "reconcile Gadget"]
     assert root.parent is None and root.attributes["opsconsole.key"] == keys[1]
+
+
+def test_a_tracer_is_made_once_per_provider():
+    from opentelemetry import trace as api_trace
+    from opentelemetry.sdk.trace import TracerProvider
+
+    first, second = TracerProvider(), TracerProvider()
+    previous = api_trace._TRACER_PROVIDER
+    try:
+        api_trace._TRACER_PROVIDER = first
+        one = sampling.tracer("opsconsole.test")
+        assert sampling.tracer("opsconsole.test") is one and sampling.tracer("opsconsole.other") is not one
+        api_trace._TRACER_PROVIDER = second  # a new provider: its own tracer, whose spans it sees
+        other = sampling.tracer("opsconsole.test")
+        assert other is not one and other.span_processor is second._active_span_processor
+    finally:
+        api_trace._TRACER_PROVIDER = previous
