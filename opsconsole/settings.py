@@ -119,12 +119,16 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
 elif DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
     # The engine's hot statements (the run's one-statement record, the state read, the controller's mirror upsert,
     # reconcilers.engine.recording_sql) are bound by the server and prepared on each connection after this many
-    # executions: PostgreSQL then parses and plans them once, not per run. Django's own queries are bound on the
-    # client and never prepared. "off" for a transaction-mode pooler that does not keep prepared statements
-    # (PgBouncer before 1.21, or without max_prepared_statements).
+    # executions, and planned for any values (plan_cache_mode=force_generic_plan: left to itself PostgreSQL goes on
+    # planning these key lookups for each execution's values, which costs more than running them): PostgreSQL then
+    # parses and plans them once per connection, not per run. Django's own queries are bound on the client and never
+    # prepared, so the plan mode does not touch them. "off" for a transaction-mode pooler that does not keep
+    # prepared statements (PgBouncer before 1.21, or without max_prepared_statements) and takes no startup options.
     _prepare = os.environ.get("OPSCONSOLE_DB_PREPARE_THRESHOLD", "2").strip().lower()
-    DATABASES["default"].setdefault("OPTIONS", {})["prepare_threshold"] = (
-        None if _prepare in ("off", "none", "") else int(_prepare))
+    _options = DATABASES["default"].setdefault("OPTIONS", {})
+    _options["prepare_threshold"] = None if _prepare in ("off", "none", "") else int(_prepare)
+    if _options["prepare_threshold"] is not None and "plan_cache_mode" not in _options.get("options", ""):
+        _options["options"] = f"{_options.get('options', '')} -c plan_cache_mode=force_generic_plan".strip()
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 AUTH_PASSWORD_VALIDATORS = [

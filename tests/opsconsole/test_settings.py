@@ -29,6 +29,10 @@ if CONNECT:
     with connection.cursor() as cur:
         cur.execute("select 1")
         out["select"] = cur.fetchone()[0]
+        if connection.vendor == "postgresql":
+            cur.execute("SHOW plan_cache_mode")
+            out["plan_cache_mode"] = cur.fetchone()[0]
+out["prepare_threshold"] = settings.DATABASES["default"].get("OPTIONS", {}).get("prepare_threshold", "unset")
 print(json.dumps(out))
 """
 
@@ -69,6 +73,18 @@ def test_a_postgres_database_url_selects_postgresql_and_connects(tmp_path: Path)
     assert out["name"] == PG_URL.rsplit("/", 1)[1]
     if connect:
         assert out["select"] == 1
+
+
+@pytest.mark.skipif(not postgres_reachable(), reason="needs the PostgreSQL server on 127.0.0.1")
+@pytest.mark.parametrize(("env", "query", "threshold", "mode"), [
+    ({}, "", 2, "force_generic_plan"),  # prepared after 2 executions, planned once
+    ({"OPSCONSOLE_DB_PREPARE_THRESHOLD": "5"}, "", 5, "force_generic_plan"),
+    ({"OPSCONSOLE_DB_PREPARE_THRESHOLD": "off"}, "", None, "auto"),  # a pooler: no prepared statements, no options
+    ({}, "?options=-c%20plan_cache_mode%3Dforce_custom_plan", 2, "force_custom_plan"),  # the URL's own choice wins
+])
+def test_prepared_statements_are_planned_once_unless_turned_off(tmp_path: Path, env, query, threshold, mode) -> None:
+    out = load({"OPSCONSOLE_DATA_DIR": str(tmp_path), "DATABASE_URL": PG_URL + query, **env}, connect=True)
+    assert (out["prepare_threshold"], out["plan_cache_mode"]) == (threshold, mode)
 
 
 def test_production_settings_require_a_secret_key(tmp_path: Path) -> None:
