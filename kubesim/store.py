@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from kubesim.meta import dumps
+from kubesim.meta import dumps_bytes
 
 Key = tuple[str, str]  # (group, plural)
 
@@ -169,7 +169,7 @@ class Store:
         hit = self._encoded.get(id(obj))
         if hit is not None and hit[0] is obj:
             return hit[1]
-        data = dumps(obj).encode()
+        data = dumps_bytes(obj)
         meta = obj.get("metadata") or {}
         if self.get(key, meta.get("namespace", ""), meta.get("name", "")) is obj:
             self._encoded[id(obj)] = (obj, data)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from typing import TYPE_CHECKING, Any
 
 import yaml
@@ -10,7 +9,7 @@ import yaml
 from kubesim import errors
 from kubesim.cluster.options import WriteOptions
 from kubesim.errors import cause
-from kubesim.meta import clone, get_path, json_path, load_yaml, now, set_path
+from kubesim.meta import clone, get_path, json_path, load_yaml, loads, now, set_path
 from kubesim.patch import apply_json_patch, merge_patch, strategic_merge
 from kubesim.patch.apply import applied_paths, from_fields_v1, release, to_fields_v1
 from kubesim.patch.jsonpatch import PatchError
@@ -32,7 +31,7 @@ def _decode(content_type: str, raw: bytes) -> Any:
     try:
         if content_type == APPLY:
             return load_yaml(raw.decode() or "{}")
-        return json.loads(raw.decode() or "null")
+        return loads(raw or b"null")
     except (ValueError, yaml.YAMLError) as e:
         raise errors.bad_request(f"error decoding patch: {e}") from e
 

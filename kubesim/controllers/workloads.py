@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 from typing import Any
@@ -22,6 +23,13 @@ def fnv32a(data: bytes) -> int:
 def template_hash(template: dict[str, Any], collision_count: int = 0) -> str:
     """A pod-template-hash / controller-revision-hash in the apiserver's alphabet."""
     raw = json.dumps(template, sort_keys=True, separators=(",", ":")).encode() + str(collision_count).encode()
+    return _hash_of(raw)
+
+
+@functools.lru_cache(maxsize=4096)
+def _hash_of(raw: bytes) -> str:
+    """The hash of one template's canonical bytes, remembered: every sync of a workload asks again, and hashing
+    byte by byte in Python cost more than the rest of the sync."""
     return "".join(_SAFE[int(c) % len(_SAFE)] for c in str(fnv32a(raw)))
 
 

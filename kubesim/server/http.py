@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from typing import Any
 
@@ -12,7 +11,7 @@ from aiohttp import web
 from kubesim import errors, protobuf
 from kubesim.auth.identity import ADMIN, UserInfo
 from kubesim.errors import ApiError
-from kubesim.meta import dumps, load_yaml
+from kubesim.meta import dumps_bytes, load_yaml, loads
 
 #: who made the request (set by the authentication middleware)
 USER = web.RequestKey("user", UserInfo)
@@ -25,7 +24,7 @@ def request_user(request: web.Request) -> UserInfo:
 
 def json_response(body: Any, status: int = 200, headers: dict[str, str] | None = None) -> web.Response:
     """A compact JSON response."""
-    return web.Response(body=dumps(body).encode(), status=status, content_type="application/json",
+    return web.Response(body=dumps_bytes(body), status=status, content_type="application/json",
                         headers=headers)
 
 
@@ -94,7 +93,7 @@ async def read_body(request: web.Request) -> Any:
     try:
         if "yaml" in ctype:
             return load_yaml(raw.decode())
-        return json.loads(raw.decode())
+        return loads(raw)
     except (ValueError, yaml.YAMLError) as e:
         raise errors.bad_request(f"error decoding request body: {e}") from e
 

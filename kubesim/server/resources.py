@@ -12,7 +12,7 @@ from kubesim.auth.rbac import RBAC_GROUP
 from kubesim.auth.request_info import forbidden_message, request_attributes, split_resource_path
 from kubesim.cluster import WriteOptions
 from kubesim.cluster.patching import APPLY as APPLY_PATCH
-from kubesim.meta import clone, dumps
+from kubesim.meta import clone, dumps_bytes
 from kubesim.registry import ResourceType
 from kubesim.selectors import parse_field_selector, parse_label_selector
 from kubesim.server.admission import AdmissionRequest
@@ -210,9 +210,9 @@ class ResourceHandler:
                                   "items": [{"kind": "PartialObjectMetadata",
                                              "apiVersion": f"meta.k8s.io/{accept.table_version}",
                                              "metadata": i["metadata"]} for i in items]})
-        head = dumps({"kind": t.rt.list_kind, "apiVersion": t.rt.api_version(t.version), "metadata": meta})
+        head = dumps_bytes({"kind": t.rt.list_kind, "apiVersion": t.rt.api_version(t.version), "metadata": meta})
         store = self.sim.store
-        body = b"".join([head[:-1].encode(), b',"items":[', b",".join(store.encoded(t.rt.key, i) for i in items),
+        body = b"".join([head[:-1], b',"items":[', b",".join(store.encoded(t.rt.key, i) for i in items),
                          b"]}"])
         return web.Response(body=body, content_type="application/json")
 

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 from aiohttp import web
 
 from kubesim import errors
-from kubesim.meta import dumps
+from kubesim.meta import dumps_bytes
 from kubesim.registry import ResourceType
 from kubesim.selectors import parse_field_selector, parse_label_selector
 from kubesim.server.http import Accept, flag
@@ -44,7 +44,7 @@ class _Renderer:
                        "metadata": ext["metadata"]}
         else:
             payload = ext
-        return (dumps({"type": etype, "object": payload}) + "\n").encode()
+        return dumps_bytes({"type": etype, "object": payload}) + b"\n"
 
     def event_line(self, ev: Event) -> bytes | None:
         etype = ev.type
@@ -76,7 +76,7 @@ class _Renderer:
         if initial_end:
             meta["annotations"] = {"k8s.io/initial-events-end": "true"}
         obj = {"kind": self.rt.kind, "apiVersion": self.rt.api_version(self.version), "metadata": meta}
-        return (dumps({"type": "BOOKMARK", "object": obj}) + "\n").encode()
+        return dumps_bytes({"type": "BOOKMARK", "object": obj}) + b"\n"
 
 
 def _drop_connection(sim: Simulator, request: web.Request) -> None:
@@ -131,7 +131,7 @@ async def serve_watch(sim: Simulator, request: web.Request, rt: ResourceType, ve
     resp.enable_chunked_encoding()
     await resp.prepare(request)
     if gone is not None:
-        await resp.write((dumps({"type": "ERROR", "object": gone.status()}) + "\n").encode())
+        await resp.write(dumps_bytes({"type": "ERROR", "object": gone.status()}) + b"\n")
         await resp.write_eof()
         return resp
     assert watcher is not None
