@@ -35,6 +35,7 @@ def parse_label_selector(expr: str | None) -> Matcher | None:
     if not expr or not expr.strip():
         return None
     reqs: list[Callable[[dict[str, str]], bool]] = []
+    equal: list[tuple[str, str]] = []  # the `key=value` requirements: a store's label index answers them
     for part in _split(expr):
         m = _EQ_RE.match(part)
         if m:
@@ -43,6 +44,7 @@ def parse_label_selector(expr: str | None) -> Matcher | None:
                 reqs.append(lambda labels, k=key, v=value: labels.get(k) != v)
             else:
                 reqs.append(lambda labels, k=key, v=value: labels.get(k) == v)
+                equal.append((key, value))
             continue
         m = _SET_RE.match(part)
         if not m:
@@ -65,7 +67,13 @@ def parse_label_selector(expr: str | None) -> Matcher | None:
         labels = obj.get("metadata", {}).get("labels") or {}
         return all(r(labels) for r in reqs)
 
+    match.equal = tuple(equal)  # type: ignore[attr-defined]
     return match
+
+
+def equal_requirements(matcher: Matcher | None) -> tuple[tuple[str, str], ...]:
+    """The `key=value` requirements of a parsed label selector (every object it matches has these labels)."""
+    return tuple(getattr(matcher, "equal", ()))
 
 
 def selector_from_label_selector(sel: dict[str, Any] | None) -> Matcher:

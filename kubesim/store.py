@@ -72,6 +72,8 @@ class Store:
         self._encoded: dict[int, tuple[dict[str, Any], bytes]] = {}  # id(stored obj) -> (obj, its JSON)
         # (key, controller owner uid) -> {(namespace, name)}: the objects a controller owns, without a scan
         self._controlled: dict[tuple[Key, str], set[tuple[str, str]]] = {}
+        # (key, label, value) -> {(namespace, name)}: a list by `label=value` reads these, not every object
+        self._labelled: dict[tuple[Key, str, str], set[tuple[str, str]]] = {}
 
     # reads
     def get(self, key: Key, namespace: str, name: str) -> dict[str, Any] | None:
@@ -93,22 +95,38 @@ class Store:
         refs = sorted(ref for ref in self._controlled.get((key, uid), ()) if ref[0] == namespace)
         return [obj for ns, name in refs if (obj := self.get(key, ns, name)) is not None]
 
+    def labelled(self, key: Key, namespace: str | None, label: str, value: str) -> Iterator[dict[str, Any]]:
+        """Stored objects of one resource (optionally in one namespace) whose `label` is `value`, in (namespace,
+        name) order, from an index kept by every write."""
+        refs = self._labelled.get((key, label, value), ())
+        for ns, name in sorted(r for r in refs if namespace is None or r[0] == namespace):
+            obj = self.get(key, ns, name)
+            if obj is not None:
+                yield obj
+
+    def count_labelled(self, key: Key, label: str, value: str) -> int:
+        """How many objects of one resource have `label` = `value` (all namespaces)."""
+        return len(self._labelled.get((key, label, value), ()))
+
     def _index(self, key: Key, obj: dict[str, Any] | None, add: bool) -> None:
+        """Add `obj` to (or take it out of) the controller and label indexes."""
         if obj is None:
             return
         meta = obj["metadata"]
-        uid = controller_uid(meta)
-        if uid is None:
-            return
         ref = (meta.get("namespace", ""), meta["name"])
-        if add:
-            self._controlled.setdefault((key, uid), set()).add(ref)
-            return
-        refs = self._controlled.get((key, uid))
-        if refs is not None:
-            refs.discard(ref)
-            if not refs:
-                del self._controlled[(key, uid)]
+        entries: list[tuple[dict[Any, set[tuple[str, str]]], tuple[Any, ...]]] = [
+            (self._labelled, (key, k, v)) for k, v in (meta.get("labels") or {}).items() if isinstance(v, str)]
+        if (uid := controller_uid(meta)) is not None:
+            entries.append((self._controlled, (key, uid)))
+        for index, entry in entries:
+            if add:
+                index.setdefault(entry, set()).add(ref)
+                continue
+            refs = index.get(entry)
+            if refs is not None:
+                refs.discard(ref)
+                if not refs:
+                    del index[entry]
 
     def count(self, key: Key, namespace: str | None = None) -> int:
         """How many objects of one resource."""

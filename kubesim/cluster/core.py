@@ -5,7 +5,7 @@ from __future__ import annotations
 import base64
 import json
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from kubesim import errors
@@ -19,7 +19,7 @@ from kubesim.patch import managed
 from kubesim.registry import Registry, ResourceType
 from kubesim.registry.crd import crd_status, resource_type_from_crd, validate_crd
 from kubesim.schema import process
-from kubesim.selectors import Matcher
+from kubesim.selectors import Matcher, equal_requirements
 from kubesim.store import Store
 
 CRD_KEY = ("apiextensions.k8s.io", "customresourcedefinitions")
@@ -159,7 +159,7 @@ class Cluster(PatchingMixin, DeletingMixin):
         out: list[dict[str, Any]] = []
         remaining = 0
         last: tuple[str, str] | None = None
-        for obj in self.store.items(rt.key, ns):
+        for obj in self._candidates(rt, ns, label):
             meta = obj["metadata"]
             pos = (meta.get("namespace", ""), meta["name"])
             if start is not None and pos <= start:
@@ -180,6 +180,16 @@ class Cluster(PatchingMixin, DeletingMixin):
             token = base64.urlsafe_b64encode(raw).decode()
         count = remaining if (remaining and label is None and field is None) else None
         return out, list_rv, token, count
+
+    def _candidates(self, rt: ResourceType, namespace: str | None, label: Matcher | None
+                    ) -> Iterator[dict[str, Any]]:
+        """The stored objects a list must look at, in (namespace, name) order: those carrying the selector's
+        rarest `key=value` label (the store's label index), else all of them."""
+        equal = equal_requirements(label)
+        if not equal:
+            return self.store.items(rt.key, namespace)
+        k, v = min(equal, key=lambda kv: self.store.count_labelled(rt.key, *kv))
+        return self.store.labelled(rt.key, namespace, k, v)
 
     # ---- create -------------------------------------------------------------------------------------
     def _decode_body(self, rt: ResourceType, body: Any) -> dict[str, Any]:

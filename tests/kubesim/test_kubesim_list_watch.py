@@ -36,6 +36,20 @@ def test_label_selector_operators(core, ns):
     assert e.value.status == 400
 
 
+def test_a_label_selected_list_pages_in_name_order_and_sees_relabels(core, ns):
+    _cms(core, ns, 7, lambda i: {"tier": "web" if i % 2 == 0 else "db"})  # web: cm-00, -02, -04, -06
+    first = core.list_namespaced_config_map(ns, label_selector="tier=web", limit=2)
+    assert [c.metadata.name for c in first.items] == ["cm-00", "cm-02"]
+    rest = core.list_namespaced_config_map(ns, label_selector="tier=web", limit=2, _continue=first.metadata._continue)
+    assert [c.metadata.name for c in rest.items] == ["cm-04", "cm-06"]
+    core.patch_namespaced_config_map("cm-01", ns, {"metadata": {"labels": {"tier": "web"}}})
+    core.patch_namespaced_config_map("cm-02", ns, {"metadata": {"labels": {"tier": None}}})
+    got = core.list_namespaced_config_map(ns, label_selector="tier=web,tier!=db").items
+    assert [c.metadata.name for c in got] == ["cm-00", "cm-01", "cm-04", "cm-06"]
+    everywhere = core.list_config_map_for_all_namespaces(label_selector="tier=db").items
+    assert [c.metadata.name for c in everywhere if c.metadata.namespace == ns] == ["cm-03", "cm-05"]
+
+
 def test_field_selectors(core, ns):
     _cms(core, ns, 3)
     got = core.list_config_map_for_all_namespaces(field_selector=f"metadata.namespace={ns},metadata.name=cm-01")

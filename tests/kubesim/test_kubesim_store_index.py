@@ -1,4 +1,4 @@
-"""kubesim's store keeps an index of the objects each controller owns, current through every write."""
+"""kubesim's store keeps indexes of the objects each controller owns and of their labels, current through every write."""
 
 from __future__ import annotations
 
@@ -45,3 +45,29 @@ def test_loaded_and_unloaded_objects_are_indexed_too() -> None:
     assert names(store.controlled_by(PODS, "default", "rs2")) == ["a"]
     store.unload(PODS, "default", "a")
     assert store.controlled_by(PODS, "default", "rs2") == []
+
+
+def labelled(name: str, labels: dict, ns: str = "default") -> dict:
+    return {"metadata": {"name": name, "namespace": ns, "labels": labels}}
+
+
+def test_the_label_index_follows_creates_label_changes_deletes_and_journal_replays() -> None:
+    store = Store()
+    store.put(PODS, labelled("b", {"app": "mc", "tier": "cache"}))
+    store.put(PODS, labelled("a", {"app": "mc"}))
+    store.put(PODS, labelled("c", {"app": "web"}))
+    store.put(PODS, labelled("a", {"app": "mc"}, ns="other"))
+    assert names(store.labelled(PODS, "default", "app", "mc")) == ["a", "b"]
+    assert [(o["metadata"]["namespace"], o["metadata"]["name"]) for o in store.labelled(PODS, None, "app", "mc")] \
+        == [("default", "a"), ("default", "b"), ("other", "a")]
+    assert store.count_labelled(PODS, "app", "mc") == 3
+
+    store.put(PODS, labelled("b", {"app": "web"}))  # relabelled
+    store.remove(PODS, "default", "a")
+    assert names(store.labelled(PODS, "default", "app", "mc")) == []
+    assert names(store.labelled(PODS, "default", "app", "web")) == ["b", "c"]
+    assert names(store.labelled(PODS, "default", "tier", "cache")) == []
+    store.load(PODS, labelled("d", {"app": "mc"}))
+    assert names(store.labelled(PODS, "default", "app", "mc")) == ["d"]
+    store.unload(PODS, "default", "d")
+    assert store.count_labelled(PODS, "app", "mc") == 1  # the one in "other"
