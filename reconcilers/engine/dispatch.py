@@ -101,6 +101,14 @@ def enqueue_many(keys: list[str]) -> list[str]:
     return sent + held
 
 
+def cache_and_enqueue(entries: dict[str, tuple[str, str | bytes] | None], keys: list[str]) -> list[str]:
+    """Store objects in the object cache and `enqueue_many` the keys, in one workqueue round trip (the objects
+    first). Returns the keys newly queued: those sent, then those held ready for a draining worker."""
+    sent, held = get_queue().cache_and_add(entries, keys)
+    dispatch(sent)
+    return sent + held
+
+
 def enqueue_after(key: str, delay: float) -> None:
     """Queue key for a reconcile after delay seconds (released by pump()); delay <= 0 enqueues now."""
     if delay <= 0:

@@ -34,7 +34,8 @@ It has client-go's workqueue semantics (DESIGN.md §3), with Celery as the trans
   keys `reap_expired` would send again).
 
 - `objects` (hash key → `<resourceVersion> <JSON>`): the object cache (`reconcilers.engine.objectcache`), of the
-  reconciled kinds and the kinds they own. The controller writes it (`cache_objects`, `cache_prune`) and keeps
+  reconciled kinds and the kinds they own. The controller writes it (`cache_objects`, `cache_prune`; with the keys
+  those objects make dirty, `cache_and_add`: one round trip, the objects stored before the keys) and keeps
   `objects-live` set while its informers run (`cache_live`); `claim` and `claim_next` return the key's entry with
   the lease, `cached_child` a child's entry (only while `objects-live` is set), and `cache_refresh` moves an
   existing entry forward to what a worker's write returned. A version older than the one held is never stored.
@@ -213,6 +214,16 @@ if not cur or cur.owner ~= ARGV[3] then return 0 end
 redis.call('HDEL', KEYS[2], key); redis.call('ZREM', KEYS[3], key)
 if not redis.call('ZSCORE', KEYS[1], key) then return 0 end
 return offer(key)
+""",
+    "cache_add": """
+local n = tonumber(ARGV[2])
+for i = 3, 2 + 3 * n, 3 do cache_put(ARGV[i], ARGV[i + 1], ARGV[i + 2]) end
+local sent, held = {}, {}
+for i = 3 + 3 * n, #ARGV do
+  local m = mark(ARGV[i])
+  if m == 1 then sent[#sent + 1] = ARGV[i] elseif m == 2 then held[#held + 1] = ARGV[i] end
+end
+return {sent, held}
 """,
     "cache": """
 local stored = 0
@@ -532,6 +543,20 @@ class WorkQueue:
         sent), the caller must dispatch it."""
         after = "" if requeue_after is None else repr(max(0.0, float(requeue_after)))
         return self._run("done", key, owner, "1" if forget else "0", after) == 1
+
+    def cache_and_add(self, entries: dict[str, tuple[str, str | bytes] | None], keys: list[str],
+                      chunk: int = 500) -> tuple[list[str], list[str]]:
+        """`cache_objects` then `add_many_queued`, in one round trip when the objects fit in one `chunk` (the
+        controller's batch: its objects and the keys they make dirty); the objects are stored first, so a worker
+        that claims one of these keys finds its object."""
+        if len(entries) > chunk:
+            self.cache_objects(entries, chunk)
+            return self.add_many_queued(keys)
+        args: list[str | bytes] = [str(len(entries))]
+        for key, entry in entries.items():
+            args.extend((key, *(entry if entry is not None else ("", ""))))
+        sent, held = self._run("cache_add", *args, *keys)
+        return [_text(k) for k in sent], [_text(k) for k in held]
 
     def cache_objects(self, entries: dict[str, tuple[str, str | bytes] | None], chunk: int = 500) -> int:
         """Store objects in the object cache (`reconcilers.engine.objectcache`), key → (resourceVersion, JSON), or

@@ -155,6 +155,14 @@ def _default_cache_write(objects: dict[str, dict[str, Any] | None]) -> None:
                                         for key, obj in objects.items()})
 
 
+def _default_cache_and_enqueue(objects: dict[str, dict[str, Any] | None], keys: list[str]) -> list[str]:
+    """`_default_cache_write` and `_default_enqueue_many` in one workqueue round trip (objects first)."""
+    from reconcilers.engine import dispatch, objectcache
+
+    return dispatch.cache_and_enqueue({key: objectcache.encode(obj) if obj is not None else None
+                                       for key, obj in objects.items()}, keys)
+
+
 def _default_cache_prune(prefix: str, present: list[str]) -> None:
     from reconcilers.engine import dispatch
 
@@ -298,6 +306,9 @@ class Controller:
         self.object_cache = ((enqueue is None or cache_write is not None) and _default_object_cache()
                              if object_cache is None else object_cache)
         self.cache_write = cache_write or _default_cache_write
+        # both defaults: the objects and the keys they make dirty go in one round trip
+        self.cache_and_enqueue: Callable[[dict[str, dict[str, Any] | None], list[str]], list[str]] | None = (
+            _default_cache_and_enqueue if enqueue is None and cache_write is None else None)
         self.cache_prune = cache_prune or _default_cache_prune
         self.cache_live = cache_live or _default_cache_live
         self._next_cache_live = -float("inf")
@@ -615,9 +626,12 @@ class Controller:
         if not keys and not objects:
             return False
         try:
-            if objects:
-                self.cache_write(objects)
-            added = self.enqueue_many(keys) if keys else []
+            if objects and self.cache_and_enqueue is not None:
+                added = self.cache_and_enqueue(objects, keys)
+            else:
+                if objects:
+                    self.cache_write(objects)
+                added = self.enqueue_many(keys) if keys else []
         except Exception as exc:  # a cache write and an add are idempotent: the whole batch is tried again
             self.handoff.put_objects_back(objects)
             self.handoff.put_keys(keys)

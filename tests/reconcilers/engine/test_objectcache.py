@@ -97,6 +97,20 @@ def test_writes_are_chunked_and_prune_removes_only_the_kinds_absent_keys(queue):
     assert queue.cached("g/v1/others/ns/o")  # another kind's entry stays
 
 
+@pytest.mark.parametrize("chunk", [500, 1])  # one round trip, or the objects first in chunks of their own
+def test_cache_and_add_stores_the_objects_before_queueing_their_keys(queue, chunk):
+    queue.add("k2")  # already queued: coalesced
+    queue.cache_objects({"k3": entry(obj("50", size=5))})
+    sent, held = queue.cache_and_add({"k1": entry(obj("5", name="a")), "k2": entry(obj("6", name="b")),
+                                      "k3": entry(obj("49", size=4)), "gone": None}, ["k1", "k2"], chunk=chunk)
+    assert (sent, held) == (["k1"], [])
+    assert objectcache.decode(queue.claim("k1", "me").cached)["metadata"]["name"] == "a"
+    assert objectcache.decode(queue.cached("k2"))["metadata"]["name"] == "b"
+    assert objectcache.decode(queue.cached("k3"))["spec"] == {"size": 5}  # an older version never replaces
+    assert queue.cached("gone") == ""
+    assert queue.cache_and_add({}, ["k4"], chunk=chunk) == (["k4"], [])
+
+
 # -- a run -----------------------------------------------------------------------------------------------------
 
 

@@ -180,3 +180,27 @@ def test_objects_and_keys_are_taken_together():
     objects, keys = h.take_objects_and_keys(1)
     assert objects == {} and keys == ["a"]
     assert h.take_objects_and_keys(10) == ({}, ["b"])
+
+
+def test_by_default_a_batch_s_objects_and_keys_are_one_round_trip_objects_first(api, ns, widget_kind, queue,
+                                                                                 monkeypatch):
+    from reconcilers.engine import dispatch
+
+    ops: list[str] = []
+    sent: list[str] = []
+    run = queue._run
+    monkeypatch.setattr(queue, "_run", lambda op, *args: ops.append(op) or run(op, *args))
+    monkeypatch.setattr(dispatch, "get_queue", lambda: queue)
+    monkeypatch.setattr(dispatch, "dispatch", lambda keys: sent.extend(keys) or len(sent))
+    controller = Controller(api, [WidgetReconciler()], pump=lambda: 0, mirror=False, object_cache=True,
+                            cache_prune=lambda prefix, present: None, cache_live=lambda ttl: None)
+    try:
+        controller.step()
+        assert controller.wait_synced(10)
+        kube.create_object(api, WIDGET, widget("one", ns))
+        k = key(ns, "one")
+        drive(controller, lambda: k in sent)
+        assert queue.claim(k, "me").cached  # the object came with the key
+        assert "cache_add" in ops and not {"cache", "add_many"} & set(ops)
+    finally:
+        controller.shutdown()
