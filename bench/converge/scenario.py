@@ -274,8 +274,7 @@ def run_scenario(cfg: Config, name: str, template_db: str | None, log: Any = pri
             env = {**base_env, "DJANGO_SETTINGS_MODULE": "opsconsole.settings", "DATABASE_URL": db_url,
                    "REDIS_URL": cfg.redis_url, "OPSCONSOLE_CELERY_QUEUE": queue, "KUBECONFIG": str(kubeconfig),
                    "OPSCONSOLE_RECONCILERS": "reconcilers.kinds.memcached.MemcachedReconciler",
-                   "OPSCONSOLE_BUILTIN_KINDS": "0",
-                   "OPSCONSOLE_LEADER_RETRY_SECONDS": "0.5", "LOG_LEVEL": "WARNING", **cfg.opsconsole_env}
+                   "OPSCONSOLE_BUILTIN_KINDS": "0", "LOG_LEVEL": "WARNING", **cfg.opsconsole_env}
             operator = opsconsole_procs(run_dir, env, workers, queue)
 
             def runs() -> list[tuple[str, float, float, str]]:

@@ -133,8 +133,7 @@ def retry_now(key: str) -> bool:
 def pump() -> int:
     """One step: dispatch due delayed keys, re-queue expired leases, and send ready keys no task was sent for
     while fewer than the cap wait (`WorkQueue.top_up`). Returns the number of tasks sent."""
-    queue = get_queue()
-    return dispatch(queue.release_due()) + dispatch(queue.reap_expired()) + dispatch(queue.top_up())
+    return dispatch(get_queue().pump())
 
 
 def top_up() -> int:

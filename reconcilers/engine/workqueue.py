@@ -343,6 +343,15 @@ end
 return 0
 """,
 }
+# the pump's three steps (release_due, reap_expired, top_up) in one round trip, in that order
+_SCRIPTS["pump"] = "".join(f"local function {op}()\n{_SCRIPTS[op]}end\n"
+                           for op in ("release_due", "reap_expired", "top_up")) + """
+local out = {}
+for _, part in ipairs({release_due(), reap_expired(), top_up()}) do
+  for _, key in ipairs(part) do out[#out + 1] = key end
+end
+return out
+"""
 
 
 @dataclass(frozen=True)
@@ -605,6 +614,11 @@ class WorkQueue:
         backlog. Returns the keys to dispatch."""
         keys = self._run("reap_expired", str(self.batch))
         return list(dict.fromkeys(_text(k) for k in keys))
+
+    def pump(self) -> list[str]:
+        """`release_due`, `reap_expired` and `top_up` (the controller's pump step) in one round trip. Returns the
+        keys to dispatch."""
+        return list(dict.fromkeys(_text(k) for k in self._run("pump", str(self.batch))))
 
     def snapshot(self, limit: int = 1000) -> QueueSnapshot:
         """The queue's state for the console/API; lists hold at most `limit` items each (counts are exact)."""

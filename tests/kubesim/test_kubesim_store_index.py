@@ -1,4 +1,4 @@
-"""kubesim's store keeps indexes of the objects each controller owns and of their labels, current through every write."""
+"""kubesim's store keeps indexes of the objects each controller owns and of their labels, through every write."""
 
 from __future__ import annotations
 

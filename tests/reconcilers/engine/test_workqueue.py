@@ -457,3 +457,26 @@ def test_done_can_requeue_the_key_after_a_delay_in_the_same_round_trip(make_queu
     wq.add(KEY)  # changed while it ran: sent at done(), the delayed retry kept for later
     assert wq.done(KEY, "w2", requeue_after=5) is True
     assert wq.snapshot().delayed_count == 1
+
+
+def _pump_scene(q: WorkQueue, clock: FakeClock) -> None:
+    """A delayed key coming due, a lease expiring, a key sent but never claimed, a key held ready beyond the cap."""
+    q.add_after("due", 5.0)
+    q.add("expires")
+    assert q.claim("expires", "killed-worker") is not None
+    for name in ("lost", "sent", "held"):  # the cap is 2: "held" waits ready, no task sent for it
+        q.add(name)
+    clock.advance(60.0)
+
+
+def test_the_pump_is_release_due_then_reap_expired_then_top_up_in_one_round_trip(make_queue, clock) -> None:
+    separate, fused = make_queue(max_sent=2), make_queue(max_sent=2)
+    _pump_scene(separate, clock)
+    clock.now -= 60.0
+    _pump_scene(fused, clock)
+    expected = separate.release_due() + separate.reap_expired() + separate.top_up()
+    assert fused.pump() == list(dict.fromkeys(expected))
+    assert {"lost", "sent"} <= set(expected)  # tasks never claimed: sent again
+    assert fused.snapshot().depth == separate.snapshot().depth
+    assert sorted(fused.snapshot().pending, key=lambda p: p.key) == sorted(separate.snapshot().pending,
+                                                                           key=lambda p: p.key)
