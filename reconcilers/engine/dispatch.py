@@ -117,10 +117,12 @@ def enqueue_after(key: str, delay: float) -> None:
         get_queue().add_after(key, delay)
 
 
-def done(key: str, owner: str, *, forget: bool = False, requeue_after: float | None = None) -> bool:
+def done(key: str, owner: str, *, forget: bool = False, requeue_after: float | None = None,
+         hold: bool = False) -> bool:
     """Release owner's lease on key (`forget`: and reset its failure count; `requeue_after`: and queue it again
-    after that many seconds) and dispatch the key if it became dirty meanwhile. True when sent."""
-    sent = get_queue().done(key, owner, forget=forget, requeue_after=requeue_after)
+    after that many seconds) and dispatch the key if it became dirty meanwhile, unless `hold`: the caller drains
+    the workqueue next and runs it itself (`WorkQueue.done`). True when sent."""
+    sent = get_queue().done(key, owner, forget=forget, requeue_after=requeue_after, hold=hold)
     return dispatch([key]) == 1 if sent else False
 
 

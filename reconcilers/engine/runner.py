@@ -77,7 +77,7 @@ def run(key: str, *, only_if_queued: bool = False, drain: bool = False) -> str:
         log.debug("%s is being reconciled elsewhere or no longer queued; skipped", key)
         result = SKIPPED
     else:
-        result = _run_claimed(queue, claim)
+        result = _run_claimed(queue, claim, hold=drain)
     if drain:
         drain_ready(queue)
     return result
@@ -147,7 +147,7 @@ class _Drain:
             # a trace of its own (not a child of the task that drained it), sampled on its own
             token = otel_context.attach(otel_context.Context())
             try:
-                _run_claimed(self.queue, claim)
+                _run_claimed(self.queue, claim, hold=True)
             finally:
                 otel_context.detach(token)
 
@@ -184,9 +184,11 @@ def _owner() -> str:
     return f"{_worker()}:{uuid.uuid4().hex[:8]}"
 
 
-def _run_claimed(queue: WorkQueue, claim: Claim) -> str:
-    """One run of a claimed key, its lease renewed meanwhile and released after (the key sent again when it became
-    dirty while it ran)."""
+def _run_claimed(queue: WorkQueue, claim: Claim, *, hold: bool = False) -> str:
+    """One run of a claimed key, its lease renewed meanwhile and released after. A key that became dirty while it
+    ran is sent again, or, `hold` (the caller drains the queue next), left ready for the drain: a change to a
+    child during the run (its Deployment coming up) costs no Celery message, which the drain would have made
+    find nothing."""
     key, owner = claim.key, claim.owner
     renewer = LeaseRenewer(queue, key, owner)
     renewer.start()
@@ -196,7 +198,7 @@ def _run_claimed(queue: WorkQueue, claim: Claim) -> str:
     finally:
         renewer.stop()
         try:
-            dispatch.done(key, owner, forget=this.forget, requeue_after=this.requeue_after)
+            dispatch.done(key, owner, forget=this.forget, requeue_after=this.requeue_after, hold=hold)
         except Exception:  # the lease then expires and reap_expired() re-queues the key
             log.exception("could not release the lease on %s", key)
 

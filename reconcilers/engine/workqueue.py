@@ -213,6 +213,7 @@ local cur = owner_of(key)
 if not cur or cur.owner ~= ARGV[3] then return 0 end
 redis.call('HDEL', KEYS[2], key); redis.call('ZREM', KEYS[3], key)
 if not redis.call('ZSCORE', KEYS[1], key) then return 0 end
+if ARGV[6] == '1' then return 2 end  -- held: ready for the caller's own drain, no task sent (top_up sends it if not)
 return offer(key)
 """,
     "cache_add": """
@@ -546,12 +547,15 @@ class WorkQueue:
         """Extend owner's lease on key by lease_seconds from now. False: the lease is no longer owner's."""
         return bool(self._run("renew", key, owner, repr(self.lease_seconds)))
 
-    def done(self, key: str, owner: str, *, forget: bool = False, requeue_after: float | None = None) -> bool:
+    def done(self, key: str, owner: str, *, forget: bool = False, requeue_after: float | None = None,
+             hold: bool = False) -> bool:
         """Release owner's lease (and, in the same round trip, `forget`: reset key's failure count;
         `requeue_after`: `add_after(key, requeue_after)`). True: the key became dirty meanwhile (and could be
-        sent), the caller must dispatch it."""
+        sent), the caller must dispatch it. `hold`: a key that became dirty is left ready without a task (the
+        caller drains the queue next: it, or any worker draining, claims it; `top_up` sends it otherwise), and
+        the answer is False."""
         after = "" if requeue_after is None else repr(max(0.0, float(requeue_after)))
-        return self._run("done", key, owner, "1" if forget else "0", after) == 1
+        return self._run("done", key, owner, "1" if forget else "0", after, "1" if hold else "0") == 1
 
     def cache_and_add(self, entries: dict[str, tuple[str, str | bytes] | None], keys: list[str],
                       chunk: int = 500) -> tuple[list[str], list[str]]:

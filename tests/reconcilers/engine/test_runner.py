@@ -285,6 +285,19 @@ def test_a_task_runs_the_keys_held_ready_after_its_own(make, capped_queue):
     assert capped_queue.snapshot().depth == 0 and capped_queue.sent.keys == []
 
 
+def test_a_key_that_became_dirty_during_its_run_is_run_again_by_the_same_task_without_a_message(make, kapi,
+                                                                                                 workqueue):
+    key, obj = make(mode="ok", cleanupSteps=2)
+    runner.run(key)
+    kube.delete_object(kapi, GADGET, obj["metadata"]["namespace"], "g")
+    workqueue.add(key)
+    workqueue.sent.keys.clear()
+    assert runner.run(key, drain=True) == "requeue"  # → Terminating, queued again at once: the drain runs it
+    assert [r.result for r in runs(key)][-2:] == ["requeue", "requeue_after"]  # cleanup step 1 of 2, same task
+    assert workqueue.sent.keys == []  # no Celery message for the second run
+    assert workqueue.snapshot().depth == 0 and workqueue.snapshot().delayed_count == 1
+
+
 def test_a_drain_stops_at_its_limit_and_sends_what_is_still_ready(make, capped_queue, settings):
     settings.OPSCONSOLE_DRAIN_KEYS = 1
     made = [make(name=f"h{i}", mode="ok") for i in range(3)]
@@ -308,12 +321,12 @@ def test_a_drain_runs_waiting_keys_on_several_threads_each_once(make, capped_que
     running, most, lock = set(), [0], threading.Lock()
     real = runner._run_claimed
 
-    def spy(queue, claim):
+    def spy(queue, claim, **kwargs):
         with lock:
             running.add(claim.key)
             most[0] = max(most[0], len(running))
         try:
-            return real(queue, claim)
+            return real(queue, claim, **kwargs)
         finally:
             with lock:
                 running.discard(claim.key)

@@ -98,6 +98,19 @@ def test_a_key_added_while_processing_is_requeued_exactly_once_by_done(wq: WorkQ
     assert wq.add(KEY) is True  # idle again: a new add queues it
 
 
+def test_a_key_that_became_dirty_is_held_for_the_caller_s_drain_not_sent(wq: WorkQueue) -> None:
+    wq.add(KEY)
+    wq.claim(KEY, "w1")
+    wq.add(KEY)  # a child changed during the run
+    assert wq.done(KEY, "w1", hold=True) is False  # nothing to dispatch
+    assert [p.key for p in wq.snapshot().pending] == [KEY]  # ready, no task sent
+    nxt = wq.claim_next("w1")  # the same worker's drain takes it
+    assert nxt is not None and nxt.key == KEY
+    wq.add(KEY)
+    assert wq.done(KEY, "w1", hold=True) is False
+    assert wq.top_up() == [KEY]  # a drain that stopped first: its top-up sends it
+
+
 def test_done_without_new_adds_leaves_the_queue_empty(wq: WorkQueue) -> None:
     wq.add(KEY)
     wq.claim(KEY, "w1")
