@@ -96,15 +96,17 @@ def enqueue_now(key: str) -> bool:
 def enqueue_many(keys: list[str]) -> list[str]:
     """`enqueue` for several keys: one workqueue round trip, one broker connection. Returns the keys newly
     queued (not coalesced): those sent, then those held ready for a draining worker."""
-    sent, held = get_queue().add_many_queued(keys)
-    dispatch(sent)
-    return sent + held
+    return _sent_then_held(*get_queue().add_many_queued(keys))
 
 
 def cache_and_enqueue(entries: dict[str, tuple[str, str | bytes] | None], keys: list[str]) -> list[str]:
     """Store objects in the object cache and `enqueue_many` the keys, in one workqueue round trip (the objects
     first). Returns the keys newly queued: those sent, then those held ready for a draining worker."""
-    sent, held = get_queue().cache_and_add(entries, keys)
+    return _sent_then_held(*get_queue().cache_and_add(entries, keys))
+
+
+def _sent_then_held(sent: list[str], held: list[str]) -> list[str]:
+    """Dispatch the keys the workqueue sent; return them, then those it held ready for a draining worker."""
     dispatch(sent)
     return sent + held
 

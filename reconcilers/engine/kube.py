@@ -133,8 +133,9 @@ def _server_pool(api: k8s.ApiClient) -> tuple[urllib3.HTTPConnectionPool, str] |
         return None
     url = urllib3.util.parse_url(api.configuration.host)
     pool = manager.connection_from_host(url.host, port=url.port, scheme=url.scheme or "http")
-    api._opsconsole_pool = (manager, pool, (url.path or "").rstrip("/"))  # type: ignore[attr-defined]
-    return pool, (url.path or "").rstrip("/")
+    prefix = (url.path or "").rstrip("/")
+    api._opsconsole_pool = (manager, pool, prefix)  # type: ignore[attr-defined]
+    return pool, prefix
 
 
 def _send(api: k8s.ApiClient, method: str, path: str, query: dict[str, Any] | None, body: Any,

@@ -49,7 +49,7 @@ Celery task to the caller (`reconcilers.engine.dispatch`).
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -91,6 +91,14 @@ local function mark(key, at)  -- make key dirty (queued at `at`); 1 when the cal
   redis.call('ZREM', KEYS[4], key)
   if redis.call('HEXISTS', KEYS[2], key) == 1 then return 0 end
   return offer(key)
+end
+local function mark_all(first)  -- mark ARGV[first..]: {the keys to dispatch now, the keys held ready}
+  local sent, held = {}, {}
+  for i = first, #ARGV do
+    local m = mark(ARGV[i])
+    if m == 1 then sent[#sent + 1] = ARGV[i] elseif m == 2 then held[#held + 1] = ARGV[i] end
+  end
+  return {sent, held}
 end
 local function waiting(limit, sent_too)  -- up to `limit` keys queued and not processing (and, unless `sent_too`,
   -- no task sent for them), the longest queued first
@@ -140,14 +148,7 @@ end
 _SCRIPTS = {
     "now": "return f(now)",
     "add": "return mark(ARGV[2])",
-    "add_many": """
-local sent, held = {}, {}
-for i = 2, #ARGV do
-  local m = mark(ARGV[i])
-  if m == 1 then sent[#sent + 1] = ARGV[i] elseif m == 2 then held[#held + 1] = ARGV[i] end
-end
-return {sent, held}
-""",
+    "add_many": "return mark_all(2)",
     "add_after": "return f(delay(ARGV[2], now + tonumber(ARGV[3])))",
     "add_rate_limited": """
 local key, base, cap, qps, burst = ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
@@ -219,12 +220,7 @@ return offer(key)
     "cache_add": """
 local n = tonumber(ARGV[2])
 for i = 3, 2 + 3 * n, 3 do cache_put(ARGV[i], ARGV[i + 1], ARGV[i + 2]) end
-local sent, held = {}, {}
-for i = 3 + 3 * n, #ARGV do
-  local m = mark(ARGV[i])
-  if m == 1 then sent[#sent + 1] = ARGV[i] elseif m == 2 then held[#held + 1] = ARGV[i] end
-end
-return {sent, held}
+return mark_all(3 + 3 * n)
 """,
     "cache": """
 local stored = 0
@@ -414,6 +410,14 @@ class QueueSnapshot:
         return asdict(self)
 
 
+def _cache_args(entries: Iterable[tuple[str, tuple[str, str | bytes] | None]]) -> list[str | bytes]:
+    """Object-cache entries as script arguments: key, resourceVersion, body ('' and '' remove the entry)."""
+    args: list[str | bytes] = []
+    for key, entry in entries:
+        args.extend((key, *(entry if entry is not None else ("", ""))))
+    return args
+
+
 def _text(value: bytes | str) -> str:
     return value.decode() if isinstance(value, bytes) else value
 
@@ -565,10 +569,7 @@ class WorkQueue:
         if len(entries) > chunk:
             self.cache_objects(entries, chunk)
             return self.add_many_queued(keys)
-        args: list[str | bytes] = [str(len(entries))]
-        for key, entry in entries.items():
-            args.extend((key, *(entry if entry is not None else ("", ""))))
-        sent, held = self._run("cache_add", *args, *keys)
+        sent, held = self._run("cache_add", str(len(entries)), *_cache_args(entries.items()), *keys)
         return [_text(k) for k in sent], [_text(k) for k in held]
 
     def cache_objects(self, entries: dict[str, tuple[str, str | bytes] | None], chunk: int = 500) -> int:
@@ -578,10 +579,7 @@ class WorkQueue:
         items = list(entries.items())
         changed = 0
         for start in range(0, len(items), chunk):
-            args: list[str | bytes] = []
-            for key, entry in items[start:start + chunk]:
-                args.extend((key, *(entry if entry is not None else ("", ""))))
-            changed += int(self._run("cache", *args))
+            changed += int(self._run("cache", *_cache_args(items[start:start + chunk])))
         return changed
 
     def cache_prune(self, prefix: str, present: set[str] | list[str]) -> int:

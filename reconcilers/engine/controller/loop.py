@@ -147,20 +147,25 @@ def _default_enqueue_many(keys: list[str]) -> list[str]:
     return dispatch.enqueue_many(keys)
 
 
+def _cache_entries(objects: dict[str, dict[str, Any] | None]) -> dict[str, tuple[str, bytes] | None]:
+    """The objects as object-cache entries (`reconcilers.engine.objectcache`); None removes a deleted one."""
+    from reconcilers.engine import objectcache
+
+    return {key: objectcache.encode(obj) if obj is not None else None for key, obj in objects.items()}
+
+
 def _default_cache_write(objects: dict[str, dict[str, Any] | None]) -> None:
     """The objects into the object cache (`reconcilers.engine.objectcache`), deleted ones out of it."""
-    from reconcilers.engine import dispatch, objectcache
+    from reconcilers.engine import dispatch
 
-    dispatch.get_queue().cache_objects({key: objectcache.encode(obj) if obj is not None else None
-                                        for key, obj in objects.items()})
+    dispatch.get_queue().cache_objects(_cache_entries(objects))
 
 
 def _default_cache_and_enqueue(objects: dict[str, dict[str, Any] | None], keys: list[str]) -> list[str]:
     """`_default_cache_write` and `_default_enqueue_many` in one workqueue round trip (objects first)."""
-    from reconcilers.engine import dispatch, objectcache
+    from reconcilers.engine import dispatch
 
-    return dispatch.cache_and_enqueue({key: objectcache.encode(obj) if obj is not None else None
-                                       for key, obj in objects.items()}, keys)
+    return dispatch.cache_and_enqueue(_cache_entries(objects), keys)
 
 
 def _default_cache_prune(prefix: str, present: list[str]) -> None:
