@@ -6,6 +6,7 @@ and leader election, feeding the workqueue (DESIGN.md §3, "Watches").
 - `handoff`: the thread-safe handoff from informer threads to the loop.
 - `leader`: leader election through a coordination.k8s.io/v1 Lease.
 - `loop`: the `Controller`, written as single steps.
+- `yielding`: deferrable work (the Events archive, mirror refreshes) lets its rounds pass in a burst.
 - `bootstrap`: `runcontroller --bootstrap` (CRDs, then samples, create-if-missing).
 """
 

@@ -11,6 +11,7 @@ database is away). A put wakes the loop at once.
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -156,14 +157,15 @@ class Handoff:
             del self._keys[key]
         return taken
 
-    def take_mirror(self, limit: int) -> list[MirrorUpdate]:
-        """Up to `limit` mirror updates, oldest first."""
+    def take_mirror(self, limit: int, leave: Callable[[MirrorUpdate], bool] | None = None) -> list[MirrorUpdate]:
+        """Up to `limit` mirror updates, oldest first; those `leave` says to leave stay (in their place)."""
         with self._lock:
             taken = []
-            for uid in self._mirror:
+            for uid, update in self._mirror.items():
                 if len(taken) >= limit:
                     break
-                taken.append(uid)
+                if leave is None or not leave(update):
+                    taken.append(uid)
             return [self._mirror.pop(uid) for uid in taken]
 
     def pending(self) -> tuple[int, int]:

@@ -7,8 +7,9 @@ owned kinds the informers reported into the object cache the workers read (recon
 ones out), then enqueue the keys the informer threads handed off (dispatch.enqueue_many: one Redis round trip for
 the batch), and every CACHE_LIVE_SECONDS, once the informers have listed, say that the cache is kept;
 write the Resource mirror updates (recording.resource_mirror_write: one transaction for the batch; an object found
-deleted gets its deletion recorded in it, recording.resource_deletions_record); after every (re-)list of a
-reconciled kind, record as deleted the mirror's live rows the cluster no longer has
+deleted gets its deletion recorded in it, recording.resource_deletions_record; while keys wait for a worker, the
+refreshes of objects already on record wait, up to MIRROR_YIELD_MAX_SECONDS at a time: yielding.py); after every
+(re-)list of a reconciled kind, record as deleted the mirror's live rows the cluster no longer has
 (recording.resource_mirror_sweep: objects deleted while no controller watched) and prune the object cache entries
 the (re-)list of a reconciled or owned kind no longer has;
 pump the delayed and expired keys (dispatch.pump) every `pump_interval`; enqueue every cached key every
@@ -53,6 +54,7 @@ from reconcilers.engine.controller.events import (
 from reconcilers.engine.controller.handoff import EventPair, Handoff, MirrorSweep, MirrorUpdate
 from reconcilers.engine.controller.informer import Informer
 from reconcilers.engine.controller.leader import LeaderElector
+from reconcilers.engine.controller.yielding import Yielding
 
 log = logging.getLogger(__name__)
 
@@ -76,6 +78,8 @@ ARCHIVE_MAX_ATTEMPTS = 5
 #: the archive yields to the reconciles while keys wait for a worker (a burst: the machine is busy with what users
 #: wait for), for this long at most, and only while fewer Events than a quarter of the handoff's bound wait
 ARCHIVE_YIELD_MAX_SECONDS = 10.0
+#: the mirror's refreshes of objects it has on record yield to the reconciles the same way, for this long at most
+MIRROR_YIELD_MAX_SECONDS = 10.0
 #: how often a controller whose informers have listed says it keeps the object cache (children are read from the
 #: cache only while it does), and for how long each time (a controller killed stops saying so within this)
 CACHE_LIVE_SECONDS = 2.0
@@ -348,9 +352,10 @@ class Controller:
         self.events_dropped = 0  # Events given up after ARCHIVE_MAX_ATTEMPTS (tests and logs)
         self._archive_failures = 0
         self._archive_retry_at = -float("inf")
-        self._keys_waiting = False  # keys wait for a worker (the last depth sample): the archive yields
-        self._archive_yielding_since: float | None = None
-        self.archive_yields = 0  # rounds the archive let pass (tests and logs)
+        self._keys_waiting = False  # keys wait for a worker (the last depth sample): the archive and the mirror yield
+        self._archive_yield = Yielding(ARCHIVE_YIELD_MAX_SECONDS)
+        self._mirror_yield = Yielding(MIRROR_YIELD_MAX_SECONDS)
+        self._mirrored: set[str] = set()  # uids whose mirror row this controller wrote (live ones)
         # self-healing (reconcilers.engine.healing.evaluator): anomaly rules, rollbacks, expiries, while leading
         self.heal_interval = _default_heal_interval(self.mirror) if heal_interval is None else heal_interval
         self.heal = heal
@@ -656,19 +661,36 @@ class Controller:
         metrics.WORKQUEUE_ADDS.labels(name, name).inc()
 
     def _write_mirror(self) -> bool:
-        updates = self.handoff.take_mirror(self.batch_size)
+        """Write the mirror updates handed off, in one batch. While keys wait for a worker (`yielding`, at most
+        MIRROR_YIELD_MAX_SECONDS in a row) only new objects and deletions are written: a refresh of an object this
+        controller has on record waits in the handoff (coalesced per uid), for the reconciles come first and their
+        records refresh the rows of the objects they reconcile anyway. A new object is not kept waiting: a run's
+        record in one statement needs its row."""
+        leave = None
+        if self._mirror_yield.yields(self._keys_waiting, self.clock()):
+            known = self._mirrored
+            leave = lambda update: not update.deleted and update.uid in known  # noqa: E731
+        updates = self.handoff.take_mirror(self.batch_size, leave=leave)
         if not updates:
             return False
         _close_old_db_connections()
         try:
             self.mirror_write(updates)
+            written = updates
         except Exception:  # one bad object must not cost the others their update: write them one by one
             log.warning("controller: mirror batch of %d failed; writing one by one", len(updates), exc_info=True)
+            written = []
             for update in updates:
                 try:
                     self.mirror_write([update])
+                    written.append(update)
                 except Exception:
                     log.exception("controller: mirror update of %s failed", update.uid)
+        for update in written:
+            if update.deleted:
+                self._mirrored.discard(update.uid)
+            else:
+                self._mirrored.add(update.uid)
         return True
 
     def _archive_events(self) -> bool:
@@ -700,20 +722,22 @@ class Controller:
         return True
 
     def _archive_yields(self) -> bool:
-        """Whether the archive lets this round pass: keys wait for a worker (the reconciles users wait for come first:
-        in a burst the archive's work, its owner lookups on the API server included, would only slow them), for
-        at most ARCHIVE_YIELD_MAX_SECONDS in a row, and only while the Events waiting are well under the handoff's
-        bound (a long burst must not make it drop any)."""
-        now = self.clock()
-        if (not self._keys_waiting or self.handoff.events_pending() * 4 >= self.handoff.max_events
-                or (self._archive_yielding_since is not None
-                    and now - self._archive_yielding_since >= ARCHIVE_YIELD_MAX_SECONDS)):
-            self._archive_yielding_since = None
-            return False
-        if self._archive_yielding_since is None:
-            self._archive_yielding_since = now
-        self.archive_yields += 1
-        return True
+        """Whether the archive lets this round pass (`yielding`): keys wait for a worker (the reconciles users wait
+        for come first: in a burst the archive's work, its owner lookups on the API server included, would only slow
+        them), for at most ARCHIVE_YIELD_MAX_SECONDS in a row, and only while the Events waiting are well under the
+        handoff's bound (a long burst must not make it drop any)."""
+        busy = self._keys_waiting and self.handoff.events_pending() * 4 < self.handoff.max_events
+        return self._archive_yield.yields(busy, self.clock())
+
+    @property
+    def archive_yields(self) -> int:
+        """Rounds the archive let pass (tests and logs)."""
+        return self._archive_yield.rounds
+
+    @property
+    def mirror_yields(self) -> int:
+        """Rounds the mirror left its refreshes of objects on record waiting (tests and logs)."""
+        return self._mirror_yield.rounds
 
     def _archive_one_by_one(self, taken: list[tuple[str, EventPair]]) -> int:
         assert self.events_write is not None

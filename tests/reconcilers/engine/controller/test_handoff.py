@@ -35,6 +35,16 @@ def test_mirror_updates_keep_the_newest_state_per_uid():
     assert [(u.uid, u.obj["v"], u.deleted) for u in taken] == [("u2", 1, False), ("u1", 2, True)]
 
 
+def test_mirror_updates_left_by_the_taker_stay_in_their_place():
+    h = Handoff()
+    for uid in ("u1", "u2", "u3"):
+        h.put_mirror(MirrorUpdate(KIND, uid, {"v": 1}))
+    assert [u.uid for u in h.take_mirror(10, leave=lambda u: u.uid == "u2")] == ["u1", "u3"]
+    h.put_mirror(MirrorUpdate(KIND, "u4", {"v": 1}))
+    assert [u.uid for u in h.take_mirror(1)] == ["u2"]  # still the oldest
+    assert [u.uid for u in h.take_mirror(10)] == ["u4"]
+
+
 def test_a_put_from_another_thread_wakes_the_waiter():
     h = Handoff()
     h.wait(0)  # re-arm
