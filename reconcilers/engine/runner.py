@@ -128,28 +128,45 @@ class _Drain:
         return self.ran
 
     def _loop(self) -> None:
-        while True:
-            with self._cond:
-                if self.ran >= self.limit or time.monotonic() >= self.deadline:
-                    return
-                self.ran += 1  # this loop's next key, counted before the claim: the limit holds across loops
-            claim = self.queue.claim_next(_owner())
-            with self._cond:
-                if claim is None:
-                    self.ran -= 1
-                    return
-                spawn = self.active < self.width
-                self.active += spawn
-            if spawn:
-                _drain_pool(self.width).submit(self._helper)
+        finished: Run | None = None
+        while (claim := self._next(finished)) is not None:
             if connection.errors_occurred and not connection.in_atomic_block:
                 close_old_connections()  # the last run broke the connection: a fresh one (no health check each key)
             # a trace of its own (not a child of the task that drained it), sampled on its own
             token = otel_context.attach(otel_context.Context())
             try:
-                _run_claimed(self.queue, claim, hold=True)
+                finished = _execute_claimed(self.queue, claim, hold=True)
             finally:
                 otel_context.detach(token)
+
+    def _next(self, finished: Run | None) -> Claim | None:
+        """Release the lease of the run just `finished` (left ready if its key became dirty: this drain or another
+        runs it) and claim the next waiting key, in one round trip; None at the limit, the deadline, or when no key
+        waits. A key found starts another loop on a drain thread while fewer than `width` run."""
+        with self._cond:
+            more = self.ran < self.limit and time.monotonic() < self.deadline
+            self.ran += more  # this loop's next key, counted before the claim: the limit holds across loops
+        if not more:
+            if finished is not None:
+                _release(finished, hold=True)
+            return None
+        try:
+            claim = (self.queue.claim_next(_owner()) if finished is None else
+                     self.queue.done_then_claim_next(finished.key, finished.claim.owner, _owner(),
+                                                     forget=finished.forget, requeue_after=finished.requeue_after))
+        except Exception:
+            with self._cond:
+                self.ran -= 1
+            raise
+        with self._cond:
+            if claim is None:
+                self.ran -= 1
+                return None
+            spawn = self.active < self.width
+            self.active += spawn
+        if spawn:
+            _drain_pool(self.width).submit(self._helper)
+        return claim
 
     def _helper(self) -> None:
         try:
@@ -189,18 +206,34 @@ def _run_claimed(queue: WorkQueue, claim: Claim, *, hold: bool = False) -> str:
     ran is sent again, or, `hold` (the caller drains the queue next), left ready for the drain: a change to a
     child during the run (its Deployment coming up) costs no Celery message, which the drain would have made
     find nothing."""
-    key, owner = claim.key, claim.owner
-    renewer = LeaseRenewer(queue, key, owner)
+    this = _execute_claimed(queue, claim, hold=hold)
+    _release(this, hold=hold)
+    return this.result
+
+
+def _execute_claimed(queue: WorkQueue, claim: Claim, *, hold: bool) -> Run:
+    """Run a claimed key, its lease renewed meanwhile; the lease is left held (the caller releases it: `_release`,
+    or the drain's next claim), unless the run raised (then released here, `hold` as `_run_claimed` says)."""
+    renewer = LeaseRenewer(queue, claim.key, claim.owner)
     renewer.start()
-    this = Run(key, claim, queue, renewer)
+    this = Run(claim.key, claim, queue, renewer)
     try:
-        return this.execute()
-    finally:
+        this.result = this.execute()
+    except BaseException:
         renewer.stop()
-        try:
-            dispatch.done(key, owner, forget=this.forget, requeue_after=this.requeue_after, hold=hold)
-        except Exception:  # the lease then expires and reap_expired() re-queues the key
-            log.exception("could not release the lease on %s", key)
+        _release(this, hold=hold)
+        raise
+    renewer.stop()
+    return this
+
+
+def _release(this: Run, *, hold: bool) -> None:
+    """Release a run's lease (`dispatch.done`); a failure is logged: the lease then expires and reap_expired()
+    re-queues the key."""
+    try:
+        dispatch.done(this.key, this.claim.owner, forget=this.forget, requeue_after=this.requeue_after, hold=hold)
+    except Exception:
+        log.exception("could not release the lease on %s", this.key)
 
 
 class _Renewals:
@@ -322,6 +355,7 @@ class Run:
         self.forget = False  # reset the key's failure count when the lease is released (one round trip less)
         self.requeue_after: float | None = None  # RequeueAfter, applied as the lease is released (the same trip)
         self.read_from = objectcache.API  # where the object came from (objectcache.CACHE, API or STALE)
+        self.result = "error"  # the run's result label, once it ended
 
     def execute(self) -> str:
         try:

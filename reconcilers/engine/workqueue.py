@@ -27,7 +27,8 @@ It has client-go's workqueue semantics (DESIGN.md §3), with Celery as the trans
   set). A key that becomes dirty beyond that stays *ready* (dirty, not processing, not sent), and `top_up()`
   (the controller's pump, and a draining task that stops) sends ready keys while fewer than `max_sent` wait. A
   worker that finished its key takes the longest-queued key not processing (`claim_next`, pop and claim in one
-  script; first come, first served, whether a task was sent for it or not) and runs it in the same task. A key
+  script, with the release of the key it ran: `done_then_claim_next`; first come, first served, whether a task
+  was sent for it or not) and runs it in the same task. A key
   taken so keeps its task's place under the cap until that task arrives, finds nothing queued and frees it
   (then drains in turn), so draining workers do not make the pump send a task per key. A burst costs a Celery
   message per batch instead of one per key, and never builds a broker backlog longer than `max_sent` (whose
@@ -143,6 +144,26 @@ local function delay(key, due)  -- the earlier of the new and any existing due t
   redis.call('ZADD', KEYS[4], f(due), key)
   return due
 end
+local function release(key, owner, forget, after, hold)  -- owner's lease on key let go (`forget`: its failures
+  -- reset; `after`: queued again that many seconds later); 1 when it became dirty meanwhile and is sent, 2 when it
+  -- waits ready (`hold`: for the caller's own drain, no task sent; top_up sends it if not), else 0
+  if forget == '1' then redis.call('HDEL', KEYS[5], key) end
+  if after ~= '' then delay(key, now + tonumber(after)) end
+  local cur = owner_of(key)
+  if not cur or cur.owner ~= owner then return 0 end
+  redis.call('HDEL', KEYS[2], key); redis.call('ZREM', KEYS[3], key)
+  if not redis.call('ZSCORE', KEYS[1], key) then return 0 end
+  if hold == '1' then return 2 end
+  return offer(key)
+end
+local function take_next(owner, lease)  -- owner's lease on the longest-queued key not processing (false: none)
+  local key = waiting(1, true)[1]
+  if not key then return false end
+  local got = take(key, owner, tonumber(lease), true)
+  table.insert(got, 1, key)
+  got[#got + 1] = redis.call('HGET', KEYS[9], key) or ''
+  return got
+end
 """
 
 _SCRIPTS = {
@@ -181,14 +202,7 @@ local got = take(key, owner, lease, false)
 got[#got + 1] = redis.call('HGET', KEYS[9], key) or ''
 return got
 """,
-    "claim_next": """
-local key = waiting(1, true)[1]
-if not key then return false end
-local got = take(key, ARGV[2], tonumber(ARGV[3]), true)
-table.insert(got, 1, key)
-got[#got + 1] = redis.call('HGET', KEYS[9], key) or ''
-return got
-""",
+    "claim_next": "return take_next(ARGV[2], ARGV[3])",
     "top_up": """
 local out = {}
 local room = tonumber(ARGV[2])
@@ -206,17 +220,8 @@ redis.call('HSET', KEYS[2], key, cjson.encode(cur))
 redis.call('ZADD', KEYS[3], cur.expires, key)
 return cur.expires
 """,
-    "done": """
-local key = ARGV[2]
-if ARGV[4] == '1' then redis.call('HDEL', KEYS[5], key) end
-if ARGV[5] ~= '' then delay(key, now + tonumber(ARGV[5])) end
-local cur = owner_of(key)
-if not cur or cur.owner ~= ARGV[3] then return 0 end
-redis.call('HDEL', KEYS[2], key); redis.call('ZREM', KEYS[3], key)
-if not redis.call('ZSCORE', KEYS[1], key) then return 0 end
-if ARGV[6] == '1' then return 2 end  -- held: ready for the caller's own drain, no task sent (top_up sends it if not)
-return offer(key)
-""",
+    "done": "return release(ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6])",
+    "done_next": "release(ARGV[2], ARGV[3], ARGV[4], ARGV[5], '1')\nreturn take_next(ARGV[6], ARGV[7])",
     "cache_add": """
 local n = tonumber(ARGV[2])
 for i = 3, 2 + 3 * n, 3 do cache_put(ARGV[i], ARGV[i + 1], ARGV[i + 2]) end
@@ -418,6 +423,11 @@ def _cache_args(entries: Iterable[tuple[str, tuple[str, str | bytes] | None]]) -
     return args
 
 
+def _after(requeue_after: float | None) -> str:
+    """A RequeueAfter as a script argument ('' for none)."""
+    return "" if requeue_after is None else repr(max(0.0, float(requeue_after)))
+
+
 def _text(value: bytes | str) -> str:
     return value.decode() if isinstance(value, bytes) else value
 
@@ -536,7 +546,17 @@ class WorkQueue:
     def claim_next(self, owner: str) -> Claim | None:
         """Take the lease of the longest-queued key not processing for owner (a task sent for it then finds
         nothing): how a worker drains the queue after its own key. None when no key waits."""
-        got = self._run("claim_next", owner, repr(self.lease_seconds))
+        return self._next_claim(owner, self._run("claim_next", owner, repr(self.lease_seconds)))
+
+    def done_then_claim_next(self, key: str, owner: str, next_owner: str, *, forget: bool = False,
+                             requeue_after: float | None = None) -> Claim | None:
+        """`done(key, owner, hold=True)` then `claim_next(next_owner)`, in one round trip: how a draining worker
+        goes from one key to the next."""
+        return self._next_claim(next_owner, self._run("done_next", key, owner, "1" if forget else "0",
+                                                      _after(requeue_after), next_owner, repr(self.lease_seconds)))
+
+    @staticmethod
+    def _next_claim(owner: str, got: Any) -> Claim | None:
         if not got:
             return None
         key, queued, since, expires, failures, cached = got
@@ -558,8 +578,7 @@ class WorkQueue:
         sent), the caller must dispatch it. `hold`: a key that became dirty is left ready without a task (the
         caller drains the queue next: it, or any worker draining, claims it; `top_up` sends it otherwise), and
         the answer is False."""
-        after = "" if requeue_after is None else repr(max(0.0, float(requeue_after)))
-        return self._run("done", key, owner, "1" if forget else "0", after, "1" if hold else "0") == 1
+        return self._run("done", key, owner, "1" if forget else "0", _after(requeue_after), "1" if hold else "0") == 1
 
     def cache_and_add(self, entries: dict[str, tuple[str, str | bytes] | None], keys: list[str],
                       chunk: int = 500) -> tuple[list[str], list[str]]:

@@ -319,7 +319,7 @@ def test_a_drain_runs_waiting_keys_on_several_threads_each_once(make, capped_que
     monkeypatch.setitem(connections.settings["default"], "CONN_MAX_AGE", 0)
     made = [make(name=f"s{i}", mode="slow", sleepSeconds=0.3) for i in range(5)]
     running, most, lock = set(), [0], threading.Lock()
-    real = runner._run_claimed
+    real = runner._execute_claimed
 
     def spy(queue, claim, **kwargs):
         with lock:
@@ -331,7 +331,7 @@ def test_a_drain_runs_waiting_keys_on_several_threads_each_once(make, capped_que
             with lock:
                 running.discard(claim.key)
 
-    monkeypatch.setattr(runner, "_run_claimed", spy)
+    monkeypatch.setattr(runner, "_execute_claimed", spy)
     for key, _ in made:
         capped_queue.add(key)
     assert runner.drain_ready(capped_queue) == 5

@@ -74,6 +74,29 @@ def test_a_key_changed_while_it_runs_is_not_taken_by_a_drainer_until_it_is_done(
     assert q.claim_next("w2").key == key("x")
 
 
+def test_done_then_claim_next_releases_and_takes_the_next_key_in_one_call(queue):
+    """A draining worker's step from one key to the next: the lease let go as `done(hold=True)` says (a key dirty
+    meanwhile waits ready, no task sent; failures reset; RequeueAfter delayed), then `claim_next`."""
+    q = queue(max_sent=1)
+    for name in "ab":
+        q.clock.advance(1)
+        q.add(key(name))  # a sent, b ready
+    first = q.claim_next("w1")
+    assert first.key == key("a")
+    q.add_rate_limited(key("a"))  # a failure on record, and a retry delayed
+    q.clock.advance(1)
+    q.add(key("a"))  # dirty while it runs (after b was queued)
+    nxt = q.done_then_claim_next(key("a"), "w1", "w2", forget=True)
+    assert nxt is not None and (nxt.key, nxt.owner) == (key("b"), "w2")  # b was queued before a changed
+    assert q.failures(key("a")) == 0 and q.snapshot().processing_count == 1
+    assert q.top_up() == []  # a is held ready: no task (a's own task still holds the cap's place)
+    last = q.done_then_claim_next(key("b"), "w2", "w3", requeue_after=5.0)
+    assert last is not None and last.key == key("a") and last.owner == "w3"  # the held key, taken by the drain
+    assert [d.key for d in q.snapshot().backing_off] == [key("b")]  # b: queued again in 5 s
+    assert q.done_then_claim_next(key("a"), "someone-else", "w4") is None  # not its lease: a stays processing
+    assert q.snapshot().processing_count == 1
+
+
 def test_top_up_sends_ready_keys_while_fewer_than_the_cap_wait(queue):
     q = queue(max_sent=2)
     for name in "abcde":
