@@ -22,7 +22,8 @@ workers read from the informer cache for the same reason). The cache lives in th
 Children (the kinds a reconciler `owns`) are cached the same way, for `Context.apply_child`, which sends no apply
 that would change nothing (`reconcilers.engine.childcache`). They are read only while a controller says its informers
 keep the cache (`WorkQueue.cache_live`, renewed every few seconds): without a watch the cache would not see a child
-someone else changed. A child a run does apply moves its entry forward to the apply's answer
+someone else changed. A run of an object with no phase on record yet (its first) looks none up: its children are
+not there yet, and an apply is always safe. A child a run does apply moves its entry forward to the apply's answer
 (`WorkQueue.cache_refresh`), so the cache is never behind the run's own writes; only the controller adds and removes
 entries, so a write racing a deletion cannot bring a deleted child back.
 

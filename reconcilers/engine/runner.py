@@ -422,7 +422,9 @@ class Run:
             if span.is_recording() and (others := recording.request_trace_ids(self.key, token, self.trace_id)):
                 span.set_attribute("opsconsole.request.trace_id", others)
 
-        children = objectcache.ChildCache(self.queue) if objectcache.enabled() else None
+        # a run of an object with no phase on record yet (its first) applies its children without looking them up:
+        # they are not there yet (in a burst, half of all lookups would find nothing); an apply is always safe
+        children = objectcache.ChildCache(self.queue) if recorded and objectcache.enabled() else None
         outcome = step.reconcile_step(rec, api, obj, recorded, span=span, lease_held=lambda: not self.renewer.lost,
                                       request_annotations=annotations,
                                       healing=healing_state.healing_view(state, obj), child_cache=children)

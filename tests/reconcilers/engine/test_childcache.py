@@ -11,6 +11,7 @@ from reconcilers.core.meta import APPLIED_DIGEST
 from reconcilers.engine import kube, metrics, objectcache, runner
 from reconcilers.engine.childcache import apply_unchanged, manifest_digest, with_digest
 from reconcilers.engine.context import EngineContext
+from reconcilers.engine.workqueue import WorkQueue
 from reconcilers.kinds.memcached import DEPLOYMENT, SERVICE, MemcachedReconciler
 from tests.reconcilers.testkinds import GADGET, GadgetReconciler, gadget
 
@@ -196,6 +197,33 @@ def test_a_memcached_s_second_run_applies_nothing_and_counts_it(kapi, namespace,
     assert metrics.CHILD_APPLIES.labels("memcached", "unchanged")._value.get() == unchanged + 2
     mc = kube.get_object(kapi, MemcachedReconciler.resource, namespace, "mc")
     assert mc["status"]["phase"] == "Running" and mc["status"]["readyReplicas"] == ready
+
+
+@pytest.mark.integration
+@pytest.mark.django_db
+def test_a_first_run_applies_its_children_without_looking_them_up(kapi, namespace, workqueue, reconcilers,
+                                                                  monkeypatch):
+    """No phase on record yet: the children are applied (an apply is always safe) without a cache lookup, which
+    in a burst would find nothing; even a child that is cached as applied is applied again."""
+    reconcilers(["reconcilers.kinds.memcached.MemcachedReconciler"])
+    obj = kube.create_object(kapi, MemcachedReconciler.resource, {
+        "apiVersion": "cache.example.com/v1alpha1", "kind": "Memcached",
+        "metadata": {"name": "mc", "namespace": namespace}, "spec": {"size": 1}})
+    key = MemcachedReconciler.resource.request(namespace, "mc").key()
+    workqueue.cache_objects({key: objectcache.encode(obj)})
+    workqueue.cache_live(10)
+    lookups = []
+    real = WorkQueue.cached_child
+    monkeypatch.setattr(WorkQueue, "cached_child", lambda self, k: lookups.append(k) or real(self, k))
+    before = _patches()
+    assert runner.run(key) == "requeue_after"
+    assert _patches() == before + 2 and lookups == []
+    for kind in (DEPLOYMENT, SERVICE):  # as applied, in the cache; the record now has a phase
+        live = kube.get_object(kapi, kind, namespace, "mc")
+        workqueue.cache_objects({kind.request(namespace, "mc").key(): objectcache.encode(live)})
+    workqueue.add(key)
+    runner.run(key)
+    assert len(lookups) == 2  # the second run looks both up
 
 
 def _ready(kapi, namespace) -> int:
