@@ -219,10 +219,33 @@ def _json_value(field: models.Field, value: Any) -> Any:
 def _json_row(row: models.Model, names: list[str] | None = None) -> dict[str, Any]:
     """`row`'s columns (all concrete fields but an unset primary key, or `names`) as {column: JSON value}, each
     prepared as `Model.save` prepares it."""
-    opts = row._meta
-    fields = ([opts.get_field(name) for name in names] if names is not None else
-              [f for f in opts.concrete_fields if not (f.primary_key and getattr(row, f.attname) is None)])
-    return {f.column: _json_value(f, f.pre_save(row, True)) for f in fields}
+    out = {}
+    for f, column, attname, prepare, optional in _row_plan(type(row), tuple(names) if names is not None else None):
+        value = f.pre_save(row, True) if prepare else getattr(row, attname)
+        if value is None and optional:
+            continue  # an unset primary key: the table's sequence gives it
+        out[column] = _json_value(f, value)
+    return out
+
+
+@functools.cache
+def _row_plan(model: type[models.Model], names: tuple[str, ...] | None,
+              ) -> tuple[tuple[models.Field, str, str, bool, bool], ...]:
+    """The fields `_json_row` writes for `model` (`names`, or every concrete field), each with its column, its
+    attribute, whether `pre_save` prepares its value (auto_now and the like; else it is the attribute as it
+    stands) and whether it is left out when unset (the primary key of a row of every field). Found once per
+    model and names, not for every row."""
+    opts = model._meta
+    fields = [opts.get_field(name) for name in names] if names is not None else list(opts.concrete_fields)
+    return tuple((f, f.column, f.attname, _prepared(f), f.primary_key and names is None) for f in fields)
+
+
+def _prepared(field: models.Field) -> bool:
+    """Whether `pre_save` (as for an insert) may give another value than the attribute: a date with auto_now or
+    auto_now_add, or a field that overrides it."""
+    if isinstance(field, models.DateField):
+        return bool(field.auto_now or field.auto_now_add)
+    return type(field).pre_save is not models.Field.pre_save
 
 
 def _table(model: type[models.Model]) -> str:
