@@ -14,6 +14,7 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
+from itertools import islice
 from typing import Any
 
 from reconcilers.core.reconciler import Reconciler, ResourceKind
@@ -53,6 +54,7 @@ class Handoff:
         self._keys: dict[str, None] = {}
         self._objects: dict[str, dict[str, Any] | None] = {}
         self._mirror: dict[str, MirrorUpdate] = {}
+        self._mirror_left: dict[str, MirrorUpdate] = {}  # left by a take (`leave`), older than all in _mirror
         self._sweeps: dict[tuple[str, str], MirrorSweep] = {}
         self._events: dict[str, EventPair] = {}
         self.max_events = max_events
@@ -93,6 +95,7 @@ class Handoff:
     def put_mirror(self, update: MirrorUpdate) -> None:
         with self._lock:
             self._mirror.pop(update.uid, None)  # re-insert: the newest goes last
+            self._mirror_left.pop(update.uid, None)  # a newer state: looked at again
             self._mirror[update.uid] = update
         self._wake.set()
 
@@ -158,20 +161,31 @@ class Handoff:
         return taken
 
     def take_mirror(self, limit: int, leave: Callable[[MirrorUpdate], bool] | None = None) -> list[MirrorUpdate]:
-        """Up to `limit` mirror updates, oldest first; those `leave` says to leave stay (in their place)."""
+        """Up to `limit` mirror updates, oldest first. Those `leave` says to leave stay, set aside: later takes with
+        a `leave` do not look at them again (a newer state of the same uid is looked at), the next take without
+        one takes them first."""
         with self._lock:
-            taken = []
+            taken: list[MirrorUpdate] = []
+            if leave is None:
+                taken = [self._mirror_left.pop(uid) for uid in list(islice(self._mirror_left, limit))]
+            picked, aside = [], []
             for uid, update in self._mirror.items():
-                if len(taken) >= limit:
+                if len(taken) + len(picked) >= limit:
                     break
-                if leave is None or not leave(update):
-                    taken.append(uid)
-            return [self._mirror.pop(uid) for uid in taken]
+                (aside if leave is not None and leave(update) else picked).append(uid)
+            for uid in aside:
+                self._mirror_left[uid] = self._mirror.pop(uid)
+            return taken + [self._mirror.pop(uid) for uid in picked]
 
     def pending(self) -> tuple[int, int]:
         """(keys, mirror updates) waiting."""
         with self._lock:
-            return len(self._keys), len(self._mirror)
+            return len(self._keys), len(self._mirror) + len(self._mirror_left)
+
+    def objects_or_keys_pending(self) -> bool:
+        """Whether objects for the object cache or keys wait."""
+        with self._lock:
+            return bool(self._objects or self._keys)
 
     def events_pending(self) -> int:
         """Events waiting for the archive."""
@@ -184,6 +198,7 @@ class Handoff:
             self._keys.clear()
             self._objects.clear()
             self._mirror.clear()
+            self._mirror_left.clear()
             self._sweeps.clear()
             self._events.clear()
 

@@ -39,10 +39,22 @@ def test_mirror_updates_left_by_the_taker_stay_in_their_place():
     h = Handoff()
     for uid in ("u1", "u2", "u3"):
         h.put_mirror(MirrorUpdate(KIND, uid, {"v": 1}))
-    assert [u.uid for u in h.take_mirror(10, leave=lambda u: u.uid == "u2")] == ["u1", "u3"]
-    h.put_mirror(MirrorUpdate(KIND, "u4", {"v": 1}))
-    assert [u.uid for u in h.take_mirror(1)] == ["u2"]  # still the oldest
-    assert [u.uid for u in h.take_mirror(10)] == ["u4"]
+    looked = []
+
+    def leave(update: MirrorUpdate) -> bool:
+        looked.append(update.uid)
+        return update.uid in ("u2", "u5")
+
+    assert [u.uid for u in h.take_mirror(10, leave=leave)] == ["u1", "u3"]
+    for uid in ("u4", "u5"):
+        h.put_mirror(MirrorUpdate(KIND, uid, {"v": 1}))
+    assert [u.uid for u in h.take_mirror(10, leave=leave)] == ["u4"]
+    assert looked == ["u1", "u2", "u3", "u4", "u5"]  # each state looked at once: u2 was set aside
+    assert h.pending() == (0, 2)
+    h.put_mirror(MirrorUpdate(KIND, "u5", {"v": 2}))  # a newer state is looked at again
+    assert h.take_mirror(10, leave=lambda u: False)[0].obj == {"v": 2}
+    assert [u.uid for u in h.take_mirror(10)] == ["u2"]  # without `leave`: what was set aside goes
+    assert h.pending() == (0, 0)
 
 
 def test_a_put_from_another_thread_wakes_the_waiter():
