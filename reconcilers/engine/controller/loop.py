@@ -5,8 +5,7 @@ any, so tests drive it step by step and `run()` is only the loop around it. One 
 when due; start the informers on becoming leader, stop them on losing it; write the objects of the reconciled and
 owned kinds the informers reported into the object cache the workers read (reconcilers.engine.objectcache; deleted
 ones out), then enqueue the keys the informer threads handed off (dispatch.enqueue_many: one Redis round trip for
-the batch; while keys wait for a worker, at most every ENQUEUE_LINGER_SECONDS, so a burst's events go in fewer
-round trips), and every CACHE_LIVE_SECONDS, once the informers have listed, say that the cache is kept;
+the batch), and every CACHE_LIVE_SECONDS, once the informers have listed, say that the cache is kept;
 write the Resource mirror updates (recording.resource_mirror_write: one transaction for the batch; an object found
 deleted gets its deletion recorded in it, recording.resource_deletions_record; while keys wait for a worker, the
 refreshes of objects already on record wait, up to MIRROR_YIELD_MAX_SECONDS at a time: yielding.py); after every
@@ -81,9 +80,6 @@ ARCHIVE_MAX_ATTEMPTS = 5
 ARCHIVE_YIELD_MAX_SECONDS = 10.0
 #: the mirror's refreshes of objects it has on record yield to the reconciles the same way, for this long at most
 MIRROR_YIELD_MAX_SECONDS = 10.0
-#: while keys wait for a worker, the controller writes objects and queues keys at most this often: a burst's
-#: events go to the workqueue in fewer, larger round trips (the keys they queue wait for a worker anyway)
-ENQUEUE_LINGER_SECONDS = 0.02
 #: how often a controller whose informers have listed says it keeps the object cache (children are read from the
 #: cache only while it does), and for how long each time (a controller killed stops saying so within this)
 CACHE_LIVE_SECONDS = 2.0
@@ -360,7 +356,6 @@ class Controller:
         self._archive_yield = Yielding(ARCHIVE_YIELD_MAX_SECONDS)
         self._mirror_yield = Yielding(MIRROR_YIELD_MAX_SECONDS)
         self._mirrored: set[str] = set()  # uids whose mirror row this controller wrote (live ones)
-        self._enqueued_at = -float("inf")  # the last write of objects and keys to the workqueue
         # self-healing (reconcilers.engine.healing.evaluator): anomaly rules, rollbacks, expiries, while leading
         self.heal_interval = _default_heal_interval(self.mirror) if heal_interval is None else heal_interval
         self.heal = heal
@@ -635,11 +630,8 @@ class Controller:
         self._queue_backoff, self._queue_retry_at = 0.0, -float("inf")
 
     def _enqueue_handed_off(self) -> bool:
-        now = self.clock()
-        if now < self._queue_retry_at:
+        if self.clock() < self._queue_retry_at:
             return False  # backing off: the keys stay in the handoff
-        if self._lingering(now):
-            return False  # keys wait for a worker: more of the burst's events go in the next round trip
         objects, keys = self.handoff.take_objects_and_keys(self.batch_size)  # each key's object is among them
         if not keys and not objects:
             return False
@@ -656,16 +648,10 @@ class Controller:
             self._queue_failed("enqueue", exc)
             return False
         self._queue_recovered()
-        self._enqueued_at = now
         self.enqueued += len(keys)
         for key in added:
             self._count_add(key)
         return True
-
-    def _lingering(self, now: float) -> bool:
-        """Whether objects and keys handed off wait a little longer: keys wait for a worker (the last depth sample)
-        and the last write to the workqueue was less than ENQUEUE_LINGER_SECONDS ago."""
-        return self._keys_waiting and now < self._enqueued_at + ENQUEUE_LINGER_SECONDS
 
     def _count_add(self, key: str) -> None:
         """workqueue_adds_total: a key this controller queued (not coalesced)."""
@@ -817,8 +803,6 @@ class Controller:
             deadlines.append(self._archive_retry_at)
         if self.running and self.resync_seconds > 0:
             deadlines.append(self._next_resync)
-        if self.running and self._lingering(now) and self.handoff.objects_or_keys_pending():
-            deadlines.append(self._enqueued_at + ENQUEUE_LINGER_SECONDS)
         if self.elector is not None:
             deadlines.append(self.elector.next_step_at)
         return min(0.5, max(0.0, min(deadlines) - now))

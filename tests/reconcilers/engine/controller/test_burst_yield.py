@@ -1,11 +1,8 @@
-"""In a burst (keys wait for a worker) the controller works for the reconciles first: the mirror's refreshes yield
-(Controller._write_mirror, yielding.Yielding) and enqueueing lingers (ENQUEUE_LINGER_SECONDS)."""
+"""The mirror's refreshes yield to the reconciles in a burst (Controller._write_mirror, yielding.Yielding)."""
 
 from __future__ import annotations
 
 from typing import Any
-
-import pytest
 
 from reconcilers.core.reconciler import ResourceKind
 from reconcilers.engine.controller.handoff import MirrorUpdate
@@ -109,30 +106,3 @@ def test_yielding_counts_its_rounds_and_starts_again_after_its_bound() -> None:
     assert [y.yields(True, t) for t in (1.0, 2.0, 3.0, 3.5)] == [True, True, False, True]
     assert y.rounds == 3 and y.since == 3.5
     assert y.yields(False, 4.0) is False and y.since is None
-
-
-def test_while_keys_wait_the_controller_queues_a_burst_s_keys_in_fewer_larger_round_trips() -> None:
-    """ENQUEUE_LINGER_SECONDS: after a write to the workqueue, keys handed off while keys wait for a worker wait
-    that long for the next; the loop sleeps until then (no spin), and without waiting keys nothing lingers."""
-    from reconcilers.engine.controller.loop import ENQUEUE_LINGER_SECONDS
-
-    clock, depth, batches = Clock(), {"n": 0}, []
-    controller = Controller(None, [], enqueue=lambda key: True, pump=lambda: 0, mirror=False, archive_events=False,
-                            clock=clock, queue_depths=lambda: {"k": Depth(depth["n"])}, resync_seconds=0)
-    controller.enqueue_many = lambda keys: batches.append(list(keys)) or list(keys)
-    controller.running = True
-    controller._next_pump = float("inf")
-    controller.handoff.put_key("a")
-    assert controller._enqueue_handed_off() is True and batches == [["a"]]
-    depth["n"] = 9
-    controller._queue_metrics()
-    for key in ("b", "c"):
-        controller.handoff.put_key(key)
-        assert controller._enqueue_handed_off() is False  # lingering
-    assert controller._sleep_budget() == pytest.approx(ENQUEUE_LINGER_SECONDS)
-    clock.now += ENQUEUE_LINGER_SECONDS
-    assert controller._enqueue_handed_off() is True and batches[-1] == ["b", "c"]  # one round trip for both
-    depth["n"] = 0
-    controller._queue_metrics()
-    controller.handoff.put_key("d")
-    assert controller._enqueue_handed_off() is True and batches[-1] == ["d"]  # nothing waits: at once
