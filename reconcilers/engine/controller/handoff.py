@@ -182,11 +182,6 @@ class Handoff:
         with self._lock:
             return len(self._keys), len(self._mirror) + len(self._mirror_left)
 
-    def objects_or_keys_pending(self) -> bool:
-        """Whether objects for the object cache or keys wait."""
-        with self._lock:
-            return bool(self._objects or self._keys)
-
     def events_pending(self) -> int:
         """Events waiting for the archive."""
         with self._lock:
