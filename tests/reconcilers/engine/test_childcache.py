@@ -177,12 +177,7 @@ def test_a_memcached_s_second_run_applies_nothing_and_counts_it(kapi, namespace,
     """The run after the Deployment became ready (the bench's second run of every Memcached): both children are
     as the first run applied them, so neither PATCH is sent; the run still reads the ready Deployment (from the
     cache) and the Memcached becomes Running."""
-    reconcilers(["reconcilers.kinds.memcached.MemcachedReconciler"])
-    obj = kube.create_object(kapi, MemcachedReconciler.resource, {
-        "apiVersion": "cache.example.com/v1alpha1", "kind": "Memcached",
-        "metadata": {"name": "mc", "namespace": namespace}, "spec": {"size": 1}})
-    key = MemcachedReconciler.resource.request(namespace, "mc").key()
-    workqueue.cache_objects({key: objectcache.encode(obj)})
+    key = _memcached_cached(kapi, namespace, workqueue, reconcilers)
     assert runner.run(key) == "requeue_after"  # Pending: the rollout has begun
     ready = _ready(kapi, namespace)
     for kind in (DEPLOYMENT, SERVICE):
@@ -205,12 +200,7 @@ def test_a_first_run_applies_its_children_without_looking_them_up(kapi, namespac
                                                                   monkeypatch):
     """No phase on record yet: the children are applied (an apply is always safe) without a cache lookup, which
     in a burst would find nothing; even a child that is cached as applied is applied again."""
-    reconcilers(["reconcilers.kinds.memcached.MemcachedReconciler"])
-    obj = kube.create_object(kapi, MemcachedReconciler.resource, {
-        "apiVersion": "cache.example.com/v1alpha1", "kind": "Memcached",
-        "metadata": {"name": "mc", "namespace": namespace}, "spec": {"size": 1}})
-    key = MemcachedReconciler.resource.request(namespace, "mc").key()
-    workqueue.cache_objects({key: objectcache.encode(obj)})
+    key = _memcached_cached(kapi, namespace, workqueue, reconcilers)
     workqueue.cache_live(10)
     lookups = []
     real = WorkQueue.cached_child
@@ -224,6 +214,17 @@ def test_a_first_run_applies_its_children_without_looking_them_up(kapi, namespac
     workqueue.add(key)
     runner.run(key)
     assert len(lookups) == 2  # the second run looks both up
+
+
+def _memcached_cached(kapi, namespace, workqueue, reconcilers) -> str:
+    """A Memcached `mc` created and in the object cache, as the controller would have put it; its key."""
+    reconcilers(["reconcilers.kinds.memcached.MemcachedReconciler"])
+    obj = kube.create_object(kapi, MemcachedReconciler.resource, {
+        "apiVersion": "cache.example.com/v1alpha1", "kind": "Memcached",
+        "metadata": {"name": "mc", "namespace": namespace}, "spec": {"size": 1}})
+    key = MemcachedReconciler.resource.request(namespace, "mc").key()
+    workqueue.cache_objects({key: objectcache.encode(obj)})
+    return key
 
 
 def _ready(kapi, namespace) -> int:
