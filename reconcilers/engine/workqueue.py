@@ -28,11 +28,10 @@ It has client-go's workqueue semantics (DESIGN.md §3), with Celery as the trans
   (the controller's pump, and a draining task that stops) sends ready keys while fewer than `max_sent` wait. A
   worker that finished its key takes the longest-queued key not processing (`claim_next`, pop and claim in one
   script, with the release of the key it ran: `done_then_claim_next`; first come, first served, whether a task
-  was sent for it or not) and runs it in the same task. A key
-  taken so keeps its task's place under the cap until that task arrives, finds nothing queued and frees it
-  (then drains in turn), so draining workers do not make the pump send a task per key. A burst costs a Celery
-  message per batch instead of one per key, and never builds a broker backlog longer than `max_sent` (whose
-  keys `reap_expired` would send again).
+  was sent for it or not) and runs it in the same task. A key taken so keeps its task's place under the cap until
+  that task arrives, finds nothing queued and frees it (then drains in turn), so draining workers do not make the
+  pump send a task per key. A burst costs a Celery message per batch instead of one per key, and never builds a
+  broker backlog longer than `max_sent` (whose keys `reap_expired` would send again).
 
 - `objects` (hash key → `<resourceVersion> <JSON>`): the object cache (`reconcilers.engine.objectcache`), of the
   reconciled kinds and the kinds they own. The controller writes it (`cache_objects`, `cache_prune`; with the keys
