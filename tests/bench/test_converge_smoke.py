@@ -72,4 +72,8 @@ def test_the_benchmark_converges_opsconsole_and_kopf_at_n_5_and_reports_every_fi
     report = proc.stdout
     assert "| opsconsole-1 |" in report and "| kopf |" in report
     assert "opsconsole-1 / kopf: converge throughput (CRs/s) ×" in report
+    # the cost per CR, also as a multiple of kubesim's CPU in the same run (what does not move with the machine)
+    assert "| operator + PostgreSQL + Redis CPU ms / CR | ÷ kubesim CPU |" in report
+    ops_row = next(line for line in report.splitlines() if line.startswith("| opsconsole-1 | 10 |"))
+    assert all(cell.strip() not in ("", "—") for cell in ops_row.split("|")[1:-1]), ops_row
     assert leftover_databases(prefix) == []  # the scenario and template databases are dropped
