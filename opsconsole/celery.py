@@ -7,6 +7,9 @@ redelivers a task that is still running (see `opsconsole.settings`).
 Telemetry (DESIGN.md §5): a worker's main process serves /metrics as the aggregate of its prefork children
 (prometheus-client multiprocess mode; the directory is wiped at start), and each child sets up tracing in
 `worker_process_init`, with the trace context carried in the task headers.
+
+Both the main process (before it forks) and each child (after its initialisation) freeze their start-up objects out
+of the garbage collector's reach (`opsconsole.gcsettle`).
 """
 
 import logging
@@ -41,6 +44,15 @@ app.autodiscover_tasks()
 
 
 @signals.worker_init.connect
+def _settle_before_fork(**_: object) -> None:
+    """Main process, before the pool forks: its start-up objects frozen out of the collector's reach
+    (`opsconsole.gcsettle`), and so in every child."""
+    from opsconsole.gcsettle import settle
+
+    settle()
+
+
+@signals.worker_init.connect
 def _serve_worker_metrics(**_: object) -> None:
     """Main process: serve the children's aggregate on OPSCONSOLE_WORKER_METRICS_PORT (0 turns it off)."""
     from django.conf import settings
@@ -65,6 +77,9 @@ def _init_child_telemetry(**_: object) -> None:
     reconciler_metrics_init(concurrency=drain_threads())  # a child runs a reconcile per drain thread at once
     if tracing_setup("opsconsole-worker") is not None:
         celery_instrument()
+    from opsconsole.gcsettle import settle
+
+    settle()  # what the child's own initialisation allocated, too
 
 
 @signals.task_prerun.connect

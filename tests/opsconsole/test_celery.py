@@ -26,3 +26,5 @@ def test_the_smoke_task_round_trips_through_a_real_worker(celery_worker) -> None
     answer = result.get(timeout=30)
     assert answer["echo"] == "hello"
     assert answer["pid"] in celery_worker.children()
+    # the child's start-up (and its parent's, before the fork) is frozen out of the garbage collector's reach
+    assert answer["gc_frozen"] > 10000

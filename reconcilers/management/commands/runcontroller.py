@@ -24,6 +24,7 @@ from typing import Any
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from opsconsole.gcsettle import settle
 from reconcilers.core.crd import crd_manifest
 from reconcilers.engine import apiclient, registry
 from reconcilers.engine.controller import Controller, LeaderElector
@@ -91,6 +92,8 @@ class Command(BaseCommand):
             LEADER_ELECTION_MASTER.labels(elector.name).set(1 if elector.is_leader else 0)
             controller = Controller(api, reconcilers, elector=elector, background=True)
             kinds = ", ".join(r.resource.kind for r in reconcilers) or "nothing"
+            # the start-up's objects out of the garbage collector's reach: full collections walk the caches only
+            self.stdout.write(f"runcontroller: gc: {settle()} start-up objects frozen")
             self.stdout.write(f"runcontroller: {elector.identity} reconciling {kinds}")
             self.stdout.flush()
             controller.run()  # returns after request_stop(), having released the Lease

@@ -4,6 +4,7 @@ that releases the Lease."""
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -146,6 +147,8 @@ def test_runcontroller_bootstraps_leads_mirrors_and_releases_the_lease_on_sigter
             proc.communicate()
     assert proc.returncode == 0, out
     assert "bootstrap: 4 created" in out
+    frozen = re.search(r"runcontroller: gc: (\d+) start-up objects frozen", out)
+    assert frozen is not None and int(frozen.group(1)) > 10000, out  # Django, the client, Celery: well above
     assert kube.get_object(api, LEASE, "default", LEASE_NAME)["spec"]["holderIdentity"] == ""
     kube.delete_object(api, CRD, None, f"{GADGET.plural}.{GADGET.group}")
     kube.delete_object(api, NAMESPACE, None, ns)
