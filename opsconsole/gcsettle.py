@@ -4,7 +4,7 @@ The controller and the Celery workers import Django, the Kubernetes client, Cele
 container objects that live as long as the process. CPython's full collection walks every one of them, each time
 the young generations have promoted enough survivors. In the controller that happens a few times per burst: the
 informer caches grow by thousands of objects a second. Each time it stops every thread for 100–180 ms (measured in
-an N=400 `bench.converge` burst: 350 ms of the controller's CPU in two full collections, 125 ms in the Celery main
+an N=400 `bench.converge` burst: 356 ms in the controller's two full collections, 125 ms in the Celery main
 process's one).
 
 `settle()` collects once and then freezes what survives (`gc.freeze`): those objects move to a permanent

@@ -55,6 +55,7 @@ def test_the_worker_main_process_settles_before_it_forks(unfrozen: None) -> None
 
     from opsconsole.celery import _settle_before_fork
 
-    assert any(r() is _settle_before_fork for _key, r in signals.worker_init.receivers)
+    receivers = [r() if isinstance(r, weakref.ReferenceType) else r for _key, r in signals.worker_init.receivers]
+    assert _settle_before_fork in receivers
     _settle_before_fork()
     assert gc.get_freeze_count() > 0
