@@ -20,6 +20,8 @@ from pathlib import Path
 
 from celery import Celery, signals
 
+from opsconsole.gcsettle import settle
+
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "opsconsole.settings")
 
 log = logging.getLogger(__name__)
@@ -47,8 +49,6 @@ app.autodiscover_tasks()
 def _settle_before_fork(**_: object) -> None:
     """Main process, before the pool forks: its start-up objects frozen out of the collector's reach
     (`opsconsole.gcsettle`), and so in every child."""
-    from opsconsole.gcsettle import settle
-
     settle()
 
 
@@ -77,8 +77,6 @@ def _init_child_telemetry(**_: object) -> None:
     reconciler_metrics_init(concurrency=drain_threads())  # a child runs a reconcile per drain thread at once
     if tracing_setup("opsconsole-worker") is not None:
         celery_instrument()
-    from opsconsole.gcsettle import settle
-
     settle()  # what the child's own initialisation allocated, too
 
 
