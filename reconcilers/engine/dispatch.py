@@ -69,14 +69,18 @@ def get_queue() -> WorkQueue:
 def dispatch(keys: Iterable[str]) -> int:
     """Send one reconcile task per key (keys the workqueue said to dispatch). Returns how many were sent.
     Each runs only if its key is still queued when it starts (`only_if_queued`): a copy re-sent by
-    `reap_expired` for a task that was only waiting in a backlog then costs one Redis call, not a reconcile."""
+    `reap_expired` for a task that was only waiting in a backlog then costs one Redis call, not a reconcile.
+    Sent with `ignore_result` (the task stores none): otherwise Celery's Redis result backend subscribes to each
+    task's result channel from a process outside a worker (the controller) and unsubscribes when the unused
+    AsyncResult is collected, two Redis round trips per key for nothing."""
     keys = list(keys)
     if not keys:
         return 0
     queue = celery_queue()
     with app.producer_or_acquire() as producer:
         for key in keys:
-            app.send_task(TASK_NAME, args=[key], kwargs={"only_if_queued": True}, queue=queue, producer=producer)
+            app.send_task(TASK_NAME, args=[key], kwargs={"only_if_queued": True}, queue=queue, producer=producer,
+                          ignore_result=True)
     return len(keys)
 
 

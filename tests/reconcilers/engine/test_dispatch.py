@@ -132,6 +132,17 @@ def test_dispatch_sends_one_task_per_key_on_one_connection(wq, redis_client, bro
     assert [m["args"][0] for m in sent(redis_client, broker_queue)] == keys
 
 
+def test_dispatch_from_outside_a_worker_does_not_wait_for_results(wq, redis_client, broker_queue,
+                                                                   monkeypatch) -> None:
+    """The task stores no result: a sender outside a worker (the controller) must not subscribe to each task's
+    result channel (Celery's Redis backend does so unless the send says `ignore_result`), nor unsubscribe after."""
+    subscribed: list[str] = []
+    monkeypatch.setattr(app.backend, "on_task_call", lambda producer, task_id: subscribed.append(task_id))
+    assert dispatch.dispatch([f"{KEY}-{i}" for i in range(3)]) == 3
+    assert subscribed == []
+    assert [m["headers"]["ignore_result"] for m in sent(redis_client, broker_queue)] == [True] * 3
+
+
 def test_get_queue_is_one_per_process_named_after_the_celery_queue(broker_queue, settings) -> None:
     settings.OPSCONSOLE_WORKQUEUE_LEASE_SECONDS = 7
     first = dispatch.get_queue()
