@@ -69,8 +69,9 @@ SWEEP_RETRY_SECONDS = 5.0
 SLOW_STEP_SECONDS = 2.0
 #: how often the workqueue's total depth is sampled into its history (the console's workers page)
 DEPTH_SAMPLE_SECONDS = 15.0
-#: the archive thread's pause when no Event waits (Controller(background=True))
-ARCHIVE_IDLE_SECONDS = 0.2
+#: the archive thread's pause when no full batch of Events waits (Controller(background=True)): at a steady trickle
+#: the Events go in one INSERT per pause, not one each
+ARCHIVE_IDLE_SECONDS = 0.5
 #: the Events archive: the pause after a failed batch (doubling, capped) and the failures before one by one
 ARCHIVE_RETRY_MIN = 1.0
 ARCHIVE_RETRY_MAX = 30.0
@@ -80,6 +81,10 @@ ARCHIVE_MAX_ATTEMPTS = 5
 ARCHIVE_YIELD_MAX_SECONDS = 10.0
 #: the mirror's refreshes of objects it has on record yield to the reconciles the same way, for this long at most
 MIRROR_YIELD_MAX_SECONDS = 10.0
+#: outside a burst, the mirror's refreshes of objects it has on record are written at most once per this many
+#: seconds (what waited meanwhile in one batch, coalesced per uid), or with a write that goes anyway (a new object,
+#: a deletion): at steady load each reconciled object's status echoes cost no transaction of their own
+MIRROR_REFRESH_LINGER_SECONDS = 1.0
 #: how often a controller whose informers have listed says it keeps the object cache (children are read from the
 #: cache only while it does), and for how long each time (a controller killed stops saying so within this)
 CACHE_LIVE_SECONDS = 2.0
@@ -356,6 +361,7 @@ class Controller:
         self._archive_yield = Yielding(ARCHIVE_YIELD_MAX_SECONDS)
         self._mirror_yield = Yielding(MIRROR_YIELD_MAX_SECONDS)
         self._mirrored: set[str] = set()  # uids whose mirror row this controller wrote (live ones)
+        self._mirror_refresh_at = -float("inf")  # refreshes of objects on record wait until then (a linger)
         # self-healing (reconcilers.engine.healing.evaluator): anomaly rules, rollbacks, expiries, while leading
         self.heal_interval = _default_heal_interval(self.mirror) if heal_interval is None else heal_interval
         self.heal = heal
@@ -459,7 +465,7 @@ class Controller:
             informer.start()
         if self.background:
             if self.archive_events:
-                self._threads.append(BackgroundStep("archive", self._archive_events, ARCHIVE_IDLE_SECONDS))
+                self._threads.append(BackgroundStep("archive", self._archive_step, ARCHIVE_IDLE_SECONDS))
             if self.heal_interval > 0:
                 self._threads.append(BackgroundStep("healing", self._heal, self.heal_interval))
             for thread in self._threads:
@@ -665,14 +671,21 @@ class Controller:
         MIRROR_YIELD_MAX_SECONDS in a row) only new objects and deletions are written: a refresh of an object this
         controller has on record waits in the handoff (coalesced per uid), for the reconciles come first and their
         records refresh the rows of the objects they reconcile anyway. A new object is not kept waiting: a run's
-        record in one statement needs its row."""
+        record in one statement needs its row. Otherwise refreshes wait for MIRROR_REFRESH_LINGER_SECONDS after the
+        last batch that wrote them, unless a new object or a deletion is written: then they go with it."""
+        now = self.clock()
+        yielding = self._mirror_yield.yields(self._keys_waiting, now)
         leave = None
-        if self._mirror_yield.yields(self._keys_waiting, self.clock()):
+        if yielding or now < self._mirror_refresh_at:
             known = self._mirrored
             leave = lambda update: not update.deleted and update.uid in known  # noqa: E731
         updates = self.handoff.take_mirror(self.batch_size, leave=leave)
         if not updates:
             return False
+        if leave is not None and not yielding and len(updates) < self.batch_size:
+            updates += self.handoff.take_mirror(self.batch_size - len(updates))  # the refreshes set aside go along
+        if not yielding:
+            self._mirror_refresh_at = now + MIRROR_REFRESH_LINGER_SECONDS
         _close_old_db_connections()
         try:
             self.mirror_write(updates)
@@ -720,6 +733,11 @@ class Controller:
         self._archive_retry_at = -float("inf")
         self.events_archived += written
         return True
+
+    def _archive_step(self) -> bool:
+        """The archive thread's step: archive a batch; True (go again at once) only while a full batch waits, so
+        that at a steady trickle the Events wait ARCHIVE_IDLE_SECONDS and go in one INSERT."""
+        return self._archive_events() and self.handoff.events_pending() >= self.batch_size
 
     def _archive_yields(self) -> bool:
         """Whether the archive lets this round pass (`yielding`): keys wait for a worker (the reconciles users wait
@@ -801,6 +819,8 @@ class Controller:
         deadlines = [max(self._next_pump, self._queue_retry_at) if self.running else now + 0.5]
         if self.running and not self.background and self.handoff.events_pending():  # the archive is ours
             deadlines.append(self._archive_retry_at)
+        if self.running and self._mirror_refresh_at > now and self.handoff.pending()[1]:  # refreshes linger
+            deadlines.append(self._mirror_refresh_at)
         if self.running and self.resync_seconds > 0:
             deadlines.append(self._next_resync)
         if self.elector is not None:

@@ -324,3 +324,17 @@ def test_events_waiting_for_the_archive_thread_do_not_make_the_main_loop_spin() 
     inline._next_pump = clock() + 0.2  # noqa: SLF001
     inline.handle_event(InformerEvent(ADDED, EVENTS, event("b", 1)))
     assert inline._sleep_budget() == 0.0  # noqa: SLF001
+
+
+def test_the_archive_thread_goes_again_at_once_only_while_a_full_batch_waits() -> None:
+    """At a steady trickle the archive thread pauses ARCHIVE_IDLE_SECONDS between writes (one INSERT for what came
+    meanwhile), not one write per Event; a backlog is written batch after batch."""
+    writer = Writer()
+    controller = _controller(writer, Clock())  # batch_size=3
+    for i in range(7):
+        controller.handle_event(InformerEvent(ADDED, EVENTS, event(f"e{i}", 1)))
+    assert controller._archive_step() is True  # noqa: SLF001 - 3 written, a full batch still waits
+    assert controller._archive_step() is False  # noqa: SLF001 - 3 more, one left: pause first
+    assert controller._archive_step() is False  # noqa: SLF001 - the last one
+    assert [len(b) for b in writer.batches] == [3, 3, 1]
+    assert controller._archive_step() is False and len(writer.batches) == 3  # noqa: SLF001 - nothing waits

@@ -1,12 +1,15 @@
-"""The mirror's refreshes yield to the reconciles in a burst (Controller._write_mirror, yielding.Yielding)."""
+"""The mirror's refreshes yield to the reconciles in a burst (Controller._write_mirror, yielding.Yielding), and
+linger outside one (MIRROR_REFRESH_LINGER_SECONDS)."""
 
 from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from reconcilers.core.reconciler import ResourceKind
 from reconcilers.engine.controller.handoff import MirrorUpdate
-from reconcilers.engine.controller.loop import MIRROR_YIELD_MAX_SECONDS, Controller
+from reconcilers.engine.controller.loop import MIRROR_REFRESH_LINGER_SECONDS, MIRROR_YIELD_MAX_SECONDS, Controller
 from reconcilers.engine.controller.yielding import Yielding
 
 KIND = ResourceKind("cache.example.com", "v1alpha1", "memcacheds", "Memcached")
@@ -64,6 +67,7 @@ def test_while_keys_wait_only_new_objects_and_deletions_are_written_refreshes_wa
 
     depth["n"] = 0  # the burst is over: the next depth sample lets the refreshes go, the newest of each
     controller._queue_metrics()
+    clock.now += MIRROR_REFRESH_LINGER_SECONDS  # (once the linger after the last write has passed)
     assert controller._write_mirror() is True and written[-1] == [("a", 3, False), ("c", 2, False)]
     _put(controller, "b", 3)  # b was deleted: a uid seen again is new to this controller
     depth["n"] = 7
@@ -85,6 +89,40 @@ def test_refreshes_wait_at_most_the_yield_bound_then_go_in_one_batch() -> None:
     assert controller._write_mirror() is True and written[-1] == [("a", 2, False)]  # waited long enough
     _put(controller, "a", 3)
     assert controller._write_mirror() is False  # a new run of yielding
+
+
+def test_outside_a_burst_refreshes_linger_and_go_with_the_next_write_or_after_the_linger() -> None:
+    clock, depth, written = Clock(), {"n": 0}, []
+    controller = _controller(clock, depth, written)
+    _put(controller, "a", 1)
+    assert controller._write_mirror() is True and written == [[("a", 1, False)]]  # a new object: at once
+    clock.now += MIRROR_REFRESH_LINGER_SECONDS - 0.3
+    _put(controller, "a", 2)  # its status echo: waits for the linger
+    assert controller._write_mirror() is False and len(written) == 1
+    controller._next_pump = clock.now + 5  # nothing else due: the loop sleeps until the linger ends
+    assert controller._sleep_budget() == pytest.approx(0.3)
+    _put(controller, "b", 1)  # a new object: written at once, the waiting refresh with it
+    assert controller._write_mirror() is True and written[-1] == [("b", 1, False), ("a", 2, False)]
+    clock.now += 0.2
+    _put(controller, "a", 3)
+    _put(controller, "b", 2)
+    assert controller._write_mirror() is False  # the linger restarted with the last write
+    _put(controller, "a", 4)  # coalesced
+    clock.now += MIRROR_REFRESH_LINGER_SECONDS - 0.2
+    assert controller._write_mirror() is True and sorted(written[-1]) == [("a", 4, False), ("b", 2, False)]
+    _put(controller, "b", 3, deleted=True)  # a deletion never waits
+    assert controller._write_mirror() is True and written[-1] == [("b", 3, True)]
+    assert controller.mirror_yields == 0  # lingering is not yielding
+
+
+def test_an_idle_controller_writes_a_lone_refresh_at_once() -> None:
+    clock, depth, written = Clock(), {"n": 0}, []
+    controller = _controller(clock, depth, written)
+    _put(controller, "a", 1)
+    controller._write_mirror()
+    clock.now += MIRROR_REFRESH_LINGER_SECONDS  # a quiet second: a spec edit now shows at once
+    _put(controller, "a", 2)
+    assert controller._write_mirror() is True and written[-1] == [("a", 2, False)]
 
 
 def test_an_object_whose_write_failed_is_not_taken_for_one_on_record() -> None:
