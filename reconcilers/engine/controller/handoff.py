@@ -182,11 +182,6 @@ class Handoff:
         with self._lock:
             return len(self._keys), len(self._mirror) + len(self._mirror_left)
 
-    def objects_and_keys_pending(self) -> tuple[int, int]:
-        """(objects for the object cache, keys) waiting."""
-        with self._lock:
-            return len(self._objects), len(self._keys)
-
     def events_pending(self) -> int:
         """Events waiting for the archive."""
         with self._lock:

@@ -5,12 +5,10 @@ any, so tests drive it step by step and `run()` is only the loop around it. One 
 when due; start the informers on becoming leader, stop them on losing it; write the objects of the reconciled and
 owned kinds the informers reported into the object cache the workers read (reconcilers.engine.objectcache; deleted
 ones out), then enqueue the keys the informer threads handed off (dispatch.enqueue_many: one Redis round trip for
-the batch; objects that come with no key wait up to CACHE_ALONE_LINGER_SECONDS for a batch that has one), and
-every CACHE_LIVE_SECONDS, once the informers have listed, say that the cache is kept; write the Resource mirror
-updates (recording.resource_mirror_write: one transaction for the batch; an object found deleted gets its deletion
-recorded in it, recording.resource_deletions_record; while keys wait for a worker, the refreshes of objects already
-on record wait, up to MIRROR_YIELD_MAX_SECONDS at a time: yielding.py; otherwise they linger up to
-MIRROR_REFRESH_LINGER_SECONDS or go with the next new object or deletion); after every
+the batch), and every CACHE_LIVE_SECONDS, once the informers have listed, say that the cache is kept;
+write the Resource mirror updates (recording.resource_mirror_write: one transaction for the batch; an object found
+deleted gets its deletion recorded in it, recording.resource_deletions_record; while keys wait for a worker, the
+refreshes of objects already on record wait, up to MIRROR_YIELD_MAX_SECONDS at a time: yielding.py); after every
 (re-)list of a reconciled kind, record as deleted the mirror's live rows the cluster no longer has
 (recording.resource_mirror_sweep: objects deleted while no controller watched) and prune the object cache entries
 the (re-)list of a reconciled or owned kind no longer has;
@@ -91,11 +89,6 @@ MIRROR_REFRESH_LINGER_SECONDS = 1.0
 #: cache only while it does), and for how long each time (a controller killed stops saying so within this)
 CACHE_LIVE_SECONDS = 2.0
 CACHE_LIVE_TTL = 10.0
-#: objects for the object cache whose events queue no key (a status write's echo, a label) wait up to this long for
-#: a batch that queues one, which takes them along: no worker claims a key before the objects handed off with or
-#: before it are written, so only a run released by the pump (a delayed retry) may find the cache behind its record,
-#: and then reads the object with a GET
-CACHE_ALONE_LINGER_SECONDS = 0.5
 #: what the events informer watches (core/v1: kubelet, controllers and the runner post these)
 EVENTS = ResourceKind("", "v1", "events", "Event", True)
 #: how a deletion seen by a watch is described in its transitions' message
@@ -369,7 +362,6 @@ class Controller:
         self._mirror_yield = Yielding(MIRROR_YIELD_MAX_SECONDS)
         self._mirrored: set[str] = set()  # uids whose mirror row this controller wrote (live ones)
         self._mirror_refresh_at = -float("inf")  # refreshes of objects on record wait until then (a linger)
-        self._objects_alone_at: float | None = None  # since when objects without a key wait (a linger)
         # self-healing (reconcilers.engine.healing.evaluator): anomaly rules, rollbacks, expiries, while leading
         self.heal_interval = _default_heal_interval(self.mirror) if heal_interval is None else heal_interval
         self.heal = heal
@@ -644,13 +636,9 @@ class Controller:
         self._queue_backoff, self._queue_retry_at = 0.0, -float("inf")
 
     def _enqueue_handed_off(self) -> bool:
-        now = self.clock()
-        if now < self._queue_retry_at:
+        if self.clock() < self._queue_retry_at:
             return False  # backing off: the keys stay in the handoff
-        if self._objects_linger(now):
-            return False
         objects, keys = self.handoff.take_objects_and_keys(self.batch_size)  # each key's object is among them
-        self._objects_alone_at = None
         if not keys and not objects:
             return False
         try:
@@ -670,16 +658,6 @@ class Controller:
         for key in added:
             self._count_add(key)
         return True
-
-    def _objects_linger(self, now: float) -> bool:
-        """Whether objects handed off without any key wait (CACHE_ALONE_LINGER_SECONDS, from when the loop first
-        saw them alone) for a batch with a key to take them along."""
-        objects, keys = self.handoff.objects_and_keys_pending()
-        if keys or not objects:
-            return False
-        if self._objects_alone_at is None:
-            self._objects_alone_at = now
-        return now - self._objects_alone_at < CACHE_ALONE_LINGER_SECONDS
 
     def _count_add(self, key: str) -> None:
         """workqueue_adds_total: a key this controller queued (not coalesced)."""
@@ -843,8 +821,6 @@ class Controller:
             deadlines.append(self._archive_retry_at)
         if self.running and self._mirror_refresh_at > now and self.handoff.pending()[1]:  # refreshes linger
             deadlines.append(self._mirror_refresh_at)
-        if self.running and self._objects_alone_at is not None:  # objects alone linger
-            deadlines.append(self._objects_alone_at + CACHE_ALONE_LINGER_SECONDS)
         if self.running and self.resync_seconds > 0:
             deadlines.append(self._next_resync)
         if self.elector is not None:

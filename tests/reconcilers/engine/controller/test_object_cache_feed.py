@@ -204,34 +204,3 @@ def test_by_default_a_batch_s_objects_and_keys_are_one_round_trip_objects_first(
         assert "cache_add" in ops and not {"cache", "add_many"} & set(ops)
     finally:
         controller.shutdown()
-
-
-def test_objects_that_queue_no_key_wait_for_a_batch_that_does_or_for_the_linger():
-    """A status write's echo queues no key: its object waits (CACHE_ALONE_LINGER_SECONDS) for the next batch with a
-    key, which takes it along in the same round trip, or goes alone once the linger is over."""
-    from reconcilers.engine.controller.loop import CACHE_ALONE_LINGER_SECONDS
-
-    class Clock:
-        now = 100.0
-
-        def __call__(self) -> float:
-            return self.now
-
-    clock, batches = Clock(), []
-    controller = Controller(None, [], pump=lambda: 0, mirror=False, object_cache=True, clock=clock)
-    controller.cache_and_enqueue = lambda objects, keys: batches.append((sorted(objects), keys)) or keys
-    controller.running = True
-    controller._next_pump = clock.now + 5  # noqa: SLF001 - nothing else due
-    controller.handoff.put_object("a", {"metadata": {"name": "a"}})
-    assert controller._enqueue_handed_off() is False and batches == []  # noqa: SLF001 - alone: it waits
-    clock.now += 0.1
-    assert controller._sleep_budget() == pytest.approx(CACHE_ALONE_LINGER_SECONDS - 0.1)  # noqa: SLF001
-    controller.handoff.put_object("b", {"metadata": {"name": "b"}})
-    controller.handoff.put_key("b")
-    assert controller._enqueue_handed_off() is True  # noqa: SLF001
-    assert batches == [(["a", "b"], ["b"])]  # the waiting object went with the key's batch
-    controller.handoff.put_object("a", {"metadata": {"name": "a", "labels": {"x": "y"}}})
-    assert controller._enqueue_handed_off() is False  # noqa: SLF001
-    clock.now += CACHE_ALONE_LINGER_SECONDS
-    assert controller._enqueue_handed_off() is True and batches[-1] == (["a"], [])  # noqa: SLF001 - the linger is over
-    assert controller._enqueue_handed_off() is False and len(batches) == 2  # noqa: SLF001 - nothing waits
