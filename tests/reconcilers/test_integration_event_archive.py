@@ -52,3 +52,33 @@ def test_a_pods_warning_events_are_archived_under_its_memcached_and_outlive_thei
     assert response.status_code == 200, response.content
     items = response.json()["items"]
     assert {e["name"] for e in items} >= names and all(e["type"] == "Warning" for e in items)
+
+
+def test_the_resolver_reads_a_burst_s_pods_and_their_owners_with_one_list_each(kapi, namespace) -> None:
+    """Against the API server: LIST_AT Pods, each owned by an object of its own, owned by an object the informer
+    told the resolver about, resolve with one LIST of Pods and one of their owners' kind, no GET. (ConfigMaps stand
+    in for the ReplicaSets and the Deployment: no controller of kubesim's acts on them.)"""
+    from reconcilers.engine.healing.archive import LIST_AT, ObjectRef, OwnerResolver
+    from reconcilers.models import Resource
+
+    root = Resource.objects.create(uid=str(uuid.uuid4()), key=f"cache.example.com/v1alpha1/memcacheds/{namespace}/x",
+                                   group="cache.example.com", version="v1alpha1", plural="memcacheds",
+                                   kind="Memcached", namespace=namespace, name="x")
+    core = k8s.CoreV1Api(kapi)
+
+    def owned_by(kind: str, name: str, uid: str) -> list[dict]:
+        return [{"apiVersion": "v1", "kind": kind, "name": name, "uid": uid, "controller": True}]
+
+    top = core.create_namespaced_config_map(namespace, {"metadata": {"name": "top"}}).metadata
+    pods = []
+    for i in range(LIST_AT):
+        middle = core.create_namespaced_config_map(namespace, {"metadata": {
+            "name": f"x-{i}", "ownerReferences": owned_by("ConfigMap", top.name, top.uid)}}).metadata
+        pod = core.create_namespaced_pod(namespace, {
+            "metadata": {"name": f"x-{i}-p", "ownerReferences": owned_by("ConfigMap", middle.name, middle.uid)},
+            "spec": {"containers": [{"name": "c", "image": "memcached:1.6"}]}}).metadata
+        pods.append(ObjectRef("v1", "Pod", namespace, pod.name, pod.uid))
+    resolver = OwnerResolver(kapi)
+    resolver.remember(top.uid, root.uid)  # as an owned kind's informer does
+    assert resolver.resolve(pods) == {p.uid: root.pk for p in pods}
+    assert resolver.api_calls == 2  # a LIST of Pods, a LIST of ConfigMaps

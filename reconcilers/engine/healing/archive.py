@@ -44,6 +44,12 @@ MAX_DEPTH = 5
 CACHE_ENTRIES = 20000
 CACHE_TTL_SECONDS = 600.0
 NEGATIVE_TTL_SECONDS = 60.0
+#: from this many unknown objects of one kind in one namespace on one hop of a batch, the resolver reads them with
+#: one LIST (a page of at most LIST_PAGE_FACTOR times as many, LIST_PAGE_MIN at least; what the page lacks is GET)
+#: instead of a GET each: after a burst, the Events of hundreds of new Pods and ReplicaSets
+LIST_AT = 8
+LIST_PAGE_FACTOR = 4
+LIST_PAGE_MIN = 500
 
 EventPair = tuple[dict[str, Any], dict[str, Any] | None]  # (the Event as seen, its previous state or None)
 
@@ -76,7 +82,8 @@ class OwnerResolver:
     its last Events are still filed under it). An involved object that is itself mirrored resolves at once (one
     query for the batch); any other is walked up its controller ownerReferences, GETting each object not known
     yet, at most MAX_DEPTH hops. Every object on the way is cached uid → root uid (or None: no registered root),
-    in an LRU of `max_entries` with a TTL (`negative_ttl` for None); thread-safe.
+    in an LRU of `max_entries` with a TTL (`negative_ttl` for None); thread-safe. Hop by hop, the unknown objects
+    of one kind in one namespace are read with one LIST when there are LIST_AT of them or more (`_prefetch`).
     """
 
     def __init__(
@@ -88,6 +95,7 @@ class OwnerResolver:
         negative_ttl: float = NEGATIVE_TTL_SECONDS,
         clock: Callable[[], float] = time.monotonic,
         get: Callable[[ObjectRef], dict[str, Any] | None] | None = None,
+        list_page: Callable[[ObjectRef, int], list[dict[str, Any]]] | None = None,
     ) -> None:
         self.api = api
         self.max_entries = max_entries
@@ -95,6 +103,7 @@ class OwnerResolver:
         self.negative_ttl = negative_ttl
         self.clock = clock
         self._get = get or self._get_live
+        self._list = list_page or self._list_live
         self._cache: OrderedDict[str, tuple[str | None, float]] = OrderedDict()
         self._lock = threading.Lock()
         self.api_calls = 0  # objects read from the API (tests, logs)
@@ -135,7 +144,42 @@ class OwnerResolver:
         return kube.get_object(self.api, kind, ref.namespace if kind.namespaced else None, ref.name,
                                timeout=(2.0, 5.0))
 
-    def _read(self, ref: ObjectRef) -> dict[str, Any] | None:
+    def _list_live(self, ref: ObjectRef, limit: int) -> list[dict[str, Any]]:
+        """One page (at most `limit`) of the objects of `ref`'s kind in its namespace (`ref`'s name and uid unused)."""
+        kind = kube.kind_for(self.api, ref.api_version, ref.kind)
+        if kind is None:
+            return []
+        return kube.list_objects(self.api, kind, ref.namespace if kind.namespaced else None, limit=limit,
+                                 timeout=(2.0, 10.0)).items
+
+    def _prefetch(self, level: list[ObjectRef], fetched: dict[str, dict[str, Any] | None]) -> None:
+        """Read with one LIST per kind and namespace the objects of `level` not `fetched` yet, where LIST_AT or more
+        of them share both; every object the page holds goes into `fetched` by uid. A LIST not granted or not
+        served leaves them to their GETs."""
+        groups: dict[tuple[str, str, str], list[ObjectRef]] = {}
+        for ref in level:
+            if ref.uid not in fetched:
+                groups.setdefault((ref.api_version, ref.kind, ref.namespace), []).append(ref)
+        for (api_version, kind, namespace), members in groups.items():
+            if len(members) < LIST_AT:
+                continue
+            self.api_calls += 1
+            try:
+                items = self._list(ObjectRef(api_version, kind, namespace, "", ""),
+                                   max(LIST_PAGE_MIN, LIST_PAGE_FACTOR * len(members)))
+            except kube.ApiException as exc:
+                if exc.status not in (403, 404, 405):
+                    raise
+                log.debug("event archive: %s in %s not listed: HTTP %s", kind, namespace, exc.status)
+                continue
+            for obj in items:
+                uid = str((obj.get("metadata") or {}).get("uid") or "")
+                if uid:
+                    fetched[uid] = obj
+
+    def _read(self, ref: ObjectRef, fetched: dict[str, dict[str, Any] | None] | None = None) -> dict[str, Any] | None:
+        if fetched is not None and ref.uid in fetched:
+            return fetched[ref.uid]
         self.api_calls += 1
         try:
             obj = self._get(ref)
@@ -149,14 +193,16 @@ class OwnerResolver:
             return None  # gone, or another object under the same name now
         return obj
 
-    def _walk(self, ref: ObjectRef, mirrored: Callable[[str], bool]) -> str | None:
-        """Root uid of one object not mirrored itself (API reads; caches every object passed)."""
+    def _walk(self, ref: ObjectRef, mirrored: Callable[[str], bool],
+              fetched: dict[str, dict[str, Any] | None] | None = None) -> str | None:
+        """Root uid of one object not mirrored itself (API reads unless `fetched` has it; caches every object
+        passed)."""
         path: list[str] = []
         current = ref
         root: str | None = None
         for _ in range(MAX_DEPTH):
             path.append(current.uid)
-            obj = self._read(current)
+            obj = self._read(current, fetched)
             owner = controller_ref(obj) if obj is not None else None
             if owner is None or not owner.get("uid"):
                 break
@@ -175,6 +221,30 @@ class OwnerResolver:
             self.remember(uid, root)
         return root
 
+    def _prefetch_hops(self, level: list[ObjectRef], ids: dict[str, int],
+                       looked_up: set[str]) -> dict[str, dict[str, Any] | None]:
+        """The objects the walks of `level` will read, hop by hop, where `_prefetch` lists them; the owners met on
+        the way are looked up in the mirror in one query per hop (into `ids`, their uids into `looked_up`)."""
+        fetched: dict[str, dict[str, Any] | None] = {}
+        for _ in range(MAX_DEPTH):
+            if len(level) < LIST_AT:
+                break
+            self._prefetch(level, fetched)
+            owners: dict[str, ObjectRef] = {}
+            for ref in level:
+                obj = fetched.get(ref.uid)
+                owner = controller_ref(obj) if obj is not None else None
+                uid = str(owner.get("uid") or "") if owner is not None else ""
+                if uid and uid not in fetched and uid not in ids and not self.cached(uid)[0]:
+                    owners[uid] = ObjectRef(str(owner.get("apiVersion") or ""), str(owner.get("kind") or ""),
+                                            ref.namespace, str(owner.get("name") or ""), uid)
+            if not owners:
+                break
+            ids.update(pairs_by_key(Resource, "uid", "id", set(owners)))
+            looked_up.update(owners)
+            level = [ref for uid, ref in owners.items() if uid not in ids]
+        return fetched
+
     def resolve(self, refs: Iterable[ObjectRef]) -> dict[str, int]:
         """Involved uid → the id of the Resource row it is filed under, for the refs that have one."""
         refs = list({r.uid: r for r in refs}.values())
@@ -191,20 +261,25 @@ class OwnerResolver:
         wanted = {r.uid for r in unknown} | {root for root in roots.values() if root}
         ids: dict[str, int] = pairs_by_key(Resource, "uid", "id", wanted)
 
+        looked_up = set(wanted)  # uids the queries for `ids` looked for
+
         def mirrored(uid: str) -> bool:
             if uid in ids:
                 return True
+            if uid in looked_up:
+                return False
             row = Resource.objects.filter(uid=uid).values_list("id", flat=True).first()
             if row is not None:
                 ids[uid] = row
             return row is not None
 
+        fetched = self._prefetch_hops([ref for ref in unknown if ref.uid not in ids], ids, looked_up)
         for ref in unknown:
             if ref.uid in ids:
                 self.remember(ref.uid, ref.uid)
                 roots[ref.uid] = ref.uid
             else:
-                roots[ref.uid] = self._walk(ref, mirrored)
+                roots[ref.uid] = self._walk(ref, mirrored, fetched)
         found_on_the_way = {root for root in roots.values() if root and root not in ids}  # cached owners' roots
         if found_on_the_way:
             ids.update(pairs_by_key(Resource, "uid", "id", found_on_the_way))

@@ -19,7 +19,7 @@ from reconcilers.engine.controller.loop import (
     EVENTS,
     Controller,
 )
-from reconcilers.engine.healing.archive import ObjectRef, OwnerResolver, events_archive
+from reconcilers.engine.healing.archive import LIST_AT, LIST_PAGE_MIN, ObjectRef, OwnerResolver, events_archive
 from reconcilers.models import KubeEvent, Resource
 
 NS = "shop"
@@ -96,6 +96,86 @@ def test_a_pod_is_walked_up_to_its_registered_root_and_the_second_time_costs_no_
     assert resolver.resolve([pod, ObjectRef("apps/v1", "ReplicaSet", NS, "web-abc", "rs-1")]) == {
         "pod-1": memcached.pk, "rs-1": memcached.pk}
     assert fake_api.reads == ["pod-1", "rs-1", "dep-1"]  # every object on the way was cached
+
+
+def _burst(n: int) -> dict[str, dict[str, Any]]:
+    """n Deployments' ReplicaSets and Pods, as after a burst: each Pod owned by its ReplicaSet, owned by dep-1's
+    kin (the Deployment of a registered object, known to the resolver from the informer)."""
+    objects: dict[str, dict[str, Any]] = {}
+    for i in range(n):
+        objects[f"b-rs-{i}"] = {"metadata": {"uid": f"b-rs-{i}", "name": f"web-{i}-abc",
+                                             "ownerReferences": [_ref("Deployment", "web", "dep-1", "apps/v1")]}}
+        objects[f"b-pod-{i}"] = {"metadata": {"uid": f"b-pod-{i}", "name": f"web-{i}-abc-1", "ownerReferences": [
+            _ref("ReplicaSet", f"web-{i}-abc", f"b-rs-{i}", "apps/v1")]}}
+    return objects
+
+
+class Lister:
+    """The resolver's `list_page` over `objects` (by kind, from the uid's prefix), recording each call."""
+
+    def __init__(self, objects: dict[str, dict[str, Any]], status: int = 0, leave_out: str = "") -> None:
+        self.objects, self.status, self.leave_out = objects, status, leave_out
+        self.calls: list[tuple[str, str, int]] = []
+
+    def __call__(self, ref: ObjectRef, limit: int) -> list[dict[str, Any]]:
+        self.calls.append((ref.kind, ref.namespace, limit))
+        if self.status:
+            raise kube.ApiException(status=self.status, reason="Forbidden")
+        prefix = "b-pod-" if ref.kind == "Pod" else "b-rs-"
+        return [o for uid, o in self.objects.items() if uid.startswith(prefix) and uid != self.leave_out][:limit]
+
+
+def _burst_resolver(objects: dict[str, dict[str, Any]], lister: Lister) -> tuple[OwnerResolver, list[str]]:
+    gets: list[str] = []
+
+    def get(ref: ObjectRef) -> dict[str, Any] | None:
+        gets.append(ref.uid)
+        return objects.get(ref.uid)
+
+    resolver = OwnerResolver(None, get=get, list_page=lister, clock=Clock())
+    resolver.remember("dep-1", "mc-1")  # the informer's hint: the Deployment is the registered object's
+    return resolver, gets
+
+
+def test_a_burst_s_pods_and_replicasets_are_read_with_one_list_each_not_a_get_each(memcached) -> None:
+    n = LIST_AT * 3
+    objects = _burst(n)
+    lister = Lister(objects)
+    resolver, gets = _burst_resolver(objects, lister)
+    pods = [ObjectRef("v1", "Pod", NS, f"web-{i}-abc-1", f"b-pod-{i}") for i in range(n)]
+    with CaptureQueriesContext(connection) as queries:
+        assert resolver.resolve(pods) == {f"b-pod-{i}": memcached.pk for i in range(n)}
+    assert gets == []
+    assert lister.calls == [("Pod", NS, LIST_PAGE_MIN), ("ReplicaSet", NS, LIST_PAGE_MIN)]
+    assert resolver.api_calls == 2
+    assert len(queries) <= 4  # the mirror looked up per hop, not per ReplicaSet
+    assert resolver.resolve([ObjectRef("apps/v1", "ReplicaSet", NS, "web-0-abc", "b-rs-0")]) == {
+        "b-rs-0": memcached.pk}  # cached on the way
+    assert resolver.api_calls == 2
+
+
+def test_fewer_unknown_objects_than_list_at_are_read_one_by_one(memcached) -> None:
+    objects = _burst(LIST_AT - 1)
+    lister = Lister(objects)
+    resolver, gets = _burst_resolver(objects, lister)
+    pods = [ObjectRef("v1", "Pod", NS, f"web-{i}-abc-1", f"b-pod-{i}") for i in range(LIST_AT - 1)]
+    assert resolver.resolve(pods) == {f"b-pod-{i}": memcached.pk for i in range(LIST_AT - 1)}
+    assert lister.calls == [] and len(gets) == 2 * (LIST_AT - 1)  # each Pod and its ReplicaSet
+
+
+def test_a_list_not_granted_or_missing_an_object_leaves_it_to_its_get(memcached) -> None:
+    n = LIST_AT + 1
+    objects = _burst(n)
+    resolver, gets = _burst_resolver(objects, Lister(objects, status=403))
+    pods = [ObjectRef("v1", "Pod", NS, f"web-{i}-abc-1", f"b-pod-{i}") for i in range(n)]
+    assert resolver.resolve(pods) == {f"b-pod-{i}": memcached.pk for i in range(n)}
+    assert len(gets) == 2 * n  # forbidden: every object read on its own, as before
+    lister = Lister(objects, leave_out="b-pod-3")
+    resolver, gets = _burst_resolver(objects, lister)
+    assert resolver.resolve(pods) == {f"b-pod-{i}": memcached.pk for i in range(n)}
+    assert gets == ["b-pod-3"]  # the one the page lacked; its ReplicaSet came with the ReplicaSets' list
+    with pytest.raises(kube.ApiException):  # the API in trouble: the batch is tried again later
+        _burst_resolver(objects, Lister(objects, status=500))[0].resolve(pods)
 
 
 def test_the_registered_object_itself_resolves_without_any_api_call(memcached, resolver, fake_api) -> None:
