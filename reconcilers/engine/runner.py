@@ -4,7 +4,9 @@ It orchestrates and decides nothing itself; one key goes down these steps, each 
 1. Lease (`workqueue`): claim the key (owner `host:pid:uuid`); someone else holds it → return at once (the key
    stays dirty, so that owner's `done()` re-queues it). A thread renews the lease while we run (for Celery's time
    limit at most). After its key, a task runs the keys still waiting in the workqueue, the longest queued first
-   (`drain_ready`), each claimed when a thread is free to run it, up to OPSCONSOLE_DRAIN_THREADS at once.
+   (`drain_ready`), each claimed when a thread is free to run it, up to OPSCONSOLE_DRAIN_THREADS at once; when none
+   waits, the task's thread lingers idle OPSCONSOLE_DRAIN_LINGER_SECONDS for the next key (`WorkQueue.wait_for_key`:
+   at a steady trickle of changes a key reaches a lingering worker without a Celery message).
 2. Read: the object from the object cache the claim brought (`objectcache`: the controller's newest view, or the
    last run's write), unless it is missing, being deleted or older than the record; else GET the live object
    (`kube`). Gone → its mirror is marked deleted. The phase and the healing state on
@@ -87,12 +89,15 @@ def drain_ready(queue: WorkQueue) -> int:
     """Run the keys waiting in the workqueue (queued, not processing), the longest queued first, whether a task
     was sent for them or not (that task then finds nothing to do). Each is claimed only when a thread is free to
     run it, so no key waits behind a slow neighbour: it stays there for any other worker. Up to
-    OPSCONSOLE_DRAIN_THREADS run at once, on this process's drain threads (`_Drain`), while keys wait. Stops after
-    OPSCONSOLE_DRAIN_KEYS keys or OPSCONSOLE_DRAIN_SECONDS (well inside the Celery time limit), then sends tasks
-    for the keys still waiting without one (`top_up`). Returns the number of keys run."""
+    OPSCONSOLE_DRAIN_THREADS run at once, on this process's drain threads (`_Drain`), while keys wait. When none
+    waits, the task's thread lingers idle OPSCONSOLE_DRAIN_LINGER_SECONDS (default 2; 0: not at all) after the last
+    key it ran: a key that becomes ready meanwhile is held for it and wakes it, no Celery message sent
+    (`WorkQueue.wait_for_key`). Stops after OPSCONSOLE_DRAIN_KEYS keys or OPSCONSOLE_DRAIN_SECONDS (well inside the
+    Celery time limit), then sends tasks for the keys still waiting without one (`top_up`). Returns the number of
+    keys run."""
     drain = _Drain(queue, limit=int(getattr(settings, "OPSCONSOLE_DRAIN_KEYS", 100)),
                    seconds=float(getattr(settings, "OPSCONSOLE_DRAIN_SECONDS", 20.0)),
-                   width=drain_threads())
+                   width=drain_threads(), linger=float(getattr(settings, "OPSCONSOLE_DRAIN_LINGER_SECONDS", 2.0)))
     try:
         ran = drain.run()
         dispatch.top_up()
@@ -110,8 +115,8 @@ class _Drain:
     on a drain thread does not hold its key forever: its lease is renewed no longer than Celery's time limit
     (`LeaseRenewer.max_seconds`), as the time limit would have killed it in the task's thread."""
 
-    def __init__(self, queue: WorkQueue, *, limit: int, seconds: float, width: int) -> None:
-        self.queue, self.limit, self.width = queue, limit, width
+    def __init__(self, queue: WorkQueue, *, limit: int, seconds: float, width: int, linger: float = 0.0) -> None:
+        self.queue, self.limit, self.width, self.linger = queue, limit, width, linger
         self.deadline = time.monotonic() + seconds
         self.ran = 0
         self.active = 1  # the task's own thread
@@ -120,6 +125,7 @@ class _Drain:
     def run(self) -> int:
         try:
             self._loop()
+            self._lingering()
         finally:
             with self._cond:
                 self.active -= 1
@@ -127,9 +133,34 @@ class _Drain:
                 self._cond.wait_for(lambda: self.active == 0)
         return self.ran
 
-    def _loop(self) -> None:
+    def _lingering(self) -> None:
+        """While no key waits: wait idle for the next one, up to `linger` seconds after the last key run (within
+        the drain's limit and deadline), then drain from it as from the task's own key."""
+        if self.linger <= 0:
+            return
+        lingerer = _owner()
+        until = time.monotonic() + self.linger
+        while True:
+            with self._cond:
+                wait = min(until, self.deadline) - time.monotonic()
+                if wait <= 0 or self.ran >= self.limit:
+                    return
+                self.ran += 1  # counted before the claim, as in _next
+            claim = None
+            try:
+                claim = self.queue.wait_for_key(lingerer, _owner(), wait)
+            finally:
+                if claim is None:
+                    with self._cond:
+                        self.ran -= 1
+            if claim is not None:
+                self._loop(claim)
+                until = time.monotonic() + self.linger
+
+    def _loop(self, first: Claim | None = None) -> None:
         finished: Run | None = None
-        while (claim := self._next(finished)) is not None:
+        while (claim := first or self._next(finished)) is not None:
+            first = None
             if connection.errors_occurred and not connection.in_atomic_block:
                 close_old_connections()  # the last run broke the connection: a fresh one (no health check each key)
             # a trace of its own (not a child of the task that drained it), sampled on its own

@@ -32,6 +32,12 @@ It has client-go's workqueue semantics (DESIGN.md §3), with Celery as the trans
   that task arrives, finds nothing queued and frees it (then drains in turn), so draining workers do not make the
   pump send a task per key. A burst costs a Celery message per batch instead of one per key, and never builds a
   broker backlog longer than `max_sent` (whose keys `reap_expired` would send again).
+- Lingering: a draining worker with nothing left waits idle for the next key (`wait_for_key`): registered in
+  `lingering` (until a deadline), blocked on the `wake` list. While idle lingerers outnumber the wake tokens, a key
+  that becomes ready is held (no task sent) and a token pushed; the woken worker unregisters and claims the
+  longest-queued key in one script. At a steady trickle of changes, keys thus reach a worker without a Celery
+  message. A lingerer killed while waiting lapses at its deadline; a key held for it meanwhile is ready, so
+  `top_up` (the pump) sends it.
 
 - `objects` (hash key → `<resourceVersion> <JSON>`): the object cache (`reconcilers.engine.objectcache`), of the
   reconciled kinds and the kinds they own. The controller writes it (`cache_objects`, `cache_prune`; with the keys
@@ -56,13 +62,15 @@ from typing import Any
 import redis
 
 _PARTS = ("dirty", "processing", "leases", "delayed", "failures", "bucket", "dispatched", "resent", "objects",
-          "objects-live")
+          "objects-live", "lingering", "wake")
 #: depth samples kept (one every DEPTH_SAMPLE_SECONDS in the controller: an hour)
 DEPTH_HISTORY = 240
 
 # KEYS: 1 dirty, 2 processing, 3 leases, 4 delayed, 5 failures, 6 bucket, 7 dispatched, 8 resent, 9 objects (the
 # object cache, reconcilers.engine.objectcache: key -> '<resourceVersion> <JSON>'), 10 objects-live (set, with a
-# time to live, while a controller's informers keep the cache: children are read from it only then). ARGV[1]: now,
+# time to live, while a controller's informers keep the cache: children are read from it only then), 11 lingering
+# (sorted set lingerer -> until when: idle draining workers waiting for a key), 12 wake (list: a token per key held
+# for a lingerer; a lingerer blocks on it). ARGV[1]: now,
 # or < 0 for the Redis server's clock. Times are formatted with 6 decimals: Lua numbers returned to Redis truncate.
 # RESEND and RESEND_MAX (the queue's redispatch_after and redispatch_max) are set per queue by the prologue.
 _PRELUDE = """
@@ -79,9 +87,15 @@ local function sent(key)  -- key handed to the broker now: check that a worker c
   redis.call('HDEL', KEYS[8], key)
   return 1
 end
-local function offer(key)  -- a key ready for a worker: sent (1), unless MAX_SENT tasks wait already (2: it stays
-  -- ready, taken by a worker draining the queue, or sent by top_up when fewer wait)
+local function offer(key)  -- a key ready for a worker: sent (1), unless MAX_SENT tasks wait already or an idle
+  -- lingering worker waits without a wake token yet (2: it stays ready, taken by a worker draining the queue, woken
+  -- here, or sent by top_up when fewer wait)
   if MAX_SENT > 0 and redis.call('ZCARD', KEYS[7]) >= MAX_SENT then return 2 end
+  local idle = redis.call('ZCOUNT', KEYS[11], '(' .. f(now), '+inf')
+  if idle > 0 and redis.call('LLEN', KEYS[12]) < idle then
+    redis.call('LPUSH', KEYS[12], key)
+    return 2
+  end
   return sent(key)
 end
 local function mark(key, at)  -- make key dirty (queued at `at`); 1 when the caller must dispatch it now, 2 when it
@@ -202,6 +216,16 @@ got[#got + 1] = redis.call('HGET', KEYS[9], key) or ''
 return got
 """,
     "claim_next": "return take_next(ARGV[2], ARGV[3])",
+    "linger": """
+redis.call('ZREMRANGEBYSCORE', KEYS[11], '-inf', f(now))
+redis.call('ZADD', KEYS[11], f(now + tonumber(ARGV[3])), ARGV[2])
+return 1
+""",
+    "unlinger_next": """
+redis.call('ZREM', KEYS[11], ARGV[2])
+if redis.call('ZCARD', KEYS[11]) == 0 then redis.call('DEL', KEYS[12]) end  -- tokens nobody waits for
+return take_next(ARGV[3], ARGV[4])
+""",
     "top_up": """
 local out = {}
 local room = tonumber(ARGV[2])
@@ -560,6 +584,18 @@ class WorkQueue:
             return None
         key, queued, since, expires, failures, cached = got
         return Claim(_text(key), owner, float(queued), float(since), float(expires), int(failures), _text(cached))
+
+    def wait_for_key(self, lingerer: str, owner: str, timeout: float) -> Claim | None:
+        """Linger idle for up to `timeout` seconds: registered as `lingerer`, blocked on the wake list, so that a
+        key becoming ready is held for it (no task sent) and wakes it; then, in one script, unregistered and
+        `claim_next(owner)`. Killed while waiting, the registration lapses `timeout` + 1 s later and `top_up`
+        sends what was held."""
+        self._run("linger", lingerer, repr(float(timeout) + 1.0))
+        try:
+            self.redis.blpop([self.keys[11]], timeout=max(0.01, float(timeout)))
+        finally:
+            got = self._run("unlinger_next", lingerer, owner, repr(self.lease_seconds))
+        return self._next_claim(owner, got)
 
     def top_up(self, limit: int | None = None) -> list[str]:
         """Send ready keys (the longest queued first) while fewer than `max_sent` sent keys wait for a worker, at

@@ -132,6 +132,7 @@ def workqueue(settings, monkeypatch, redis_client) -> Iterator:
     settings.OPSCONSOLE_WORKQUEUE_LEASE_SECONDS = 3.0
     # drained keys in this thread: the test's database transaction is invisible to other threads' connections
     settings.OPSCONSOLE_DRAIN_THREADS = 1
+    settings.OPSCONSOLE_DRAIN_LINGER_SECONDS = 0  # a drain ends when no key waits (lingering: its own tests)
     sent = Sent()
     monkeypatch.setattr(dispatch, "dispatch", sent)
     queue = dispatch.get_queue()

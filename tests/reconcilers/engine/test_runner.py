@@ -5,6 +5,7 @@ a finalizer, the manual-request token and the queue bookkeeping."""
 from __future__ import annotations
 
 import threading
+import time
 
 import pytest
 from django.db import connections
@@ -283,6 +284,23 @@ def test_a_task_runs_the_keys_held_ready_after_its_own(make, capped_queue):
         assert phases(obj["metadata"]["uid"]) == [("", "Pending"), ("Pending", "Running")]
         assert [r.result for r in runs(key)] == ["success"]
     assert capped_queue.snapshot().depth == 0 and capped_queue.sent.keys == []
+
+
+def test_a_drain_with_nothing_left_lingers_and_runs_a_key_that_comes_meanwhile_without_a_message(make, workqueue,
+                                                                                                 settings):
+    """OPSCONSOLE_DRAIN_LINGER_SECONDS: the task waits idle for the next key; a key queued meanwhile is held for it
+    (nothing sent) and run in the same task; with nothing more, it ends after the linger."""
+    settings.OPSCONSOLE_DRAIN_LINGER_SECONDS = 0.5
+    first, later = make(name="l1", mode="ok"), make(name="l2", mode="ok")
+    assert workqueue.add(first[0]) is True
+    workqueue.sent.keys.clear()
+    threading.Timer(0.2, lambda: workqueue.add(later[0])).start()
+    started = time.monotonic()
+    assert runner.run(first[0], drain=True) == "success"
+    assert 0.2 + 0.5 <= time.monotonic() - started < 5  # ran the later key, then lingered 0.5 s more
+    assert [r.result for r in runs(later[0])] == ["success"]
+    assert workqueue.sent.keys == []  # no Celery message for the later key
+    assert workqueue.snapshot().depth == 0 and workqueue.snapshot().processing_count == 0
 
 
 def test_a_key_that_became_dirty_during_its_run_is_run_again_by_the_same_task_without_a_message(make, kapi,

@@ -3,6 +3,9 @@ draining them (`claim_next`) and `top_up`: the rules against the real Redis, wit
 
 from __future__ import annotations
 
+import threading
+import time
+
 import pytest
 
 from reconcilers.engine.workqueue import WorkQueue
@@ -131,3 +134,55 @@ def test_no_cap_sends_every_ready_key_as_before(queue):
 def test_a_negative_cap_is_refused(redis_client):
     with pytest.raises(ValueError):
         WorkQueue(redis_client, name="bad", max_sent=-1)
+
+
+def _lingerers(q: WorkQueue) -> int:
+    return q.redis.zcard(q.keys[10])
+
+
+def test_a_key_becoming_ready_wakes_a_lingering_worker_and_is_not_sent(queue):
+    """An idle worker lingering for the next key (`wait_for_key`) gets it without a Celery message: the key is
+    held for it (the caller dispatches nothing) and wakes it at once."""
+    q = queue(max_sent=32)
+    got: list = []
+    waiter = threading.Thread(target=lambda: got.append(q.wait_for_key("lingerer", "w1", 5.0)))
+    waiter.start()
+    deadline = time.monotonic() + 5
+    while not _lingerers(q) and time.monotonic() < deadline:
+        time.sleep(0.005)
+    started = time.monotonic()
+    assert q.add(key("a")) is False  # held for the lingerer: no task to send
+    waiter.join(5)
+    assert time.monotonic() - started < 1.0  # woken, not timed out
+    assert got[0] is not None and got[0].key == key("a") and got[0].owner == "w1"
+    assert _lingerers(q) == 0 and q.redis.llen(q.keys[11]) == 0
+    assert q.add(key("b")) is True  # nobody lingers now: sent as before
+
+
+def test_one_key_is_held_per_idle_lingerer_the_others_are_sent(queue):
+    q = queue(max_sent=32)
+    q._run("linger", "l1", "5")
+    assert q.add_many_queued(keys("a", "b", "c")) == (keys("b", "c"), keys("a"))  # a wakes l1; b, c get tasks
+    q._run("linger", "l2", "5")
+    assert q.add_many_queued(keys("d", "e")) == (keys("e"), keys("d"))
+    claim = q._next_claim("w1", q._run("unlinger_next", "l1", "w1", "10"))
+    assert claim is not None and claim.key == key("a")  # the longest queued
+
+
+def test_a_lingerer_killed_while_waiting_strands_nothing(queue):
+    """Its registration lapses (`timeout` + 1 s): later keys are sent again; a key held for it meanwhile is sent by
+    `top_up` (the controller's pump, every 0.2 s)."""
+    q = queue(max_sent=32)
+    q._run("linger", "dead", "2")
+    assert q.add(key("a")) is False  # held for a lingerer that never wakes
+    assert q.top_up() == keys("a")  # the pump sends it
+    q.clock.now += 3  # the registration lapsed
+    assert q.add(key("b")) is True
+
+
+def test_a_lingerer_that_times_out_still_takes_a_key_that_was_sent_meanwhile(queue):
+    q = queue(max_sent=32)
+    assert q.add(key("a")) is True  # sent: nobody lingers
+    claim = q.wait_for_key("lingerer", "w1", 0.05)  # first come, first served, as claim_next
+    assert claim is not None and claim.key == key("a")
+    assert q.wait_for_key("lingerer", "w1", 0.05) is None and _lingerers(q) == 0
