@@ -45,11 +45,12 @@ CACHE_ENTRIES = 20000
 CACHE_TTL_SECONDS = 600.0
 NEGATIVE_TTL_SECONDS = 60.0
 #: from this many unknown objects of one kind in one namespace on one hop of a batch, the resolver reads them with
-#: one LIST (a page of at most LIST_PAGE_FACTOR times as many, LIST_PAGE_MIN at least; what the page lacks is GET)
-#: instead of a GET each: after a burst, the Events of hundreds of new Pods and ReplicaSets
+#: one LIST (at most LIST_PAGE_FACTOR times as many objects, LIST_PAGE_MIN at least, in pages of LIST_PAGE; what it
+#: lacks is GET) instead of a GET each: after a burst, the Events of hundreds of new Pods and ReplicaSets
 LIST_AT = 8
 LIST_PAGE_FACTOR = 4
 LIST_PAGE_MIN = 500
+LIST_PAGE = 500
 
 EventPair = tuple[dict[str, Any], dict[str, Any] | None]  # (the Event as seen, its previous state or None)
 
@@ -145,12 +146,22 @@ class OwnerResolver:
                                timeout=(2.0, 5.0))
 
     def _list_live(self, ref: ObjectRef, limit: int) -> list[dict[str, Any]]:
-        """One page (at most `limit`) of the objects of `ref`'s kind in its namespace (`ref`'s name and uid unused)."""
+        """Up to `limit` objects of `ref`'s kind in its namespace (`ref`'s name and uid unused), in pages of
+        LIST_PAGE (the API server serves each page without holding up the others' requests for long)."""
         kind = kube.kind_for(self.api, ref.api_version, ref.kind)
         if kind is None:
             return []
-        return kube.list_objects(self.api, kind, ref.namespace if kind.namespaced else None, limit=limit,
-                                 timeout=(2.0, 10.0)).items
+        items: list[dict[str, Any]] = []
+        token: str | None = None
+        while len(items) < limit:
+            page = kube.list_objects(self.api, kind, ref.namespace if kind.namespaced else None,
+                                     limit=min(LIST_PAGE, limit - len(items)), continue_token=token,
+                                     timeout=(2.0, 10.0))
+            items.extend(page.items)
+            token = page.continue_token
+            if not token:
+                break
+        return items
 
     def _prefetch(self, level: list[ObjectRef], fetched: dict[str, dict[str, Any] | None]) -> None:
         """Read with one LIST per kind and namespace the objects of `level` not `fetched` yet, where LIST_AT or more
