@@ -50,7 +50,7 @@ NEGATIVE_TTL_SECONDS = 60.0
 LIST_AT = 8
 LIST_PAGE_FACTOR = 4
 LIST_PAGE_MIN = 500
-LIST_PAGE = 500
+LIST_PAGE = 100
 
 EventPair = tuple[dict[str, Any], dict[str, Any] | None]  # (the Event as seen, its previous state or None)
 
