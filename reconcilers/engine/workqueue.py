@@ -87,16 +87,20 @@ local function sent(key)  -- key handed to the broker now: check that a worker c
   redis.call('HDEL', KEYS[8], key)
   return 1
 end
-local function offer(key)  -- a key ready for a worker: sent (1), unless MAX_SENT tasks wait already or an idle
-  -- lingering worker waits without a wake token yet (2: it stays ready, taken by a worker draining the queue, woken
-  -- here, or sent by top_up when fewer wait)
-  if MAX_SENT > 0 and redis.call('ZCARD', KEYS[7]) >= MAX_SENT then return 2 end
+local function offer(key)  -- a key ready for a worker: sent (1), unless an idle lingering worker waits without a
+  -- wake token yet (2: held for it, a token wakes it) or MAX_SENT tasks wait already (2: it stays ready, taken by a
+  -- worker draining the queue, or sent by top_up when fewer wait)
   local idle = redis.call('ZCOUNT', KEYS[11], '(' .. f(now), '+inf')
   if idle > 0 and redis.call('LLEN', KEYS[12]) < idle then
     redis.call('LPUSH', KEYS[12], key)
     return 2
   end
+  if MAX_SENT > 0 and redis.call('ZCARD', KEYS[7]) >= MAX_SENT then return 2 end
   return sent(key)
+end
+local function unlinger(lingerer)  -- a lingerer no longer waits; the tokens go when nobody does
+  redis.call('ZREM', KEYS[11], lingerer)
+  if redis.call('ZCARD', KEYS[11]) == 0 then redis.call('DEL', KEYS[12]) end
 end
 local function mark(key, at)  -- make key dirty (queued at `at`); 1 when the caller must dispatch it now, 2 when it
   -- waits ready (see offer), 0 when coalesced or processing
@@ -222,8 +226,8 @@ redis.call('ZADD', KEYS[11], f(now + tonumber(ARGV[3])), ARGV[2])
 return 1
 """,
     "unlinger_next": """
-redis.call('ZREM', KEYS[11], ARGV[2])
-if redis.call('ZCARD', KEYS[11]) == 0 then redis.call('DEL', KEYS[12]) end  -- tokens nobody waits for
+unlinger(ARGV[2])
+if ARGV[3] == '' then return false end  -- the wait failed: no claim the caller would not run
 return take_next(ARGV[3], ARGV[4])
 """,
     "top_up": """
@@ -593,9 +597,10 @@ class WorkQueue:
         self._run("linger", lingerer, repr(float(timeout) + 1.0))
         try:
             self.redis.blpop([self.keys[11]], timeout=max(0.01, float(timeout)))
-        finally:
-            got = self._run("unlinger_next", lingerer, owner, repr(self.lease_seconds))
-        return self._next_claim(owner, got)
+        except Exception:
+            self._run("unlinger_next", lingerer, "", "")
+            raise
+        return self._next_claim(owner, self._run("unlinger_next", lingerer, owner, repr(self.lease_seconds)))
 
     def top_up(self, limit: int | None = None) -> list[str]:
         """Send ready keys (the longest queued first) while fewer than `max_sent` sent keys wait for a worker, at

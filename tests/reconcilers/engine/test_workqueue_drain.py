@@ -186,3 +186,25 @@ def test_a_lingerer_that_times_out_still_takes_a_key_that_was_sent_meanwhile(que
     claim = q.wait_for_key("lingerer", "w1", 0.05)  # first come, first served, as claim_next
     assert claim is not None and claim.key == key("a")
     assert q.wait_for_key("lingerer", "w1", 0.05) is None and _lingerers(q) == 0
+
+
+def test_a_lingerer_whose_wait_breaks_unregisters_and_claims_nothing(queue, monkeypatch):
+    q = queue(max_sent=32)
+    assert q.add(key("a")) is True
+
+    def broken(*args, **kwargs):
+        raise ConnectionError("redis went away")
+
+    monkeypatch.setattr(q.redis, "blpop", broken)
+    with pytest.raises(ConnectionError):
+        q.wait_for_key("lingerer", "w1", 1.0)
+    assert _lingerers(q) == 0
+    assert q.snapshot().processing_count == 0  # nothing claimed that nobody would run
+
+
+def test_an_idle_lingerer_is_woken_even_when_the_cap_of_sent_keys_is_reached(queue):
+    q = queue(max_sent=1)
+    assert q.add(key("a")) is True  # sent: the cap is reached
+    q._run("linger", "l1", "5")
+    assert q.add_many_queued(keys("b", "c")) == ([], keys("b", "c"))  # b held for l1 (woken), c ready
+    assert q.redis.llen(q.keys[11]) == 1
