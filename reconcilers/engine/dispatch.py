@@ -92,9 +92,10 @@ def enqueue(key: str) -> bool:
 def enqueue_now(key: str) -> bool:
     """Queue key and make sure a task for it is on its way (manual requests): a key already queued but not
     processing is sent again, for its task may have been lost (a copy of one that was only waiting finds nothing
-    to claim). False: the key is processing, and its run's done() sends it again."""
+    to claim). Never held for a lingering worker: the task carries the request's trace to the run. False: the key
+    is processing, and its run's done() sends it again."""
     queue = get_queue()
-    return dispatch([key]) == 1 if queue.add(key) or queue.retry_now(key) else False
+    return dispatch([key]) == 1 if queue.add(key, direct=True) or queue.retry_now(key) else False
 
 
 def enqueue_many(keys: list[str]) -> list[str]:

@@ -87,10 +87,10 @@ local function sent(key)  -- key handed to the broker now: check that a worker c
   redis.call('HDEL', KEYS[8], key)
   return 1
 end
-local function offer(key)  -- a key ready for a worker: sent (1), unless an idle lingering worker waits without a
-  -- wake token yet (2: held for it, a token wakes it) or MAX_SENT tasks wait already (2: it stays ready, taken by a
-  -- worker draining the queue, or sent by top_up when fewer wait)
-  local idle = redis.call('ZCOUNT', KEYS[11], '(' .. f(now), '+inf')
+local function offer(key, direct)  -- a key ready for a worker: sent (1), unless an idle lingering worker waits
+  -- without a wake token yet and not `direct` (2: held for it, a token wakes it) or MAX_SENT tasks wait already (2:
+  -- it stays ready, taken by a worker draining the queue, or sent by top_up when fewer wait)
+  local idle = direct and 0 or redis.call('ZCOUNT', KEYS[11], '(' .. f(now), '+inf')
   if idle > 0 and redis.call('LLEN', KEYS[12]) < idle then
     redis.call('LPUSH', KEYS[12], key)
     return 2
@@ -102,13 +102,13 @@ local function unlinger(lingerer)  -- a lingerer no longer waits; the tokens go 
   redis.call('ZREM', KEYS[11], lingerer)
   if redis.call('ZCARD', KEYS[11]) == 0 then redis.call('DEL', KEYS[12]) end
 end
-local function mark(key, at)  -- make key dirty (queued at `at`); 1 when the caller must dispatch it now, 2 when it
-  -- waits ready (see offer), 0 when coalesced or processing
+local function mark(key, at, direct)  -- make key dirty (queued at `at`); 1 when the caller must dispatch it now, 2
+  -- when it waits ready (see offer), 0 when coalesced or processing
   if redis.call('ZSCORE', KEYS[1], key) then return 0 end
   redis.call('ZADD', KEYS[1], at or f(now), key)
   redis.call('ZREM', KEYS[4], key)
   if redis.call('HEXISTS', KEYS[2], key) == 1 then return 0 end
-  return offer(key)
+  return offer(key, direct)
 end
 local function mark_all(first)  -- mark ARGV[first..]: {the keys to dispatch now, the keys held ready}
   local sent, held = {}, {}
@@ -173,8 +173,9 @@ local function release(key, owner, forget, after, hold)  -- owner's lease on key
   if hold == '1' then return 2 end
   return offer(key)
 end
-local function take_next(owner, lease)  -- owner's lease on the longest-queued key not processing (false: none)
-  local key = waiting(1, true)[1]
+local function take_next(owner, lease, unsent)  -- owner's lease on the longest-queued key not processing (false:
+  -- none); `unsent`: only a key no task was sent for (a lingerer leaves a task's key to that task)
+  local key = waiting(1, not unsent)[1]
   if not key then return false end
   local got = take(key, owner, tonumber(lease), true)
   table.insert(got, 1, key)
@@ -185,7 +186,7 @@ end
 
 _SCRIPTS = {
     "now": "return f(now)",
-    "add": "return mark(ARGV[2])",
+    "add": "return mark(ARGV[2], nil, ARGV[3] == '1')",
     "add_many": "return mark_all(2)",
     "add_after": "return f(delay(ARGV[2], now + tonumber(ARGV[3])))",
     "add_rate_limited": """
@@ -228,7 +229,7 @@ return 1
     "unlinger_next": """
 unlinger(ARGV[2])
 if ARGV[3] == '' then return false end  -- the wait failed: no claim the caller would not run
-return take_next(ARGV[3], ARGV[4])
+return take_next(ARGV[3], ARGV[4], true)
 """,
     "top_up": """
 local out = {}
@@ -523,10 +524,12 @@ class WorkQueue:
         """The queue's current time (the injected clock or the Redis server's)."""
         return float(self._run("now"))
 
-    def add(self, key: str) -> bool:
+    def add(self, key: str, *, direct: bool = False) -> bool:
         """Mark key dirty. True: newly queued, the caller must dispatch a task for it. False: coalesced with a
-        pending add, or the key is processing (done() re-queues it once). Supersedes a delayed retry."""
-        return self._run("add", key) == 1
+        pending add, or the key is processing (done() re-queues it once), or held ready (for a lingering worker,
+        or beyond the cap). Supersedes a delayed retry. `direct`: never held for a lingering worker (a manual
+        request: its task carries the request's trace to the run)."""
+        return self._run("add", key, "1" if direct else "0") == 1
 
     def add_many(self, keys: list[str]) -> list[str]:
         """`add` for several keys in one atomic step (one round trip). Returns the keys newly queued and sent, in
@@ -592,8 +595,8 @@ class WorkQueue:
     def wait_for_key(self, lingerer: str, owner: str, timeout: float) -> Claim | None:
         """Linger idle for up to `timeout` seconds: registered as `lingerer`, blocked on the wake list, so that a
         key becoming ready is held for it (no task sent) and wakes it; then, in one script, unregistered and
-        `claim_next(owner)`. Killed while waiting, the registration lapses `timeout` + 1 s later and `top_up`
-        sends what was held."""
+        `claim_next(owner)`, of a key no task was sent for (one that was is left to its task). Killed while waiting,
+        the registration lapses `timeout` + 1 s later and `top_up` sends what was held."""
         self._run("linger", lingerer, repr(float(timeout) + 1.0))
         try:
             self.redis.blpop([self.keys[11]], timeout=max(0.01, float(timeout)))

@@ -180,12 +180,13 @@ def test_a_lingerer_killed_while_waiting_strands_nothing(queue):
     assert q.add(key("b")) is True
 
 
-def test_a_lingerer_that_times_out_still_takes_a_key_that_was_sent_meanwhile(queue):
-    q = queue(max_sent=32)
+def test_a_lingerer_that_times_out_takes_a_key_waiting_ready_but_not_one_a_task_was_sent_for(queue):
+    q = queue(max_sent=1)
     assert q.add(key("a")) is True  # sent: nobody lingers
-    claim = q.wait_for_key("lingerer", "w1", 0.05)  # first come, first served, as claim_next
-    assert claim is not None and claim.key == key("a")
-    assert q.wait_for_key("lingerer", "w1", 0.05) is None and _lingerers(q) == 0
+    assert q.add(key("b")) is False  # beyond the cap: ready, no task
+    claim = q.wait_for_key("lingerer", "w1", 0.05)  # no wake: on the timeout it looks anyway
+    assert claim is not None and claim.key == key("b")
+    assert q.wait_for_key("lingerer", "w1", 0.05) is None and _lingerers(q) == 0  # a is its task's
 
 
 def test_a_lingerer_whose_wait_breaks_unregisters_and_claims_nothing(queue, monkeypatch):
@@ -208,3 +209,14 @@ def test_an_idle_lingerer_is_woken_even_when_the_cap_of_sent_keys_is_reached(que
     q._run("linger", "l1", "5")
     assert q.add_many_queued(keys("b", "c")) == ([], keys("b", "c"))  # b held for l1 (woken), c ready
     assert q.redis.llen(q.keys[11]) == 1
+
+
+def test_a_manual_request_s_key_is_sent_not_held_and_a_lingerer_leaves_it_to_its_task(queue):
+    """`add(direct=True)` (dispatch.enqueue_now) is never held for a lingerer, and a lingerer takes only keys no
+    task was sent for: the request's task runs the key, in the request's trace."""
+    q = queue(max_sent=32)
+    q._run("linger", "l1", "5")
+    assert q.add(key("manual"), direct=True) is True and q.redis.llen(q.keys[11]) == 0
+    assert q._next_claim("w1", q._run("unlinger_next", "l1", "w1", "10")) is None  # left to its task
+    claim = q.claim(key("manual"), "task", only_if_dirty=True)
+    assert claim is not None
