@@ -35,9 +35,10 @@ It has client-go's workqueue semantics (DESIGN.md §3), with Celery as the trans
 - Lingering: a draining worker with nothing left waits idle for the next key (`wait_for_key`): registered in
   `lingering` (until a deadline), blocked on the `wake` list. While idle lingerers outnumber the wake tokens, a key
   that becomes ready is held (no task sent) and a token pushed; the woken worker unregisters and claims the
-  longest-queued key in one script. At a steady trickle of changes, keys thus reach a worker without a Celery
-  message. A lingerer killed while waiting lapses at its deadline; a key held for it meanwhile is ready, so
-  `top_up` (the pump) sends it.
+  longest-queued key no task was sent for, in one script. At a steady trickle of changes, keys thus reach a worker
+  without a Celery message. A lingerer killed while waiting lapses at its deadline; a key held for it meanwhile is
+  ready, so `top_up` (the pump) sends it. `add(direct=True)` (a manual request) is never held: its task carries the
+  request's trace.
 
 - `objects` (hash key → `<resourceVersion> <JSON>`): the object cache (`reconcilers.engine.objectcache`), of the
   reconciled kinds and the kinds they own. The controller writes it (`cache_objects`, `cache_prune`; with the keys
