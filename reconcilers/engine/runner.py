@@ -90,14 +90,14 @@ def drain_ready(queue: WorkQueue) -> int:
     was sent for them or not (that task then finds nothing to do). Each is claimed only when a thread is free to
     run it, so no key waits behind a slow neighbour: it stays there for any other worker. Up to
     OPSCONSOLE_DRAIN_THREADS run at once, on this process's drain threads (`_Drain`), while keys wait. When none
-    waits, the task's thread lingers idle OPSCONSOLE_DRAIN_LINGER_SECONDS (default 2; 0: not at all) after the last
+    waits, the task's thread lingers idle OPSCONSOLE_DRAIN_LINGER_SECONDS (default 0: not at all) after the last
     key it ran: a key that becomes ready meanwhile is held for it and wakes it, no Celery message sent
     (`WorkQueue.wait_for_key`). Stops after OPSCONSOLE_DRAIN_KEYS keys or OPSCONSOLE_DRAIN_SECONDS (well inside the
     Celery time limit), then sends tasks for the keys still waiting without one (`top_up`). Returns the number of
     keys run."""
     drain = _Drain(queue, limit=int(getattr(settings, "OPSCONSOLE_DRAIN_KEYS", 100)),
                    seconds=float(getattr(settings, "OPSCONSOLE_DRAIN_SECONDS", 20.0)),
-                   width=drain_threads(), linger=float(getattr(settings, "OPSCONSOLE_DRAIN_LINGER_SECONDS", 2.0)))
+                   width=drain_threads(), linger=float(getattr(settings, "OPSCONSOLE_DRAIN_LINGER_SECONDS", 0.0)))
     try:
         ran = drain.run()
         dispatch.top_up()
