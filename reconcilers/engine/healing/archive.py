@@ -65,6 +65,12 @@ class ObjectRef:
     name: str
     uid: str
 
+    @classmethod
+    def owner(cls, reference: dict[str, Any], namespace: str) -> ObjectRef:
+        """The object an ownerReference names (owners live in their child's namespace)."""
+        return cls(str(reference.get("apiVersion") or ""), str(reference.get("kind") or ""), namespace,
+                   str(reference.get("name") or ""), str(reference.get("uid") or ""))
+
 
 def involved_ref(event: dict[str, Any]) -> ObjectRef | None:
     """The Event's involvedObject (core/v1) or regarding (events.k8s.io/v1), None without a uid."""
@@ -226,8 +232,7 @@ class OwnerResolver:
                 root = owner_uid
                 self.remember(owner_uid, owner_uid)
                 break
-            current = ObjectRef(str(owner.get("apiVersion") or ""), str(owner.get("kind") or ""),
-                                current.namespace, str(owner.get("name") or ""), owner_uid)
+            current = ObjectRef.owner(owner, current.namespace)
         for uid in path:
             self.remember(uid, root)
         return root
@@ -247,8 +252,7 @@ class OwnerResolver:
                 owner = controller_ref(obj) if obj is not None else None
                 uid = str(owner.get("uid") or "") if owner is not None else ""
                 if uid and uid not in fetched and uid not in ids and not self.cached(uid)[0]:
-                    owners[uid] = ObjectRef(str(owner.get("apiVersion") or ""), str(owner.get("kind") or ""),
-                                            ref.namespace, str(owner.get("name") or ""), uid)
+                    owners[uid] = ObjectRef.owner(owner, ref.namespace)
             if not owners:
                 break
             ids.update(pairs_by_key(Resource, "uid", "id", set(owners)))
