@@ -87,6 +87,21 @@ def _drop_connection(sim: Simulator, request: web.Request) -> None:
         request.transport.close()
 
 
+_LINES_PER_WRITE = 256  # watch lines written in one chunk at most
+
+
+async def _write_lines(resp: web.StreamResponse, lines: list[bytes], sent: int, cut_after: int) -> tuple[int, bool]:
+    """Write the watch `lines` waiting for one watcher as one chunk (one send on the socket, not one per event: a
+    burst of changes reaches a watcher in a few writes), up to the `watch_cut_after` fault. Returns the lines sent
+    in all and whether the fault's count was reached (the stream ends there)."""
+    if cut_after:
+        lines = lines[:max(cut_after - sent, 0)]
+    if lines:
+        await resp.write(b"".join(lines))
+        sent += len(lines)
+    return sent, bool(cut_after) and sent >= cut_after
+
+
 async def serve_watch(sim: Simulator, request: web.Request, rt: ResourceType, version: str,
                       namespace: str | None, accept: Accept) -> web.StreamResponse:
     """Stream watch events until the timeout, a fault cut, shutdown or the client going away."""
@@ -142,10 +157,9 @@ async def serve_watch(sim: Simulator, request: web.Request, rt: ResourceType, ve
     next_bookmark = opened + sim.options.bookmark_interval
     sim.active_watches += 1
     try:
-        for line in initial:
-            await resp.write(line)
-            sent += 1
-            if cut_after and sent >= cut_after:
+        for start in range(0, len(initial), _LINES_PER_WRITE):
+            sent, cut = await _write_lines(resp, initial[start:start + _LINES_PER_WRITE], sent, cut_after)
+            if cut:
                 return resp
         while True:
             now = time.monotonic()
@@ -172,19 +186,15 @@ async def serve_watch(sim: Simulator, request: web.Request, rt: ResourceType, ve
             if ev is None:
                 break
             chunk = [renderer.event_line(ev)]
-            while not watcher.queue.empty() and len(chunk) < 256:
+            while not watcher.queue.empty() and len(chunk) < _LINES_PER_WRITE:
                 nxt = watcher.queue.get_nowait()
                 if nxt is None:
                     watcher.closed = True
                     break
                 chunk.append(renderer.event_line(nxt))
-            for line in chunk:
-                if line is None:
-                    continue
-                await resp.write(line)
-                sent += 1
-                if cut_after and sent >= cut_after:
-                    return resp
+            sent, cut = await _write_lines(resp, [line for line in chunk if line is not None], sent, cut_after)
+            if cut:
+                return resp
             if watcher.closed:
                 break
     except ConnectionResetError:

@@ -102,6 +102,22 @@ def test_watch_replays_from_a_resource_version_and_deleted_carries_last_state(co
     assert events[0][2] < events[1][2] < events[2][2]
 
 
+def test_events_waiting_for_a_watcher_go_out_in_one_chunk_and_parse_line_by_line(core, ns):
+    """A replay of 30 events is written as one chunk (one send, not one per event); the official client's watch
+    still reads every event, in order, from it."""
+    start = core.list_namespaced_config_map(ns).metadata.resource_version
+    _cms(core, ns, 30)
+    raw = core.list_namespaced_config_map(ns, watch=True, resource_version=start, timeout_seconds=1,
+                                          _preload_content=False)
+    chunks = [c for c in raw.read_chunked() if c]
+    lines = b"".join(chunks).splitlines()
+    assert [json.loads(line)["object"]["metadata"]["name"] for line in lines] == [f"cm-{i:02d}" for i in range(30)]
+    assert len(chunks) == 1
+    names = [e["object"].metadata.name for e in
+             watch.Watch().stream(core.list_namespaced_config_map, ns, resource_version=start, timeout_seconds=1)]
+    assert names == [f"cm-{i:02d}" for i in range(30)]
+
+
 def test_watch_without_resource_version_starts_with_synthetic_added(core, ns):
     _cms(core, ns, 2)
     types = [(e["type"], e["object"].metadata.name) for e in
