@@ -67,6 +67,28 @@ def _serve_worker_metrics(**_: object) -> None:
             log.warning("worker /metrics not served on port %s: %s", port, exc)
 
 
+@signals.celeryd_after_setup.connect
+def _linger_slots(sender: str = "", instance: object = None, **_: object) -> None:
+    """Main process, before the pool starts: how many of this node's processes may linger for the next key at once
+    (`reconcilers.engine.runner.linger_slots`: all but one; a solo pool runs one task at a time)."""
+    from reconcilers.engine.runner import linger_slots
+
+    linger_slots(f"{sender}/{os.getpid()}", worker_processes(instance))  # the pid: two nodes never share a name
+
+
+def worker_processes(worker: object) -> int:
+    """The tasks a Celery worker (`WorkController`) runs at once for sure: its concurrency (with `--autoscale`, the
+    minimum it keeps), one for the solo pool."""
+    pool = getattr(worker, "pool_cls", None)
+    if pool is not None and getattr(pool, "__module__", "").endswith(".solo"):
+        return 1
+    count = getattr(worker, "min_concurrency" if getattr(worker, "autoscale", None) else "concurrency", None)
+    try:
+        return max(1, int(count or 1))
+    except (TypeError, ValueError):
+        return 1
+
+
 @signals.worker_process_init.connect
 def _init_child_telemetry(**_: object) -> None:
     """Each prefork child: its own TracerProvider, and the Celery instrumentation reading task headers."""

@@ -288,11 +288,12 @@ OPSCONSOLE_DRAIN_SECONDS = env_number("OPSCONSOLE_DRAIN_SECONDS", 20)
 # database, another uses the CPU); one on SQLite, which lets one writer in at a time anyway
 OPSCONSOLE_DRAIN_THREADS = env_number(
     "OPSCONSOLE_DRAIN_THREADS", 1 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3" else 4, int)
-# seconds a draining task waits idle for the next key after its last one (default 0: it does not): a key that
-# becomes ready meanwhile is held for it and wakes it, no Celery message sent (at a steady trickle of changes, most
-# keys). Off by default: a lingering task holds its prefork process, so a task sent meanwhile (a manual request, a
-# released RequeueAfter) waits for it, up to this long, on a worker whose processes all linger
-OPSCONSOLE_DRAIN_LINGER_SECONDS = env_number("OPSCONSOLE_DRAIN_LINGER_SECONDS", 0.0)
+# seconds a draining task waits idle for the next key after its last one (0: it does not): a key that becomes ready
+# meanwhile is held for it and wakes it, no Celery message sent (at a steady trickle of changes, most keys). A
+# lingering task holds its worker process, so at most concurrency - 1 processes of a worker node linger at once (one
+# stays free for a task the node is sent: a manual request, a released RequeueAfter); a worker of one process never
+# lingers. Keep it short: a warm shutdown waits for a lingering task too
+OPSCONSOLE_DRAIN_LINGER_SECONDS = env_number("OPSCONSOLE_DRAIN_LINGER_SECONDS", 2.0)
 
 # The controller: periodic resync of every key and leader election through a coordination.k8s.io Lease
 # (client-go's defaults: 15 s lease, 10 s renew deadline, 2 s retry).

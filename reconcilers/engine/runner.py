@@ -6,7 +6,8 @@ It orchestrates and decides nothing itself; one key goes down these steps, each 
    limit at most). After its key, a task runs the keys still waiting in the workqueue, the longest queued first
    (`drain_ready`), each claimed when a thread is free to run it, up to OPSCONSOLE_DRAIN_THREADS at once; when none
    waits, the task's thread lingers idle OPSCONSOLE_DRAIN_LINGER_SECONDS for the next key (`WorkQueue.wait_for_key`:
-   at a steady trickle of changes a key reaches a lingering worker without a Celery message).
+   at a steady trickle of changes a key reaches a lingering worker without a Celery message), at most
+   concurrency − 1 processes of a worker node at once (`linger_slots`).
 2. Read: the object from the object cache the claim brought (`objectcache`: the controller's newest view, or the
    last run's write), unless it is missing, being deleted or older than the record; else GET the live object
    (`kube`). Gone → its mirror is marked deleted. The phase and the healing state on
@@ -47,7 +48,7 @@ from reconcilers.engine import apiclient, dispatch, kube, metrics, objectcache, 
 from reconcilers.engine.healing import state as healing_state
 from reconcilers.engine.healing import suspend
 from reconcilers.engine.step import Outcome, QueueAction
-from reconcilers.engine.workqueue import Claim, WorkQueue
+from reconcilers.engine.workqueue import Claim, LingerRefused, WorkQueue
 
 SKIPPED = "skipped"  # the task's answer when another worker holds the key (not a run: nothing is recorded)
 SUSPENDED = "suspended"  # the object's reconciles are suspended (not a run: nothing is recorded)
@@ -90,14 +91,14 @@ def drain_ready(queue: WorkQueue) -> int:
     was sent for them or not (that task then finds nothing to do). Each is claimed only when a thread is free to
     run it, so no key waits behind a slow neighbour: it stays there for any other worker. Up to
     OPSCONSOLE_DRAIN_THREADS run at once, on this process's drain threads (`_Drain`), while keys wait. When none
-    waits, the task's thread lingers idle OPSCONSOLE_DRAIN_LINGER_SECONDS (default 0: not at all) after the last
-    key it ran: a key that becomes ready meanwhile is held for it and wakes it, no Celery message sent
-    (`WorkQueue.wait_for_key`). Stops after OPSCONSOLE_DRAIN_KEYS keys or OPSCONSOLE_DRAIN_SECONDS (well inside the
-    Celery time limit), then sends tasks for the keys still waiting without one (`top_up`). Returns the number of
-    keys run."""
+    waits, the task's thread lingers idle OPSCONSOLE_DRAIN_LINGER_SECONDS after the last key it ran, unless as many
+    processes of its worker node as `linger_slots` allows linger already: a key that becomes ready meanwhile is
+    held for it and wakes it, no Celery message sent (`WorkQueue.wait_for_key`). Stops after OPSCONSOLE_DRAIN_KEYS
+    keys or OPSCONSOLE_DRAIN_SECONDS (well inside the Celery time limit), then sends tasks for the keys still
+    waiting without one (`top_up`). Returns the number of keys run."""
     drain = _Drain(queue, limit=int(getattr(settings, "OPSCONSOLE_DRAIN_KEYS", 100)),
                    seconds=float(getattr(settings, "OPSCONSOLE_DRAIN_SECONDS", 20.0)),
-                   width=drain_threads(), linger=float(getattr(settings, "OPSCONSOLE_DRAIN_LINGER_SECONDS", 0.0)))
+                   width=drain_threads(), linger=float(getattr(settings, "OPSCONSOLE_DRAIN_LINGER_SECONDS", 2.0)))
     try:
         ran = drain.run()
         dispatch.top_up()
@@ -136,7 +137,8 @@ class _Drain:
     def _lingering(self) -> None:
         """While no key waits: wait idle for the next one, up to `linger` seconds after the last key run (within
         the drain's limit and deadline), then drain from it as from the task's own key."""
-        if self.linger <= 0:
+        group, cap = ("", -1) if _linger_node is None else (f"{_linger_node[0]}|", _linger_node[1])
+        if self.linger <= 0 or cap == 0:
             return
         lingerer = _owner()
         until = time.monotonic() + self.linger
@@ -148,7 +150,9 @@ class _Drain:
                 self.ran += 1  # counted before the claim, as in _next
             claim = None
             try:
-                claim = self.queue.wait_for_key(lingerer, _owner(), wait)
+                claim = self.queue.wait_for_key(lingerer, _owner(), wait, group=group, cap=cap)
+            except LingerRefused:  # the node's other processes linger: this one stays free for sent tasks
+                return
             finally:
                 if claim is None:
                     with self._cond:
@@ -309,6 +313,18 @@ class _Renewals:
 
 
 _RENEWALS = _Renewals()
+
+
+_linger_node: tuple[str, int] | None = None  # (worker node, processes that may linger at once): `linger_slots`
+
+
+def linger_slots(node: str, processes: int) -> None:
+    """Called in a worker's main process before its pool starts (and so inherited by every child): this node runs
+    `processes` tasks at once, of which at most `processes` - 1 linger (`_Drain._lingering`), so that one is always
+    free for a task the node is sent (a manual request, a released RequeueAfter, a key beyond the lingerers). A
+    node of one process never lingers. Outside a worker (none set), lingering is not capped."""
+    global _linger_node
+    _linger_node = (node, max(0, int(processes) - 1))
 
 
 def drain_threads() -> int:

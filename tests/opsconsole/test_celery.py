@@ -1,11 +1,13 @@
-"""The Celery app is configured for at-least-once delivery, and a task round-trips through a real worker."""
+"""The Celery app is configured for at-least-once delivery, a task round-trips through a real worker, and a
+worker tells the runner how many of its processes may linger."""
 
 from __future__ import annotations
 
 import pytest
+from celery.concurrency import prefork, solo
 from django.conf import settings
 
-from opsconsole.celery import app
+from opsconsole.celery import app, worker_processes
 from opsconsole.tasks import ping
 
 
@@ -28,3 +30,17 @@ def test_the_smoke_task_round_trips_through_a_real_worker(celery_worker) -> None
     assert answer["pid"] in celery_worker.children()
     # the child's start-up (and its parent's, before the fork) is frozen out of the garbage collector's reach
     assert answer["gc_frozen"] > 10000
+
+
+class _Worker:
+    def __init__(self, pool_cls, concurrency, autoscale=None, min_concurrency=None):
+        self.pool_cls, self.concurrency, self.autoscale = pool_cls, concurrency, autoscale
+        self.min_concurrency = min_concurrency if min_concurrency is not None else concurrency
+
+
+def test_a_worker_s_processes_are_its_concurrency_the_autoscaler_s_minimum_or_one_for_the_solo_pool() -> None:
+    assert worker_processes(_Worker(prefork.TaskPool, 4)) == 4
+    assert worker_processes(_Worker(prefork.TaskPool, 10, autoscale=(10, 3), min_concurrency=3)) == 3
+    assert worker_processes(_Worker(prefork.TaskPool, 10, autoscale=(10, 0), min_concurrency=0)) == 1
+    assert worker_processes(_Worker(solo.TaskPool, 8)) == 1
+    assert worker_processes(object()) == 1

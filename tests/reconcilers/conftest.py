@@ -193,8 +193,8 @@ class Engine:
         self.workers: list[WorkerProcess] = []
         self.controller = ControllerProcess(queue_name, env)
 
-    def start_worker(self, name: str) -> WorkerProcess:
-        worker = WorkerProcess(self.queue_name, concurrency=1, extra_env=self.env, name=name).start()
+    def start_worker(self, name: str, concurrency: int = 1) -> WorkerProcess:
+        worker = WorkerProcess(self.queue_name, concurrency=concurrency, extra_env=self.env, name=name).start()
         self.workers.append(worker)
         return worker
 
@@ -244,10 +244,12 @@ class Engine:
 
 
 @contextmanager
-def engine_running(kubesim, django_db_blocker, *, prefix: str, extra_env: dict[str, str]) -> Iterator[Engine]:
-    """Two Celery worker processes (prefork, one child each) and a controller subprocess on the session
-    kubesim, a Celery queue and workqueue of their own (so nothing else in the session feeds them or is fed by
-    them), Redis (REDIS_URL) and the test database; `extra_env` adds to or overrides their environment."""
+def engine_running(kubesim, django_db_blocker, *, prefix: str, extra_env: dict[str, str],
+                   workers: tuple[int, ...] = (1, 1)) -> Iterator[Engine]:
+    """Celery worker processes (prefork; by default two, one child each: `workers` gives each one's children)
+    and a controller subprocess on the session kubesim, a Celery queue and workqueue of their own (so nothing else
+    in the session feeds them or is fed by them), Redis (REDIS_URL) and the test database; `extra_env` adds to or
+    overrides their environment."""
     queue_name = f"{prefix}-{uuid.uuid4().hex[:8]}"
     env = {
         "KUBECONFIG": kubesim.kubeconfig,
@@ -262,8 +264,8 @@ def engine_running(kubesim, django_db_blocker, *, prefix: str, extra_env: dict[s
     running = Engine(queue_name, env, kubesim)
     with django_db_blocker.unblock():
         running.controller.start()
-        for i in range(2):
-            running.start_worker(f"{queue_name[-8:]}-{i}")
+        for i, concurrency in enumerate(workers):
+            running.start_worker(f"{queue_name[-8:]}-{i}", concurrency)
         try:
             running.controller.wait_ready()
             running.wait_workers()

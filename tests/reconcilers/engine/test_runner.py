@@ -303,6 +303,26 @@ def test_a_drain_with_nothing_left_lingers_and_runs_a_key_that_comes_meanwhile_w
     assert workqueue.snapshot().depth == 0 and workqueue.snapshot().processing_count == 0
 
 
+def test_a_drain_does_not_linger_while_its_worker_node_s_other_processes_linger_as_many_as_allowed(
+        make, workqueue, settings, monkeypatch):
+    """`linger_slots`: a node of two processes lets one linger; the other's task ends when no key waits, so the
+    node has a process free for a task it is sent. A node of one process never lingers."""
+    settings.OPSCONSOLE_DRAIN_LINGER_SECONDS = 5
+    monkeypatch.setattr(runner, "_linger_node", None)
+    runner.linger_slots("node-a", 2)
+    workqueue._run("linger", "node-a|other", "30", "node-a|", "1")  # the node's other process lingers
+    (first, _), (second, _) = make(name="s1", mode="ok"), make(name="s2", mode="ok")
+    started = time.monotonic()
+    assert runner.run(first, drain=True) == "success"
+    assert time.monotonic() - started < 2.5  # did not linger 5 s
+    workqueue._run("unlinger_next", "node-a|other", "", "")
+    runner.linger_slots("node-a", 1)
+    started = time.monotonic()
+    assert runner.run(second, drain=True) == "success"
+    assert time.monotonic() - started < 2.5
+    assert workqueue.redis.zcard(workqueue.keys[10]) == 0  # nobody ever registered
+
+
 def test_a_key_that_became_dirty_during_its_run_is_run_again_by_the_same_task_without_a_message(make, kapi,
                                                                                                  workqueue):
     key, obj = make(mode="ok", cleanupSteps=2)

@@ -220,3 +220,40 @@ def test_a_manual_request_s_key_is_sent_not_held_and_a_lingerer_leaves_it_to_its
     assert q._next_claim("w1", q._run("unlinger_next", "l1", "w1", "10")) is None  # left to its task
     claim = q.claim(key("manual"), "task", only_if_dirty=True)
     assert claim is not None
+
+
+def test_at_most_cap_lingerers_of_one_worker_node_wait_at_once(queue):
+    """A worker node lets `cap` of its processes linger (its concurrency − 1): one more of the same node is refused
+    at once and registers nothing, another node's is not concerned; a slot comes free when a lingerer leaves."""
+    from reconcilers.engine.workqueue import LingerRefused
+
+    q = queue(max_sent=32)
+    assert q._run("linger", "node-a|p1", "5", "node-a|", "1") == 1
+    started = time.monotonic()
+    with pytest.raises(LingerRefused):
+        q.wait_for_key("p2", "w2", 5.0, group="node-a|", cap=1)
+    assert time.monotonic() - started < 1.0  # refused without waiting
+    assert q.redis.zrange(q.keys[10], 0, -1) == [b"node-a|p1"]
+    assert q._run("linger", "node-b|p1", "5", "node-b|", "1") == 1  # another node has a slot of its own
+    assert q._run("linger", "node-a|p1", "5", "node-a|", "1") == 1  # renewing its own registration is no second one
+    with pytest.raises(LingerRefused):
+        q.wait_for_key("p3", "w3", 5.0, group="node-a|", cap=0)  # a node of one process never lingers
+    q._run("unlinger_next", "node-a|p1", "", "")
+    assert q.wait_for_key("p2", "w2", 0.05, group="node-a|", cap=1) is None  # its turn now: waited, timed out
+
+
+def test_a_long_linger_blocks_in_slices_and_is_still_woken_by_a_key(queue, monkeypatch):
+    """A linger longer than the Redis client's socket timeout (redis-py's default: 5 s) blocks in slices of
+    `_BLOCK_SLICE`; a key held for it in a later slice still wakes it."""
+    from reconcilers.engine import workqueue as wq
+
+    monkeypatch.setattr(wq, "_BLOCK_SLICE", 0.1)
+    q = queue(max_sent=32)
+    threading.Timer(0.35, lambda: q.add(key("late"))).start()
+    started = time.monotonic()
+    claim = q.wait_for_key("lingerer", "w1", 3.0)
+    assert claim is not None and claim.key == key("late")
+    assert 0.3 < time.monotonic() - started < 1.5
+    started = time.monotonic()
+    assert q.wait_for_key("lingerer", "w1", 0.35) is None  # nothing comes: it waits its whole timeout, no longer
+    assert 0.3 < time.monotonic() - started < 1.0
