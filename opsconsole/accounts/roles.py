@@ -1,6 +1,10 @@
 """Roles as Django groups — viewer (read), operator (read + reconcile), admin (everything: other users' tokens,
 queue controls) — and namespace limits. Superusers are admins without a namespace limit. What an admin does
-for or to another user (their tokens) stays within the admin's own namespaces (`user_covers`)."""
+for or to another user (their tokens) stays within the admin's own namespaces (`user_covers`).
+
+A request made with a role-capped API token carries the cap on its user object (`role_cap_set`); `user_role`, the
+one place a role is computed, answers the lower of the held role and the cap for every user, superusers
+included, so every check that asks for a role (reads, actions, the action log, token minting) follows it."""
 
 from __future__ import annotations
 
@@ -12,9 +16,14 @@ _RANK = {VIEWER: 1, OPERATOR: 2, ADMIN: 3}
 
 
 def user_role(user: Any) -> str | None:
-    """The highest role the user holds (None: no role, or not authenticated)."""
+    """The role the user acts with: the highest role held (superusers: admin), lowered to the cap of the token
+    the request came with, if any (None: no role, or not authenticated)."""
     if user is None or not getattr(user, "is_authenticated", False) or not user.is_active:
         return None
+    return role_min(_held_role(user), getattr(user, "_opsconsole_cap", "") or "")
+
+
+def _held_role(user: Any) -> str | None:
     if user.is_superuser:
         return ADMIN
     cached = getattr(user, "_opsconsole_role", False)
@@ -24,6 +33,16 @@ def user_role(user: Any) -> str | None:
     role = max(names, key=_RANK.__getitem__) if names else None
     user._opsconsole_role = role
     return role
+
+
+def role_cap_set(user: Any, cap: str) -> None:
+    """Cap the role `user` (this request's user object) acts with at `cap` ('' caps nothing)."""
+    user._opsconsole_cap = cap
+
+
+def role_above(role: str, other: str | None) -> bool:
+    """True when `role` is above `other` (every role is above None, no role)."""
+    return other is None or _RANK[role] > _RANK[other]
 
 
 def user_has_role(user: Any, role: str) -> bool:

@@ -18,7 +18,16 @@ from django.db.models import Q, QuerySet
 from django.utils import timezone
 
 from opsconsole.accounts.models import ActionRecord, ApiToken, NamespaceGrant, Outcome
-from opsconsole.accounts.roles import ADMIN, ROLES, role_min, user_covers, user_has_role, user_namespaces, user_role
+from opsconsole.accounts.roles import (
+    ADMIN,
+    ROLES,
+    role_above,
+    role_cap_set,
+    user_covers,
+    user_has_role,
+    user_namespaces,
+    user_role,
+)
 from reconcilers.engine.admission import object_target as admission_target
 
 TOKEN_PREFIX = "oc_"
@@ -72,9 +81,11 @@ def token_expiry_parse(text: str | None) -> timedelta | None:
 
 
 def token_create(user: Any, *, name: str, expires_at: datetime | None = None, description: str = "",
-                 role: str = "") -> IssuedToken:
+                 role: str = "", via: ApiToken | None = None, expiry_field: str = "expires") -> IssuedToken:
     """Create a token for `user`; the returned secret is the only time the token is seen in clear. `role`
-    limits the token below its user's role (TokenError when above it, or the user holds no role)."""
+    limits the token below its user's role (TokenError when above it, or the user holds no role). `via` is the
+    token the request that asks came with (None: a session or the command): see `token_mint_limits`."""
+    role, expires_at = token_mint_limits(via, user, role=role, expires_at=expires_at, expiry_field=expiry_field)
     name = name.strip()
     if not name or len(name) > 100:
         raise TokenError("a token needs a name of 1 to 100 characters", field="name")
@@ -95,11 +106,35 @@ def token_create(user: Any, *, name: str, expires_at: datetime | None = None, de
     return IssuedToken(token, secret)
 
 
+def token_mint_limits(via: ApiToken | None, user: Any, *, role: str, expires_at: datetime | None,
+                      expiry_field: str = "expires") -> tuple[str, datetime | None]:
+    """The role and expiry of a token for `user` asked for through the token `via` (None: a session or the
+    command, which limits nothing): a token never mints one above its own role nor past its own expiry. Left out,
+    the role is `via`'s effective role when `via` is capped (and the new token would act above it), and the expiry
+    `via`'s; asked above either, TokenError (403, naming the field: `role` or `expiry_field`)."""
+    if via is None:
+        return role, expires_at
+    effective = user_role(via.user)  # the request's user object: the cap is on it
+    if via.role:
+        if not role:
+            if user.pk == via.user_id or role_above(user_role(user) or "viewer", effective):
+                role = effective or via.role
+        elif role in ROLES and role_above(role, effective):
+            raise TokenError(f"this token acts as {effective or 'no role'}: the token it creates cannot have more",
+                             field="role", status=403)
+    if via.expires_at is not None:
+        if expires_at is None:
+            expires_at = via.expires_at
+        elif expires_at > via.expires_at:
+            raise TokenError(f"this token expires at {via.expires_at.isoformat()}: the token it creates cannot "
+                             "outlive it", field=expiry_field, status=403)
+    return role, expires_at
+
+
 def token_role_cap(token: ApiToken) -> None:
-    """Limit the token's user (this request's user object) to the token's role when it has one: the roles
-    module then answers the lower of the two for the request."""
-    if token.role:
-        token.user._opsconsole_role = role_min(user_role(token.user), token.role)
+    """Cap the token's user (this request's user object) at the token's role when it has one: `user_role`
+    then answers the lower of the two for the request, for superusers as for everyone."""
+    role_cap_set(token.user, token.role)
 
 
 def token_refusal(secret: str) -> tuple[str, str]:
@@ -222,15 +257,46 @@ def action_record(
     )
 
 
+#: a namespace or a name as Kubernetes spells one (anything else cannot be in a target's namespace place)
+_DNS_RE = re.compile(r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$")
+#: the actions a user asks through the API or the console (their own record of them, shown to them)
+_REQUEST_AUTHS = ("session", "token")
+
+
+def action_record_visible(namespaces: frozenset[str] | None, username: str) -> Q:
+    """Which action records someone limited to `namespaces` (None: not limited) may read. A target names its
+    namespace in one of three forms: a resource's key `group/version/plural/<ns>/<name>` (reconcile, healing and
+    annotation records), `Kind <ns>/<name>` (admission decisions; `Kind <name>` cluster-scoped) and a bulk
+    reconcile's `… ns=<ns>`. A record whose target has no namespace (token creations, logins, queue-wide
+    actions, a lookup by an id that found nothing one may see) is shown only to unlimited admins, or to the user it
+    concerns: the target `user:<username>` or `<username>` (their tokens, their logins), or their own requests
+    through the API or the console (whose targets never name an object outside their namespaces)."""
+    if namespaces is None:
+        return Q()
+    spaces = sorted(ns for ns in namespaces if ns and _DNS_RE.match(ns))
+    visible = Q(pk__in=[])
+    if spaces:
+        alternatives = "|".join(re.escape(ns).replace("\\-", "-") for ns in spaces)
+        visible |= Q(target__regex=rf"^[^/ ]*/[^/ ]+/[^/ ]+/({alternatives})/[^/ ]+$")
+        visible |= Q(target__regex=rf"^[A-Za-z0-9]+ ({alternatives})/[^/ ]+$")
+        visible |= Q(target__regex=rf"^kind=.* ns=({alternatives})$")
+    if "" in namespaces:  # the cluster scope: cluster-scoped objects
+        visible |= Q(target__regex=r"^[^/ ]*/[^/ ]+/[^/ ]+//[^/ ]+$") | Q(target__regex=r"^[A-Za-z0-9]+ [^/ ]+$")
+    if username:
+        visible |= Q(target__in=[f"user:{username}", username]) | Q(actor=username, auth__in=_REQUEST_AUTHS)
+    return visible
+
+
 def action_record_list(
     *, actor: str = "", action: str = "", outcome: str = "", target: str = "", after: datetime | None = None,
-    before: datetime | None = None,
+    before: datetime | None = None, namespaces: frozenset[str] | None = None, username: str = "",
 ) -> QuerySet[ActionRecord]:
     """The action record filtered by actor, action, outcome, target (a prefix: `Memcached team-a/` is every
     admission decision about a Memcached in team-a, refused creates of objects that never existed included) and
     time ([after, before)); not ordered. A value holding a NUL matches nothing (no record holds one: they are
-    stored NUL-free)."""
-    qs = ActionRecord.objects.all()
+    stored NUL-free). With `namespaces` (a reader limited to them) and `username` (the reader), only the records
+    `action_record_visible` allows: the one rule for every path that reads the record."""
+    qs = ActionRecord.objects.filter(action_record_visible(namespaces, username))
     if any("\x00" in value for value in (actor, action, outcome, target)):
         return qs.none()
     if target:

@@ -1,6 +1,7 @@
 """Action endpoints (the HackSoft styleguide's way): an APIView with an input serializer that calls one
 service and answers with an output serializer. Every one is audited (see `opsconsole.api.audit`) and
-throttled per user; namespace limits refuse with 403."""
+throttled per user. A resource addressed by id outside the caller's namespaces is a 404, as one that does not
+exist; a namespace the caller names (a bulk reconcile's, a queue key's) outside them is a 403."""
 
 from __future__ import annotations
 
@@ -77,14 +78,14 @@ class ResourceReconcileView(AuditedActionView):
         return getattr(self, "_target", "") or f"resource:{kwargs.get('pk', '')}"
 
     def resource(self, request: Request, pk: str | None) -> Resource:
-        """The resource asked for, which the caller may act on (NotFound, PermissionDenied otherwise)."""
+        """The resource asked for, which the caller may act on: NotFound otherwise, the same answer for an id
+        outside the caller's namespaces as for one that does not exist (an id must not tell a namespace; the
+        record's target stays `resource:<id>` for it)."""
         try:
-            resource = resource_get(int(pk or ""))
+            resource = resource_get(int(pk or ""), namespaces=user_namespaces(request.user))
         except (ValueError, OverflowError, Resource.DoesNotExist) as exc:
-            raise NotFound("No such resource.") from exc
+            raise NotFound("No such object, or it is outside your namespaces.") from exc
         self._target = resource.key
-        if not namespace_allowed(request.user, resource.namespace):
-            raise PermissionDenied(f"Namespace {resource.namespace or '(cluster scope)'} is outside your namespaces.")
         return resource
 
     @extend_schema(summary="Request a reconcile of one resource", request=s.ReconcileInputSerializer,

@@ -1,5 +1,7 @@
 """Accounts endpoints: who am I, API tokens (the user's own; admins: other users' within their namespaces), and
-the action record (admins). Creating and revoking a token are audited actions."""
+the action record (admins; an admin limited to namespaces sees the records about them: `action_record_list`).
+Creating and revoking a token are audited actions; a token creates no token above its own role cap or past its
+own expiry (`token_mint_limits`)."""
 
 from __future__ import annotations
 
@@ -99,10 +101,12 @@ class TokenListCreateView(AuditedActionView):
         days = data.get("expires_in_days")
         try:
             issued = token_create(user, name=data["name"], description=data["description"], role=data["role"],
-                                  expires_at=timezone.now() + timedelta(days=days) if days else None)
+                                  expires_at=timezone.now() + timedelta(days=days) if days else None,
+                                  via=request.auth if isinstance(request.auth, ApiToken) else None,
+                                  expiry_field="expires_in_days")
         except TokenError as exc:
             if exc.status == 403:
-                raise PermissionDenied(exc.message) from exc
+                raise PermissionDenied({exc.field: [exc.message]} if exc.field else exc.message) from exc
             raise ValidationError({exc.field or "non_field_errors": [exc.message]}) from exc
         self.audit_detail = {"token_id": issued.token.pk, "prefix": issued.token.prefix}
         body = {**s.TokenSerializer(issued.token).data, "token": issued.secret}
@@ -129,7 +133,8 @@ class TokenRevokeView(AuditedActionView):
 
 
 class ActionRecordListView(generics.ListAPIView):
-    """The action record (admins): every action asked of the API, newest first."""
+    """The action record (admins): every action asked of the API, newest first; an admin limited to namespaces
+    sees the records about objects in them and about themselves (`action_record_visible`)."""
 
     permission_classes = [IsAdmin]
     serializer_class = s.ActionRecordSerializer
@@ -137,7 +142,8 @@ class ActionRecordListView(generics.ListAPIView):
 
     def get_queryset(self) -> Any:
         q = _query(s.ActionQuerySerializer, self.request)
-        return action_record_list(**{k: v for k, v in q.items() if v})
+        return action_record_list(**{k: v for k, v in q.items() if v}, namespaces=user_namespaces(self.request.user),
+                                  username=self.request.user.get_username())
 
     @extend_schema(summary="The action record (admin)", parameters=[s.ActionQuerySerializer],
                    responses={200: s.ActionRecordSerializer(many=True), **ERRORS})

@@ -1,6 +1,7 @@
 """Who the console's user is (role, namespaces) and how a console action runs: the same role check, the same
 namespace limit and the same action record as the API's (`opsconsole.accounts`), so a forged POST from a
-viewer is refused with 403 and recorded like an API call would be."""
+viewer is refused with 403 and recorded like an API call would be; an action by id on a resource outside the
+user's namespaces is a 404, as in the API (`resource_for_action`)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from django.http import HttpRequest
 
 from opsconsole.accounts.roles import ADMIN, OPERATOR, namespace_allowed, user_has_role, user_namespaces, user_role
 from opsconsole.accounts.services import action_record
+from reconcilers.models import Resource
 
 
 @dataclass
@@ -37,6 +39,14 @@ def me(request: HttpRequest) -> Me:
     user = request.user
     return Me(user.get_username(), user_role(user), user_namespaces(user), user_has_role(user, OPERATOR),
               user_has_role(user, ADMIN))
+
+
+def resource_for_action(request: HttpRequest, pk: int) -> Resource | None:
+    """The resource with id `pk` if the user may see it, else None: an action by id on a resource outside the
+    user's namespaces answers 404 like one on an id that does not exist (an id must not tell a namespace)."""
+    return Resource.objects.filter(pk=pk).filter(
+        **({} if user_namespaces(request.user) is None else {"namespace__in": user_namespaces(request.user)})
+    ).first()
 
 
 class Refused(Exception):

@@ -69,7 +69,8 @@ def audit_log(request: HttpRequest) -> HttpResponse:
     elif not errors and is_admin:
         qs = action_record_list(actor=g.get("actor", "")[:150], action=g.get("action", "")[:64],
                                 outcome=g.get("outcome", "")[:16], target=g.get("target", "")[:512],
-                                after=after, before=before)
+                                after=after, before=before, namespaces=user_namespaces(request.user),
+                                username=request.user.get_username())
         p = keyset_page(qs, "-id", cursor=g.get("cursor", ""), size=50)
         context["rows"] = p.rows
         context["next_url"] = "?" + urlencode({"view": "actions", **kept, "cursor": p.next_cursor}) \

@@ -15,7 +15,7 @@ from django.views.decorators.http import require_POST
 
 from opsconsole.accounts.roles import ADMIN, OPERATOR, user_has_role, user_namespaces
 from opsconsole.accounts.services import admission_decisions, admission_target
-from opsconsole.console.access import Refused, audited_action
+from opsconsole.console.access import Refused, audited_action, resource_for_action
 from opsconsole.console.diagrams import state_machine_svg
 from opsconsole.console.live import page
 from opsconsole.console.security import console_action, console_page
@@ -109,11 +109,11 @@ def resource_reconcile_now(request: HttpRequest, pk: int) -> HttpResponse:
     """"Reconcile now" (operators) through the shared service, recorded; then the detail page follows the
     request until it is handled."""
     reason = request.POST.get("reason", "").strip()[:2000]
-    obj = Resource.objects.filter(pk=pk).first()
+    obj = resource_for_action(request, pk)
 
     def do(detail: dict[str, Any]) -> ReconcileRequest:
         if obj is None:
-            raise Refused(404, "No such resource.")
+            raise Refused(404, "No such resource, or it is outside your namespaces.")
         if not reason:
             raise Refused(400, "Give a reason: it is recorded with the request.")
         if "\x00" in reason:

@@ -16,7 +16,7 @@ from django.utils import timezone
 from django.views.decorators.http import require_POST
 
 from opsconsole.accounts.roles import OPERATOR
-from opsconsole.console.access import Refused, audited_action
+from opsconsole.console.access import Refused, audited_action, resource_for_action
 from opsconsole.console.live import page
 from opsconsole.console.security import console_action
 from reconcilers.models import HealingRecord, Resource
@@ -53,12 +53,12 @@ def _run(request: HttpRequest, pk: int, action: str, call: Callable[[Resource, s
          ) -> HttpResponse:
     """Check, record and run one healing action on resource `pk` (see the module docstring)."""
     reason = request.POST.get("reason", "").strip()[:1000]
-    obj = Resource.objects.filter(pk=pk).first()
+    obj = resource_for_action(request, pk)
     actor = f"user:{request.user.get_username()}"
 
     def do(detail: dict[str, Any]) -> HealingRecord:
         if obj is None:
-            raise Refused(404, "No such resource.")
+            raise Refused(404, "No such resource, or it is outside your namespaces.")
         if not reason:
             raise Refused(400, "reason: give a reason; it is recorded with the action.")
         if "\x00" in reason:

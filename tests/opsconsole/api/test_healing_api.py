@@ -183,9 +183,9 @@ def test_by_key_and_by_uid_and_namespace_limits(cluster, as_user):
     response = inside.post(f"{key_path}/suspend", {"reason": "by key"}, format="json")
     assert response.status_code == 202, response.content
     assert inside.get(f"/api/v1/resources/by-uid/{res.uid}/healing").json()["suspended"] is True
-    # another namespace's operator: 403 by id (as the reconcile action), 404 by key, recorded either way
-    assert outside.post(f"/api/v1/resources/{res.pk}/resume", {"reason": "x"}, format="json").status_code == 403
-    assert (last_record().outcome, last_record().status_code) == ("refused", 403)
+    # another namespace's operator: 404 by id (as the reconcile action) and by key, recorded either way
+    assert outside.post(f"/api/v1/resources/{res.pk}/resume", {"reason": "x"}, format="json").status_code == 404
+    assert (last_record().outcome, last_record().status_code) == ("rejected", 404)
     assert outside.post(f"{key_path}/resume", {"reason": "x"}, format="json").status_code == 404
     assert last_record().status_code == 404
     assert outside.get(f"/api/v1/resources/{res.pk}/healing").status_code == 404

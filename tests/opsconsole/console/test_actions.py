@@ -82,11 +82,12 @@ def test_a_viewers_forged_post_is_refused_and_recorded(cluster, as_role, queue):
     assert last_record().outcome == "refused"
 
 
-def test_an_operator_outside_the_namespace_is_refused_and_recorded(cluster, as_role):
+def test_an_operator_outside_the_namespace_gets_a_404_naming_no_namespace_and_it_is_recorded(cluster, as_role):
     res = cluster("g4")
     response = csrf_post(as_role("operator", ["elsewhere"]), f"/resources/{res.pk}/reconcile", {"reason": "r"})
-    assert response.status_code == 403
-    assert last_record().outcome == "refused" and "outside your namespaces" in last_record().detail["message"]
+    assert response.status_code == 404 and res.namespace not in response.content.decode()
+    assert last_record().outcome == "rejected" and "outside your namespaces" in last_record().detail["message"]
+    assert last_record().target == f"resource:{res.pk}"
 
 
 def test_a_post_without_the_csrf_token_is_refused(cluster, as_role):
