@@ -191,8 +191,9 @@ def refusal(exc: healing.HealingRefused) -> Response:
 
 
 class _HealingActionView(ResourceReconcileView):
-    """A healing action on one resource: validate, find the resource (404/403), call the service, answer 202
-    with the healing record (the reconcile action's permission, throttle, lookup and action record)."""
+    """A healing action on one resource: validate, find the resource (404 outside one's namespaces), call the
+    service, answer 202 with the healing record (the reconcile action's permission, throttle, lookup and action
+    record)."""
 
     input_serializer: type[serializers.Serializer] = ReasonInputSerializer
 
