@@ -6,8 +6,10 @@
 - `rfc3339(moment)`, `now_rfc3339()`, `parse_rfc3339(text)`: timestamps as Kubernetes writes and reads them
   (UTC, `Z`; seconds, or microseconds as MicroTime where asked).
 - `FIELD_MANAGER` (`opsconsole-controller`), the field manager of the engine's own writes, and readers of
-  `metadata.managedFields` (`last_writer`, `spec_writers`): the only identity Kubernetes gives of who wrote
-  a field without its audit log. `spec_diff`: what changed between two specs.
+  `metadata.managedFields` (`last_writer`, `spec_writers`): the name a client *says* it writes under. Any
+  client may send any name, so a field manager is only ever a claim (`reconcilers.core.actors`), never how the
+  engine recognises its own writes (`reconcilers.engine.provenance` does, by what they returned).
+  `spec_diff`: what changed between two specs.
 - `request_annotation`: the manual-reconcile request an object carries (ours, or Flux's `requestedAt`).
 
 Pure functions over dicts: no Django, no Celery, no I/O.
@@ -64,16 +66,10 @@ def parse_rfc3339(value: Any) -> datetime | None:
 # -- field managers (metadata.managedFields) ---------------------------------------------------------------
 
 #: the field manager of every write the engine makes to the objects it reconciles (status, finalizers, the
-#: manual-reconcile annotation): what tells the engine's own writes from everyone else's in managedFields
+#: manual-reconcile annotation). Only a name: anyone may write under it, so it never proves a write is the engine's
 FIELD_MANAGER = "opsconsole-controller"
 #: Flux's manual-reconcile annotation, honoured as an alias of RECONCILE_REQUESTED_AT (a setting turns it off)
 FLUX_REQUESTED_AT = "reconcile.fluxcd.io/requestedAt"
-
-
-def is_ours(manager: str | None) -> bool:
-    """Whether a field manager is opsconsole's (the engine's `opsconsole-controller`, a kind's children's
-    `opsconsole-<kind>`)."""
-    return bool(manager) and str(manager).startswith("opsconsole")
 
 
 def _fields_node(entry: dict[str, Any], path: tuple[str, ...]) -> bool:
@@ -112,16 +108,13 @@ def field_owners(obj: dict[str, Any] | None, path: tuple[str, ...]) -> list[dict
 
 def last_writer(obj: dict[str, Any] | None, path: tuple[str, ...]) -> dict[str, Any] | None:
     """The entry that last wrote the field at `path`, as far as managedFields tell: the owner with the latest
-    `time`; on a tie, someone else's entry before opsconsole's (never credit ourselves with another's write).
-    An empty dict when managedFields exist but nobody owns the field; None when there are no managedFields."""
+    `time`; on a tie, the first of them in managedFields' order (no name is preferred or passed over: the answer
+    is a claim either way). An empty dict when managedFields exist but nobody owns the field; None when there
+    are no managedFields."""
     owners = field_owners(obj, path)
     if owners is None:
         return None
-    if not owners:
-        return {}
-    newest = parse_rfc3339(owners[0].get("time"))
-    tied = [e for e in owners if parse_rfc3339(e.get("time")) == newest]
-    return next((e for e in tied if not is_ours(e.get("manager"))), owners[0])
+    return owners[0] if owners else {}
 
 
 def manager_summary(entry: dict[str, Any]) -> dict[str, Any]:

@@ -34,18 +34,12 @@ from django.db import IntegrityError, connection, transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from reconcilers.core.meta import (
-    AUTO_ROLLBACK,
-    controller_ref,
-    is_ours,
-    last_writer,
-    parse_rfc3339,
-    spec_diff,
-    spec_writers,
-)
+from reconcilers.core import actors
+from reconcilers.core.meta import AUTO_ROLLBACK, controller_ref, parse_rfc3339, spec_diff, spec_writers
 from reconcilers.core.reconciler import Reconciler, ResourceKind
 from reconcilers.core.statemachine import StateMachine
-from reconcilers.engine import metrics, sampling
+from reconcilers.engine import metrics, provenance, sampling
+from reconcilers.engine.annotation_requests import annotation_request_ensure  # noqa: F401 - the runner's name for it
 from reconcilers.engine.audit import revision_fields, revision_hash, row_fields, transition_hash
 from reconcilers.engine.step import OutOfBand, PhaseChange, plan_transitions
 from reconcilers.models import (
@@ -162,7 +156,8 @@ def reconcile_record(
     if run.result not in RunResult.values:
         raise ValueError(f"result must be one of {RunResult.values}, not {run.result!r}")
     if change is not None and not _actor_valid(change.actor):
-        raise ValueError(f"actor must be 'controller', 'user:<name>' or 'rollback:<who>', not {change.actor!r}")
+        raise ValueError(f"actor must be 'controller', 'user:<name>', 'rollback:<who>', 'kube:<user>' or "
+                         f"'unknown', not {change.actor!r}")
     tracer = sampling.tracer("opsconsole.recording")  # one per provider (tests change it)
     with tracer.start_as_current_span("record reconcile", attributes={"db.operation.name": "reconcile_record",
                                                                         "opsconsole.kind": run.kind}) as span:
@@ -241,8 +236,9 @@ def transitions_planned(resource: Resource, planned: Sequence[Any], change: Phas
 def revision_record(resource: Resource, live: dict[str, Any], at: datetime) -> SpecRevision | None:
     """Append the `SpecRevision` of the live object's generation to the chain of `resource` (locked by the
     caller, inside its transaction) when it is newer than the last revision on record: the spec, its diff from
-    that revision, and who changed it (`meta.spec_writers`: the managedFields entries owning a changed field,
-    newest first; the newest is the actor). None when the generation is on record already."""
+    that revision, and who changed it (`provenance.revision_actor`: the rollback whose own write returned that
+    generation, else the user of the admitted write of that spec, else the newest managedFields entry owning a
+    changed field, as a claim). None when the generation is on record already."""
     meta = live.get("metadata") or {}
     generation = int(meta.get("generation") or 0)
     if generation <= 0 or not meta.get("uid") or meta["uid"] != resource.uid:
@@ -267,12 +263,16 @@ def revision_row(resource: Resource, live: dict[str, Any], at: datetime, previou
     diff = spec_diff(previous, spec)
     writers = spec_writers(live, diff) or []
     top = writers[0] if writers else {}
+    actor, admitted = provenance.revision_actor(provenance.kind_of(live), live, str(top.get("manager") or ""),
+                                                resource.rollback)
+    if admitted is not None:  # who the API server authenticated, next to what managedFields claim
+        writers = [{"admitted": {"user": admitted.get("user"), "at": admitted.get("at")}}, *writers]
     prev_hash = resource.last_transition_hash
     row = SpecRevision(
         resource=resource, resource_uid=resource.uid, kind=resource.kind, namespace=resource.namespace,
         name=resource.name, seq=resource.last_revision_seq + 1, chain_after=resource.last_transition_seq,
         generation=int(meta.get("generation") or 0), resource_version=str(meta.get("resourceVersion") or ""),
-        spec=spec, diff=diff, actor=f"manager:{top['manager']}"[:255] if top.get("manager") else "",
+        spec=spec, diff=diff, actor=actor[:255],
         operation=str(top.get("operation") or "")[:32], managers=writers,
         changed_at=parse_rfc3339(top.get("time")), created_at=at, prev_hash=prev_hash,
     )
@@ -292,13 +292,14 @@ def head_moved(resource: Resource, row: Transition | SpecRevision) -> None:
 
 
 def out_of_band_record(resource: Resource, foreign: OutOfBand, generation: int, at: datetime) -> int:
-    """The Anomaly of a live phase another field manager wrote (the record's phase is left alone, and no
-    transition is recorded): actor `manager:<name>`, what was written and its managedFields entry in
-    `observed`. One row per write (the entry's time): a later run seeing the same write adds nothing. Not
-    linked to the run that saw it: a manual request that run handled has nothing to do with it."""
+    """The Anomaly of a live phase the engine did not write (the record's phase is left alone, and no
+    transition is recorded): actor `kube:<user>` (admission) or `manager:<name>` (a claim), what was written
+    and its managedFields entry in `observed`. One row per write (the entry's time): a later run seeing the
+    same write adds nothing. Not linked to the run that saw it: a manual request that run handled has nothing to
+    do with it."""
     observed = {"phase": foreign.phase, "reason": foreign.reason, "message": foreign.message,
                 "manager": foreign.manager, "operation": foreign.operation, "time": foreign.time,
-                "subresource": foreign.subresource}
+                "subresource": foreign.subresource, "established": actors.established(foreign.actor)}
     existing = (Anomaly.objects.filter(resource=resource, category=AnomalyCategory.OUT_OF_BAND,
                                        to_phase=foreign.phase, actor=foreign.actor[:255],
                                        observed__time=foreign.time)
@@ -306,7 +307,9 @@ def out_of_band_record(resource: Resource, foreign: OutOfBand, generation: int, 
     if existing is not None:
         return existing
     via = f"{foreign.operation or 'a write'}{' of /' + foreign.subresource if foreign.subresource else ''}"
-    detail = (f"status.phase {foreign.phase!r} was written by field manager {foreign.manager!r} ({via}"
+    who = (f"{foreign.established_by} (authenticated by the API server; field manager {foreign.manager!r})"
+           if foreign.established_by else f"field manager {foreign.manager!r} (a claim, not verified)")
+    detail = (f"status.phase {foreign.phase!r} was written by {who} ({via}"
               f"{', at ' + foreign.time if foreign.time else ''}), not by the engine: not recorded as a transition "
               f"and not built on; the reconcile went on from the phase on record ({resource.phase or '(none)'})")
     return Anomaly.objects.create(
@@ -314,41 +317,6 @@ def out_of_band_record(resource: Resource, foreign: OutOfBand, generation: int, 
         message=foreign.message, detail=detail, generation=generation, actor=foreign.actor[:255], run=None,
         category=AnomalyCategory.OUT_OF_BAND, observed=observed, created_at=at,
     ).id
-
-
-def annotation_request_ensure(key: str, obj: dict[str, Any], annotation: str, token: str) -> ReconcileRequest | None:
-    """A manual-reconcile annotation nobody asked for through opsconsole (`kubectl annotate`, `flux reconcile`)
-    becomes a `ReconcileRequest` like the console's: actor `manager:<field manager of the annotation>` (the
-    only identity Kubernetes gives without its audit log), requested at that entry's time; and an
-    `ActionRecord` names that manager. A token that has a row already (the console's and the API's requests,
-    made with the token they annotate) or that opsconsole's own field manager wrote is left alone. Returns the
-    row made, or None."""
-    if ReconcileRequest.objects.filter(key=key, token=token).exists():
-        return None
-    writer = last_writer(obj, ("metadata", "annotations", annotation)) or {}
-    manager = str(writer.get("manager") or "")
-    if is_ours(manager):
-        return None
-    actor = f"manager:{manager or 'unknown'}"[:150]
-    meta = obj.get("metadata") or {}
-    requested_at = parse_rfc3339(writer.get("time")) or timezone.now()
-    reason = f"annotation {annotation}={token} set by field manager {manager or '(unknown: no managedFields)'}"
-    from opsconsole.accounts.models import ActionRecord, Outcome  # the accounts app's append-only action log
-
-    with transaction.atomic():
-        request = ReconcileRequest.objects.create(
-            resource=Resource.objects.filter(uid=meta.get("uid") or "").first(), key=key, token=token[:128],
-            actor=actor, reason=reason, requested_at=requested_at,
-        )
-        ActionRecord.objects.create(
-            actor=actor, auth="kubernetes", action="resource.reconcile", method="PATCH",
-            path=f"metadata.annotations[{annotation}]"[:1024], target=key[:1024], reason=reason,
-            outcome=Outcome.ALLOWED, status_code=200,
-            detail={"annotation": annotation, "token": token, "request": str(request.pk),
-                    "managedFields": {k: writer.get(k) for k in ("manager", "operation", "time", "subresource")
-                                      if writer.get(k)}},
-        )
-    return request
 
 
 def requests_picked_up(key: str, token: str) -> None:
@@ -418,7 +386,8 @@ def transition_row(
     """The next chained Transition of `resource` from its recorded phase to `to_phase`, hashed, not saved (see
     `transition_append`); `generation` and `resource_version` default to the mirror's."""
     if not _actor_valid(actor):
-        raise ValueError(f"actor must be 'controller', 'user:<name>' or 'rollback:<who>', not {actor!r}")
+        raise ValueError(f"actor must be 'controller', 'user:<name>', 'rollback:<who>', 'kube:<user>' or 'unknown', "
+                         f"not {actor!r}")
     # the chain head kept on the locked row (no query); the (resource_uid, seq) constraint guards a stale one
     seq, prev_hash = resource.last_transition_seq + 1, resource.last_transition_hash
     row = Transition(
@@ -540,8 +509,11 @@ def _error_text(run: RunRecord) -> str:
 
 
 def _actor_valid(actor: str) -> bool:
-    return actor == "controller" or any(actor.startswith(prefix) and len(actor) > len(prefix)
-                                        for prefix in ("user:", "rollback:"))
+    """A transition's actor (`reconcilers.core.actors`): the engine, a session, a rollback, the user the API
+    server authenticated (`kube:`), or `unknown` (a deletion nobody could be established for). Never a claim."""
+    return actor in (actors.ENGINE, actors.UNKNOWN) or any(
+        actor.startswith(prefix) and len(actor) > len(prefix)
+        for prefix in (actors.USER, actors.ROLLBACK, actors.KUBE))
 
 
 def _is_newer(incoming: str, recorded: str, *, strictly: bool = False) -> bool:
@@ -733,7 +705,9 @@ def resource_deletions_record(deletions: Sequence[Deletion]) -> list[Transition]
     """Record each object's deletion, in one transaction with the rows locked in uid order (two writers never
     deadlock): the chained transitions to the kind's deleted phase (through its terminating phase first when
     the machine goes that way; phases the machine does not declare are skipped), actor `controller`, reason
-    `ObjectDeleted`, a message naming the last observed phase and generation; the mirror row marked deleted.
+    `ObjectDeleted`, a message naming the last observed phase and generation; the mirror row marked deleted. The
+    actor is who deleted it: the user of the admitted DELETE (`kube:<user>`, `provenance.deletion_actor`), else
+    `unknown`, never the engine.
 
     Idempotent: a row already in the deleted phase gets nothing more (a DELETED event replayed, a deletion the
     finalizer flow recorded). A change the machine refuses is recorded as an Anomaly, as a reconcile's would
@@ -837,7 +811,11 @@ def _deletion_append(row: Resource, deletion: Deletion, now: datetime,
     message = (f"{deletion.how}; last observed phase {last}, generation {row.generation}"
                + (f", resourceVersion {row.resource_version}" if row.resource_version else ""))
     changes, refused = _deletion_plan(machine, row.phase, terminating, deleted,
-                                      PhaseChange(deleted or terminating or "", OBJECT_DELETED, message))
+                                      PhaseChange(deleted or terminating or "", OBJECT_DELETED, message,
+                                                  actors.UNKNOWN))
+    if changes:  # who deleted it, looked up only when there is a deletion to record
+        actor = provenance.deletion_actor(rec.resource, row.namespace, row.name, row.uid)
+        changes = [PhaseChange(c.to_phase, c.reason, c.message, actor) for c in changes]
     appended: list[Transition] = []
     for change in changes:
         planned, refused_here = plan_transitions(machine, row.phase, change)
@@ -845,7 +823,7 @@ def _deletion_append(row: Resource, deletion: Deletion, now: datetime,
             since = row.phase_since
             moves.append((row.phase, move.to_phase, (now - since).total_seconds() if since else None))
             appended.append(transition_append(row, to_phase=move.to_phase, reason=move.reason,
-                                              message=move.message, at=now))
+                                              message=move.message, actor=change.actor, at=now))
         if refused_here and refused is not None:
             _anomaly_record(row, change, machine, None)
         elif not refused_here:

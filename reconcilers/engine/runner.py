@@ -44,7 +44,18 @@ from opentelemetry.trace import Status, StatusCode
 
 from reconcilers.core.meta import FLUX_REQUESTED_AT, RECONCILE_REQUESTED_AT
 from reconcilers.core.types import Request
-from reconcilers.engine import apiclient, dispatch, kube, metrics, objectcache, recording, registry, sampling, step
+from reconcilers.engine import (
+    apiclient,
+    dispatch,
+    kube,
+    metrics,
+    objectcache,
+    provenance,
+    recording,
+    registry,
+    sampling,
+    step,
+)
 from reconcilers.engine.healing import state as healing_state
 from reconcilers.engine.healing import suspend
 from reconcilers.engine.step import Outcome, QueueAction
@@ -474,7 +485,9 @@ class Run:
         children = objectcache.ChildCache(self.queue) if recorded and objectcache.enabled() else None
         outcome = step.reconcile_step(rec, api, obj, recorded, span=span, lease_held=lambda: not self.renewer.lost,
                                       request_annotations=annotations,
-                                      healing=healing_state.healing_view(state, obj), child_cache=children)
+                                      healing=healing_state.healing_view(state, obj), child_cache=children,
+                                      engine_wrote=provenance.engine_wrote_checker(self.queue.redis))
+        provenance.outcome_noted(self.queue.redis, rec.resource, obj, recorded, outcome)
         sent, unchanged = (outcome.ctx.applies_sent, outcome.ctx.applies_unchanged) if outcome.ctx else (0, 0)
         if sent or unchanged:
             span.set_attributes({"opsconsole.children.applied": sent, "opsconsole.children.unchanged": unchanged})
@@ -551,8 +564,9 @@ class Run:
         foreign = outcome.out_of_band
         if foreign is not None and record.out_of_band_id is not None:
             events.append(step.EventSpec("Warning", "OutOfBandStatusChange",
-                                         f"status.phase {foreign.phase} was written by {foreign.manager}, not by the "
-                                         f"engine (anomaly {record.out_of_band_id}); not recorded as a transition"))
+                                         f"status.phase {foreign.phase} was not written by the engine (by "
+                                         f"{foreign.actor}; anomaly {record.out_of_band_id}); not recorded as a "
+                                         "transition"))
         return events
 
     def _queue(self, outcome: Outcome) -> None:

@@ -14,11 +14,13 @@ database record and the workqueue; the kopf side of `bench/converge` and a kind 
   reason, no retry (a malformed spec is one of these, never a crash); any other exception → per-key backoff.
 - Catch-up: when the live status shows a phase that is not on record (a run wrote it and died before its
   record) and this run would move on from it, that phase is recorded first and the key runs again at once,
-  so that no transition is lost and none is doubled. Only a phase the engine wrote is caught up: when
-  managedFields name another field manager as the last writer of `status.phase` (someone patched the status),
-  the phase is an out-of-band change (`Outcome.out_of_band`, recorded with that manager as actor): the run
-  decides from the phase on record, never from it, and writes the phase the reconciler concludes. Without
-  managedFields (an old server) every unrecorded live phase is taken as the engine's.
+  so that no transition is lost and none is doubled. Only a phase the engine can prove it wrote is caught up:
+  the caller's `engine_wrote(obj)` (`provenance.engine_wrote_checker`: the note of what the engine's own status
+  write returned) is asked, only when the live phase is not the one on record. Any other unrecorded phase is an
+  out-of-band change (`Outcome.out_of_band`), whatever field manager managedFields name (a name anyone may
+  send, kept as a claim): the run decides from the phase on record, never from it, and writes the phase the
+  reconciler concludes. `Outcome.written` is (resourceVersion, phase) of this run's own status write, for the
+  caller to note.
 - A rollback being verified (`HealingView`, from the record): the first run of the restored generation records
   the kind's `rollback_phase` (reason RollingBack) and runs again at once; the object stays in it until the
   reconcile concludes a ready phase or the failed one; those transitions carry the rollback as actor
@@ -42,13 +44,13 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
+from reconcilers.core import actors
 from reconcilers.core.kind import validate_spec
 from reconcilers.core.meta import (
     FIELD_MANAGER,
     FLUX_REQUESTED_AT,
     LAST_HANDLED_RECONCILE_AT,
     RECONCILE_REQUESTED_AT,
-    is_ours,
     last_writer,
     now_rfc3339,
     request_annotation,
@@ -86,7 +88,8 @@ class StatusConflict(Exception):
 
 @dataclass(frozen=True)
 class PhaseChange:
-    """The phase a reconcile concluded, with why. `actor` is 'controller' or 'user:<name>'."""
+    """The phase a reconcile concluded, with why. `actor` is 'controller', 'rollback:<who>', or, for a
+    deletion, who deleted the object (`kube:<user>`, `unknown`): `reconcilers.core.actors`."""
 
     to_phase: str
     reason: str
@@ -126,8 +129,10 @@ class EventSpec:
 
 @dataclass(frozen=True)
 class OutOfBand:
-    """A live phase that another field manager wrote (not the engine): what it wrote and who, as managedFields
-    tell (`manager`, `operation`, `time`, `subresource` of the entry that last wrote status.phase)."""
+    """A live phase the engine cannot prove it wrote: what was written, and what managedFields *claim* about
+    who (`manager`, `operation`, `time`, `subresource` of the entry that last wrote status.phase; '' without
+    one). `established_by`: the actor the API server established for it (`kube:<user>`, set by the runner from
+    an admitted write), '' while only the claim is known."""
 
     phase: str
     reason: str
@@ -136,23 +141,22 @@ class OutOfBand:
     operation: str = ""
     time: str = ""
     subresource: str = ""
+    established_by: str = ""
 
     @property
     def actor(self) -> str:
-        """`manager:<field manager>`."""
-        return f"manager:{self.manager}"
+        """`kube:<user>` when admission established it, else the claim `manager:<field manager>`."""
+        return self.established_by or actors.manager_claim(self.manager)
 
 
-def out_of_band(obj: dict[str, Any], recorded: str | None) -> OutOfBand | None:
-    """The live phase when it differs from the phase on record and managedFields name someone other than
-    opsconsole as the last writer of status.phase; None otherwise (no managedFields: None, as before)."""
+def out_of_band(obj: dict[str, Any], recorded: str | None, ours: bool = False) -> OutOfBand | None:
+    """The live phase when it differs from the phase on record and the engine cannot prove it wrote it (`ours`:
+    the proof, from `provenance`); None otherwise. A field manager's name proves nothing either way."""
     status = obj.get("status") or {}
     live = status.get("phase") or ""
-    if not live or live == (recorded or ""):
+    if not live or live == (recorded or "") or ours:
         return None
-    writer = last_writer(obj, ("status", "phase"))
-    if not writer or is_ours(writer.get("manager")):
-        return None
+    writer = last_writer(obj, ("status", "phase")) or {}
     return OutOfBand(live, str(status.get("reason") or ""), str(status.get("message") or ""),
                      str(writer.get("manager") or ""), str(writer.get("operation") or ""),
                      str(writer.get("time") or ""), str(writer.get("subresource") or ""))
@@ -173,7 +177,8 @@ class Outcome:
     children: list[dict[str, Any]] = field(default_factory=list)  # the children applied, as the API returned them
     token: str | None = None  # the manual-reconcile token this run handled
     token_annotation: str = ""  # the annotation that carried it
-    out_of_band: OutOfBand | None = None  # a live phase written by another field manager, not built on
+    out_of_band: OutOfBand | None = None  # a live phase the engine did not write (not proven): not built on
+    written: tuple[str, str] | None = None  # (resourceVersion, phase) this run's own status write returned
     error_class: str = ""
     error_message: str = ""
     remove_finalizer: bool = False
@@ -224,29 +229,34 @@ def reconcile_step(
     request_annotations: tuple[str, ...] = REQUEST_ANNOTATIONS,
     healing: HealingView | None = None,
     child_cache: ChildCache | None = None,
+    engine_wrote: Callable[[dict[str, Any]], bool] | None = None,
 ) -> Outcome:
     """Reconcile the live object `obj` once and write its status (see the module docstring). `recorded` is
     the phase on record (None: the object has no record yet); `request_annotations` the annotations that ask
     for a manual reconcile; `healing` what the record says about a rollback and healing's conditions;
     `child_cache` the object cache's children (`EngineContext.apply_child` skips the applies that would change
-    nothing)."""
+    nothing); `engine_wrote(obj)` whether the engine can prove it wrote the live phase (asked only when that
+    phase is not the one on record; without it nothing is proven: no catch-up)."""
     ctx = EngineContext(reconciler, obj, api, span=span, child_cache=child_cache)
     generation = int(obj["metadata"].get("generation") or 0)
     asked = unhandled_request(obj, request_annotations)
     token = asked[1] if asked else None
-    foreign = out_of_band(obj, recorded)
+    live_phase = (obj.get("status") or {}).get("phase") or ""
+    ours = bool(live_phase) and live_phase != (recorded or "") and engine_wrote is not None and engine_wrote(obj)
+    foreign = out_of_band(obj, recorded, ours)
     if foreign is not None:
-        ctx.log.warning("%s: status.phase %s was written by %s, not by the engine: not built on", ctx.request,
-                        foreign.phase, foreign.manager)
+        ctx.log.warning("%s: status.phase %s was not written by the engine (field manager %r, a claim): not built "
+                        "on", ctx.request, foreign.phase, foreign.manager)
     decision = _decide(ctx, recorded, foreign is not None, healing)
-    conflicts = 0
+    conflicts, written = 0, None
     if lease_held is not None and not lease_held():
         decision = _Decision("error", QueueAction.KEEP, error_class="LeaseLost",
                              error_message="the lease expired during the run")
         token = None
     else:
         try:
-            conflicts = _write_status(ctx, decision, generation, token, healing.conditions if healing else ())
+            conflicts, written = _write_status(ctx, decision, generation, token,
+                                               healing.conditions if healing else ())
         except Exception as exc:
             log.warning("status write for %s failed: %s", ctx.request, exc)
             decision = _Decision("error", QueueAction.BACKOFF, error_class=type(exc).__name__,
@@ -255,7 +265,7 @@ def reconcile_step(
                       token_annotation=asked[0] if asked and token else "", out_of_band=foreign,
                       children=list(ctx.children), error_class=decision.error_class,
                       error_message=decision.error_message, remove_finalizer=decision.remove_finalizer,
-                      status_conflicts=conflicts, ctx=ctx)
+                      status_conflicts=conflicts, ctx=ctx, written=written)
     if decision.change is not None:
         outcome.transitions, outcome.refused = plan_transitions(reconciler.state_machine, recorded, decision.change)
         outcome.events = events_for(reconciler, outcome.transitions)
@@ -538,30 +548,33 @@ def merge_conditions(current: list[dict[str, Any]], wanted: Sequence[Condition],
 
 
 def _write_status(ctx: EngineContext, decision: _Decision, generation: int, token: str | None,
-                  engine_conditions: Sequence[Condition] = ()) -> int:
+                  engine_conditions: Sequence[Condition] = ()) -> tuple[int, tuple[str, str] | None]:
     """Write the decision's status with the resourceVersion read (409 → re-read, rebuild, retry); `ctx.obj`
-    follows. Gone meanwhile (404) → nothing written. Returns how many 409s it met."""
+    follows. Gone meanwhile (404) → nothing written. Returns how many 409s it met, and (resourceVersion, phase)
+    of what the write returned (None when nothing was written)."""
     path = kube.object_path(ctx.kind, ctx.namespace or None, ctx.request.name, "status")
     conflicts = 0
     for _attempt in range(STATUS_ATTEMPTS):
         new = build_status(ctx.reconciler, ctx.obj.get("status") or {}, decision.change, decision.conditions,
                            decision.extra, generation, token, engine_conditions=engine_conditions)
         if new is None:
-            return conflicts
+            return conflicts, None
         # managedFields left out: the server keeps them and records this write under our field manager
         meta = {k: v for k, v in (ctx.obj.get("metadata") or {}).items() if k != "managedFields"}
         try:
             ctx.obj = kube.request_json(ctx.api_client, "PUT", path, query={"fieldManager": FIELD_MANAGER},
                                         body={**ctx.obj, "metadata": meta, "status": new})
-            return conflicts
+            returned = ctx.obj.get("metadata") or {}
+            return conflicts, (str(returned.get("resourceVersion") or ""),
+                               str((ctx.obj.get("status") or {}).get("phase") or ""))
         except kube.ApiException as exc:
             if exc.status == 409:
                 conflicts += 1
                 ctx.log.info("%s: status write conflict (409), re-reading", ctx.request)
                 if ctx.refresh() is None:
-                    return conflicts
+                    return conflicts, None
                 continue
             if exc.status == 404:
-                return conflicts
+                return conflicts, None
             raise
     raise StatusConflict(f"status write of {ctx.request} met 409 Conflict {STATUS_ATTEMPTS} times")

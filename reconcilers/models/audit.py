@@ -31,8 +31,9 @@ class Transition(AppendOnlyModel):
     generation = models.BigIntegerField(default=0)
     resource_version = models.CharField(max_length=64, blank=True)
     actor = models.CharField(max_length=255, default="controller",
-                             help_text="'controller', 'user:<name>', or 'rollback:auto' / "
-                                       "'rollback:user:<name>' while a rollback is being verified")
+                             help_text="'controller', 'user:<name>', 'rollback:auto' / 'rollback:user:<name>' "
+                                       "while a rollback is being verified, or who deleted the object: "
+                                       "'kube:<user>' (admission) or 'unknown' (reconcilers.core.actors)")
     run = models.ForeignKey(
         "reconcilers.ReconcileRun", on_delete=models.PROTECT, null=True, blank=True, related_name="transitions"
     )
@@ -49,8 +50,9 @@ class Transition(AppendOnlyModel):
             models.UniqueConstraint(fields=["resource_uid", "seq"], name="transition_uid_seq_unique"),
             models.CheckConstraint(condition=Q(seq__gte=1), name="transition_seq_positive"),
             models.CheckConstraint(
-                condition=Q(actor="controller") | Q(actor__startswith="user:") | Q(actor__startswith="rollback:"),
-                name="transition_actor_valid_v2",
+                condition=Q(actor="controller") | Q(actor="unknown") | Q(actor__startswith="user:")
+                | Q(actor__startswith="rollback:") | Q(actor__startswith="kube:"),
+                name="transition_actor_valid_v3",
             ),
         ]
         indexes = [
@@ -73,14 +75,15 @@ class AnomalyCategory(models.TextChoices):
     """What an anomaly is about."""
 
     REFUSED = "refused"  # the kind's state machine refused a phase change the reconciler concluded
-    OUT_OF_BAND = "out_of_band"  # a status phase written by another field manager than the engine
+    OUT_OF_BAND = "out_of_band"  # a status phase the engine did not write (whatever field manager it names)
 
 
 class Anomaly(AppendOnlyModel):
     """A phase change the kind's state machine refused (one row per (resource, from, to, generation): a
     repeated run asking for the same refused change at the same generation does not add another), or an
-    out-of-band status change: a phase another field manager wrote (`actor` `manager:<name>`, what it wrote
-    and when in `observed`), never recorded as a transition nor built on."""
+    out-of-band status change: a phase the engine cannot prove it wrote (`actor` `kube:<user>` when admission
+    established who, else the field manager's claim `manager:<name>`; what was written and when in `observed`),
+    never recorded as a transition nor built on."""
 
     resource = models.ForeignKey("reconcilers.Resource", on_delete=models.PROTECT, related_name="anomalies")
     from_phase = models.CharField(max_length=63, blank=True)
@@ -136,7 +139,9 @@ class SpecRevision(AppendOnlyModel):
     diff = models.JSONField(default=list, blank=True,
                             help_text="[{path, op, old, new}] from the previous revision (all of it for the first)")
     actor = models.CharField(max_length=255, blank=True,
-                             help_text="'manager:<field manager>' of the newest entry owning a changed field")
+                             help_text="'rollback:<who>' (the rollback's own write), 'kube:<user>' (admission) "
+                                       "or 'manager:<field manager>' (a claim) of the newest entry owning a "
+                                       "changed field")
     operation = models.CharField(max_length=32, blank=True, help_text="that entry's operation (Update, Apply)")
     managers = models.JSONField(default=list, blank=True,
                                 help_text="every managedFields entry owning a changed field, newest first")

@@ -6,8 +6,11 @@ the object (the annotation `opsconsole.io/suspended: <reason>`, optionally `opsc
 
 - `suspend_apply` / `resume_apply` (the console, the API, `manage.py suspend` / `resume`): the record first, the
   annotation in the same transaction (a refused patch records nothing);
-- `suspension_check` (the runner, before a reconcile): an annotation someone else set or removed is recorded
-  (actor `manager:<field manager>` from managedFields; a removal cannot be attributed), an expired suspension
+- `suspension_check` (the runner, before a reconcile): an annotation someone else set or removed is recorded,
+  with the user the API server authenticated for that write (`kube:<username>`, from the webhook server's
+  admitted writes: `provenance.annotation_actor`) or else the annotation's field manager as a claim
+  (`manager:<name>`; a removal without an admitted write is `unknown`): a field manager named like the engine's
+  is a claim like any other. An expired suspension
   is lifted (actor `controller`, reason SuspensionExpired) and the annotation removed; while suspended the key
   is not reconciled (it is looked at again at expiry). Events are still archived meanwhile.
 """
@@ -22,9 +25,10 @@ from typing import Any
 from django.db import transaction
 from django.utils import timezone
 
+from reconcilers.core import actors
 from reconcilers.core.meta import FIELD_MANAGER, SUSPENDED, SUSPENDED_UNTIL, last_writer, parse_rfc3339, rfc3339
 from reconcilers.core.reconciler import Reconciler
-from reconcilers.engine import kube
+from reconcilers.engine import kube, provenance
 from reconcilers.engine.healing.records import healing_append
 from reconcilers.engine.healing.rollback import RollbackRefused
 from reconcilers.engine.healing.state import RecordedState
@@ -143,7 +147,9 @@ def suspension_check(api: Any, reconciler: Reconciler, obj: dict[str, Any], stat
         if not state.suspended or recorded.get("reason") != reason or recorded.get("until") != (
                 until.isoformat() if until else None):
             writer = last_writer(obj, ("metadata", "annotations", SUSPENDED)) or {}
-            actor = f"manager:{writer.get('manager') or 'unknown'}"
+            annotation_value = str(((obj.get("metadata") or {}).get("annotations") or {}).get(SUSPENDED) or "")
+            actor, _entry = provenance.annotation_actor(reconciler.resource, obj, SUSPENDED, annotation_value,
+                                                        str(writer.get("manager") or ""))
             with transaction.atomic():
                 resource = Resource.objects.select_for_update().get(pk=state.id)
                 held = resource.suspension or {}
@@ -157,7 +163,10 @@ def suspension_check(api: Any, reconciler: Reconciler, obj: dict[str, Any], stat
     with transaction.atomic():
         resource = Resource.objects.select_for_update().get(pk=state.id)
         if resource.suspended:
-            _resume_locked(resource, actor="manager:unknown", now=now,
+            since = parse_rfc3339((resource.suspension or {}).get("at"))
+            actor, _entry = provenance.annotation_actor(reconciler.resource, obj, SUSPENDED, None, "",
+                                                        since=since.timestamp() if since else None)
+            _resume_locked(resource, actor=actor if _entry is not None else actors.UNKNOWN, now=now,
                            reason=f"the {SUSPENDED} annotation was removed from the object")
     return SuspendCheck(False, obj)
 

@@ -57,12 +57,15 @@ PHASE = {"f:status": {"f:phase": {}, "f:reason": {}}}
 # -- managedFields readers -------------------------------------------------------------------------------------
 
 
-def test_last_writer_of_a_field_is_its_newest_owner_and_never_us_on_a_tie():
+def test_last_writer_of_a_field_is_its_newest_owner_and_a_tie_prefers_no_name():
     obj = live_obj(managed=[entry(FIELD_MANAGER, PHASE, T0, subresource="status"),
                             entry("kubectl-patch", PHASE, T1, subresource="status")])
     assert meta.last_writer(obj, ("status", "phase"))["manager"] == "kubectl-patch"
+    # a tie: the first in managedFields' order, whichever name it has (a claim either way)
     tie = live_obj(managed=[entry("kubectl-patch", PHASE, T0), entry(FIELD_MANAGER, PHASE, T0)])
     assert meta.last_writer(tie, ("status", "phase"))["manager"] == "kubectl-patch"
+    tie = live_obj(managed=[entry(FIELD_MANAGER, PHASE, T0), entry("kubectl-patch", PHASE, T0)])
+    assert meta.last_writer(tie, ("status", "phase"))["manager"] == FIELD_MANAGER
     assert meta.last_writer(live_obj(), ("status", "phase")) is None  # no managedFields: an old server
     assert meta.last_writer(live_obj(managed=[entry("x", {"f:spec": {}})]), ("status", "phase")) == {}
 
@@ -109,9 +112,10 @@ def test_a_phase_written_by_another_field_manager_is_out_of_band():
     assert found == OutOfBand("Degraded", "Forged", "by hand", "kubectl-patch", "Update", T1, "status")
     assert found.actor == "manager:kubectl-patch"
     assert step.out_of_band(obj, "Degraded") is None  # the phase on record: nothing to say
-    ours = live_obj(status=forged, managed=[entry(FIELD_MANAGER, PHASE, T1, subresource="status")])
-    assert step.out_of_band(ours, "Running") is None  # a run of ours wrote it: the genuine catch-up
-    assert step.out_of_band(live_obj(status=forged), "Running") is None  # no managedFields: as before
+    named_like_us = live_obj(status=forged, managed=[entry(FIELD_MANAGER, PHASE, T1, subresource="status")])
+    assert step.out_of_band(named_like_us, "Running").actor == f"manager:{FIELD_MANAGER}"  # a name proves nothing
+    assert step.out_of_band(named_like_us, "Running", ours=True) is None  # proven ours: the genuine catch-up
+    assert step.out_of_band(live_obj(status=forged), "Running").manager == ""  # no managedFields: not proven
 
 
 class _Ctx:
@@ -301,8 +305,9 @@ def test_an_annotation_request_gets_a_row_an_action_record_and_is_never_doubled(
     assert (action.actor, action.action, action.target, action.outcome) == (
         "manager:kubectl-annotate", "resource.reconcile", key, "allowed")
     assert action.detail["managedFields"]["manager"] == "kubectl-annotate"
-    # the console's own request: its row exists (same token), or the annotation is ours: nothing more
+    # the console's own request: its row exists (same token): nothing more
+    ReconcileRequest.objects.create(key=key, token="t2", actor="user:alice", reason="console")
     ours = live_obj("uid-a", annotations={RECONCILE_REQUESTED_AT: "t2"}, managed=[
         entry(FIELD_MANAGER, {"f:metadata": {"f:annotations": {f"f:{RECONCILE_REQUESTED_AT}": {}}}}, T2)])
     assert recording.annotation_request_ensure(key, ours, RECONCILE_REQUESTED_AT, "t2") is None
-    assert ReconcileRequest.objects.count() == 1 and ActionRecord.objects.count() == 1
+    assert ReconcileRequest.objects.count() == 2 and ActionRecord.objects.count() == 1

@@ -12,7 +12,7 @@ from django.db import connections
 
 from reconcilers.core.meta import FIELD_MANAGER, RECONCILE_REQUESTED_AT
 from reconcilers.core.types import Request
-from reconcilers.engine import dispatch, kube, runner, step
+from reconcilers.engine import dispatch, kube, provenance, runner, step
 from reconcilers.models import ReconcileRequest, ReconcileRun, RequestState, Resource, Transition
 from tests.reconcilers.testkinds import GADGET, trace
 
@@ -224,8 +224,10 @@ def test_a_phase_written_by_a_run_that_died_before_recording_is_recorded_first(m
     cur = live(kapi, key)
     cur["status"] = {**cur["status"], "phase": "Failed", "reason": "Died"}
     cur["metadata"].pop("managedFields", None)
-    kube.request_json(kapi, "PUT", kube.object_path(GADGET, cur["metadata"]["namespace"], "g", "status"), body=cur,
-                      query={"fieldManager": FIELD_MANAGER})  # the engine's field manager: it was a run of ours
+    written = kube.request_json(kapi, "PUT", kube.object_path(GADGET, cur["metadata"]["namespace"], "g", "status"),
+                                body=cur, query={"fieldManager": FIELD_MANAGER})
+    # what a run notes right after its status write returns (the proof that it was a run of ours)
+    provenance.note_written(workqueue.redis, uid, written["metadata"]["resourceVersion"], "Failed")
     assert runner.run(key) == "requeue"
     assert phases(uid)[-1] == ("Running", "Failed")
     assert runner.run(key) == "success"
