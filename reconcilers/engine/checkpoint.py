@@ -12,22 +12,31 @@ record's signed tree head, as in certificate transparency:
   at the largest power of two below the size; the empty tree `sha256("")`);
 - `actions`: the action record's chain head (`seq`, `hash`); `counts`: the rows of every append-only table (and
   of the reconcile requests);
-- `seq` (1, 2, 3… per checkpoint directory), `created_at`, `tree_size`, `format` (1), `key_id` (sha256 of the
-  public key, hex, first 16) — all of these are what is signed: the canonical JSON of the document without
-  `signature` and `leaves`, signed with Ed25519; `signature` is base64.
+- `requests`: the Merkle root and number of the reconcile requests' identities, one leaf `[id, identity_hash]`
+  per request, the leaves in the file as `request_leaves` (`reconcilers.engine.checkpoint_requests`);
+- `database`: which database the checkpoint is of (`database_identity()`: when its first migration was applied,
+  which a backup restored keeps and another database does not share);
+- `seq` (1, 2, 3… per checkpoint directory), `created_at`, `tree_size`, `format` (2; format 1, written before
+  the requests and the database were covered, still verifies without them), `key_id` (sha256 of the public
+  key, hex, first 16) — all of these are what is signed: the canonical JSON of the document without
+  `signature`, `leaves` and `request_leaves`, signed with Ed25519; `signature` is base64.
 
 The signing key is not in the database: a PEM file (`settings.OPSCONSOLE_AUDIT_KEY_FILE`, default
 `<data dir>/audit-signing.key`, created on first use with mode 0600; in Kubernetes a mounted Secret). A
 checkpoint is written where a database writer cannot reach: a JSON file (with its leaves) in
-`settings.OPSCONSOLE_AUDIT_CHECKPOINT_DIR` (`checkpoint-<seq>.json`, created exclusively, never rewritten) and,
+`settings.OPSCONSOLE_AUDIT_CHECKPOINT_DIR` (`checkpoint-<seq>.json`, written atomically and exclusively, never
+rewritten: `reconcilers.engine.checkpoint_files`) and,
 when a Kubernetes client is given, the ConfigMap `opsconsole-audit-checkpoint` in the leader namespace (the
 signed document without its leaves, replaced by each checkpoint).
 
-`checkpoint_verify()` checks the newest file: its signature with the key, its leaves against its root, then the
+`checkpoint_verify()` checks the newest file: that it is a checkpoint at all (an empty, `null` or non-JSON file
+is `unreadable`, of a format this code does not know `newer format`), its signature with the key, its leaves
+against its root, that it is of this database (else `another database`: nothing else is compared), then the
 database against it — each resource chain it saw still has its links (not fewer: a cut tail or a rewound head)
 and the head it saw is still a link of that chain (not a rewritten history), no table has fewer rows (a
-truncate or a delete), the action record's head it saw is still there. Together with `chain_verify` (every chain
-intact up to its head) this says the record up to the checkpoint is the one that was signed.
+truncate or a delete), the action record's head it saw is still there, each reconcile request it saw is there
+with the identity it saw. Together with `chain_verify` (every chain intact up to its head) this says the record
+up to the checkpoint is the one that was signed.
 """
 
 from __future__ import annotations
@@ -44,11 +53,17 @@ from pathlib import Path
 from typing import Any
 
 from django.conf import settings
-from django.db.models import Count, Q
+from django.db import connection
+from django.db.models import Count, Min, Q
 
 from reconcilers.core.reconciler import ResourceKind
 from reconcilers.engine import kube
 from reconcilers.engine.audit import REMOVED, RecordProblem, _consistent_read
+from reconcilers.engine.checkpoint_files import UnreadableCheckpoint, checkpoint_dir, files, newest, parse, write_new
+from reconcilers.engine.checkpoint_requests import LEAVES as REQUEST_LEAVES
+from reconcilers.engine.checkpoint_requests import request_leaves, requests_against, signed_summary
+from reconcilers.engine.merkle import canonical as _canonical
+from reconcilers.engine.merkle import leaf_hash, merkle_root
 from reconcilers.models import (
     Anomaly,
     HealingRecord,
@@ -62,7 +77,9 @@ from reconcilers.models import (
 
 log = logging.getLogger(__name__)
 
-FORMAT = 1
+FORMAT = 2
+#: the formats this code verifies (1: before request identities and the database were covered)
+FORMATS = (1, 2)
 CONFIGMAP = ResourceKind("", "v1", "configmaps", "ConfigMap")
 FIELD_MANAGER = "opsconsole-audit"
 #: what a checkpoint's document may not have fewer rows of than the database (runs: retention deletes old ones)
@@ -71,6 +88,10 @@ _COUNTED = {"transitions": Transition, "spec_revisions": SpecRevision, "anomalie
             "kube_events": KubeEvent}
 _NEVER_FEWER = ("transitions", "spec_revisions", "anomalies", "reconcile_requests", "actions", "healing_records")
 TRUNCATED, CUT, ZEROED, REWRITTEN, FORGED = "truncated", "cut", "zeroed", "rewritten", "forged"
+#: problems that mean the database was not compared with a checkpoint at all (the newest one cannot be used)
+UNREADABLE, NEWER_FORMAT, OTHER_DATABASE = "unreadable", "newer format", "another database"
+NOT_CHECKED = (UNREADABLE, NEWER_FORMAT, OTHER_DATABASE)
+__all__ = ["UnreadableCheckpoint", "checkpoint_dir", "leaf_hash", "merkle_root", "newest", "parse"]
 
 
 # -- keys -------------------------------------------------------------------------------------------------
@@ -119,31 +140,22 @@ def key_id(private: Any) -> str:
 # -- the tree ---------------------------------------------------------------------------------------------
 
 
-def _canonical(doc: Any) -> bytes:
-    return json.dumps(doc, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
-
-
-def leaf_hash(leaf: list[Any]) -> bytes:
-    """sha256(0x00 || canonical JSON of [uid, transitions, revisions, head hash])."""
-    return hashlib.sha256(b"\x00" + _canonical(leaf)).digest()
-
-
-def merkle_root(hashes: list[bytes]) -> bytes:
-    """RFC 6962's Merkle tree hash of the leaf hashes."""
-    if not hashes:
-        return hashlib.sha256(b"").digest()
-    if len(hashes) == 1:
-        return hashes[0]
-    split = 1 << ((len(hashes) - 1).bit_length() - 1)
-    return hashlib.sha256(b"\x01" + merkle_root(hashes[:split]) + merkle_root(hashes[split:])).digest()
-
-
 def _leaves() -> list[list[Any]]:
     rows = (Resource.objects.filter(Q(last_transition_seq__gt=0) | Q(last_revision_seq__gt=0)
                                     | Q(last_healing_seq__gt=0)).order_by("uid")
             .values_list("uid", "last_transition_seq", "last_revision_seq", "last_transition_hash", "last_healing_seq"))
     return [[uid, seq, revisions, head, *([healing] if healing else [])]
             for uid, seq, revisions, head, healing in rows]
+
+
+def database_identity() -> str:
+    """Which database this is: when its first migration was applied (UTC, ISO-8601 with microseconds), from
+    Django's `django_migrations`. A copy or a restored backup keeps it whatever its host, port or name; another
+    database (a new `DATABASE_URL`) has its own. '' when the database was never migrated."""
+    from django.db.migrations.recorder import MigrationRecorder
+
+    first = MigrationRecorder(connection).migration_qs.aggregate(first=Min("applied"))["first"]
+    return first.astimezone(UTC).isoformat(timespec="microseconds") if first is not None else ""
 
 
 def _state() -> dict[str, Any]:
@@ -155,29 +167,16 @@ def _state() -> dict[str, Any]:
         counts = {name: model.objects.count() for name, model in _COUNTED.items()}
         counts["actions"] = ActionRecord.objects.count()
         head = ActionRecord.objects.order_by("-seq").values("seq", "hash").first() or {"seq": 0, "hash": ""}
-    return {"leaves": leaves, "counts": counts, "actions": head}
+        requests = request_leaves()
+    return {"leaves": leaves, "counts": counts, "actions": head, "requests": requests,
+            "database": database_identity()}
 
 
 def _signed_part(doc: dict[str, Any]) -> dict[str, Any]:
-    return {k: v for k, v in doc.items() if k not in ("signature", "leaves")}
+    return {k: v for k, v in doc.items() if k not in ("signature", "leaves", REQUEST_LEAVES)}
 
 
 # -- writing ----------------------------------------------------------------------------------------------
-
-
-def checkpoint_dir() -> Path:
-    """Where the checkpoint files go (settings.OPSCONSOLE_AUDIT_CHECKPOINT_DIR)."""
-    return Path(settings.OPSCONSOLE_AUDIT_CHECKPOINT_DIR)
-
-
-def _files() -> list[tuple[int, Path]]:
-    found = []
-    for path in checkpoint_dir().glob("checkpoint-*.json"):
-        try:
-            found.append((int(path.stem.split("-", 1)[1]), path))
-        except ValueError:
-            continue
-    return sorted(found)
 
 
 @dataclass(frozen=True)
@@ -198,22 +197,21 @@ def checkpoint_write(api: Any = None) -> Written:
     directory = checkpoint_dir()
     directory.mkdir(parents=True, exist_ok=True)
     while True:
-        seq = (_files()[-1][0] if _files() else 0) + 1
+        found = files()
+        seq = (found[-1][0] if found else 0) + 1
         doc: dict[str, Any] = {
             "format": FORMAT, "seq": seq, "created_at": datetime.now(UTC).isoformat(timespec="microseconds"),
             "tree_size": len(state["leaves"]), "root": root.hex(), "actions": state["actions"],
-            "counts": state["counts"], "key_id": key_id(private),
+            "counts": state["counts"], "key_id": key_id(private), "database": state["database"],
+            "requests": signed_summary(state["requests"]),
         }
         doc["signature"] = base64.b64encode(private.sign(_canonical(_signed_part(doc)))).decode()
         doc["leaves"] = state["leaves"]
+        doc[REQUEST_LEAVES] = state["requests"]
         path = directory / f"checkpoint-{seq:08d}.json"
-        try:
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
-        except FileExistsError:
-            continue  # another writer took this seq: the next one
-        with os.fdopen(fd, "w", encoding="utf-8") as out:
-            json.dump(doc, out, sort_keys=True, indent=1)
-        break
+        if write_new(path, doc):
+            break
+        # another writer took this seq: the next one
     published = None
     if api is not None:
         published = _configmap_write(api, _signed_part(doc) | {"signature": doc["signature"]})
@@ -237,7 +235,8 @@ def _configmap_write(api: Any, signed: dict[str, Any]) -> bool:
 
 
 def configmap_read(api: Any) -> dict[str, Any] | None:
-    """The signed document in the cluster's ConfigMap (None when there is none)."""
+    """The signed document in the cluster's ConfigMap (None when there is none); UnreadableCheckpoint when its
+    `checkpoint.json` is not a checkpoint document (empty, not JSON, not an object)."""
     namespace, name = settings.OPSCONSOLE_LEADER_NAMESPACE, settings.OPSCONSOLE_AUDIT_CHECKPOINT_CONFIGMAP
     try:
         obj = kube.request_json(api, "GET", kube.object_path(CONFIGMAP, namespace, name))
@@ -245,7 +244,9 @@ def configmap_read(api: Any) -> dict[str, Any] | None:
         if getattr(exc, "status", None) == 404:
             return None
         raise
-    return json.loads((obj.get("data") or {}).get("checkpoint.json") or "null")
+    data = obj.get("data") if isinstance(obj, dict) else None
+    text = data.get("checkpoint.json") if isinstance(data, dict) else None
+    return parse(text if isinstance(text, str) else "", f"the ConfigMap {namespace}/{name}'s checkpoint.json")
 
 
 # -- verifying --------------------------------------------------------------------------------------------
@@ -257,31 +258,32 @@ def signature_ok(doc: dict[str, Any], private: Any) -> bool:
 
     try:
         private.public_key().verify(base64.b64decode(doc.get("signature") or ""), _canonical(_signed_part(doc)))
-    except (InvalidSignature, ValueError):
+    except (InvalidSignature, ValueError, TypeError):
         return False
     return True
 
 
-def newest() -> tuple[Path, dict[str, Any]] | None:
-    """The newest checkpoint file and its document (None when there is none)."""
-    files = _files()
-    if not files:
-        return None
-    path = files[-1][1]
-    return path, json.loads(path.read_text(encoding="utf-8"))
-
-
 @dataclass
 class CheckpointReport:
-    """What `checkpoint_verify` checked (`seq` None: no checkpoint yet) and what it found."""
+    """What `checkpoint_verify` checked (`seq` None: no checkpoint yet), what it found, and what the checkpoint
+    did not cover (`notes`: a format 1 checkpoint has no request identities and no database identity)."""
 
     seq: int | None = None
     created_at: str = ""
     problems: list[RecordProblem] | None = None
+    notes: list[str] | None = None
 
     def __post_init__(self) -> None:
         if self.problems is None:
             self.problems = []
+        if self.notes is None:
+            self.notes = []
+
+    @property
+    def checked(self) -> bool:
+        """Whether the database was compared with the checkpoint at all (False: the newest one is unreadable, of a
+        newer format or of another database)."""
+        return not any(problem.problem in NOT_CHECKED for problem in self.problems or [])
 
 
 def _problem(seq: Any, ident: str, problem: str, detail: str) -> RecordProblem:
@@ -298,14 +300,22 @@ def checkpoint_verify(doc: dict[str, Any] | None = None) -> CheckpointReport:
     from opsconsole.accounts.models import ActionRecord
 
     if doc is None:
-        found = newest()
+        try:
+            found = newest()
+        except UnreadableCheckpoint as exc:
+            return _unreadable(exc)
         if found is None:
             return CheckpointReport()
         doc = found[1]
     seq = doc.get("seq")
     report = CheckpointReport(seq=seq, created_at=str(doc.get("created_at", "")))
     problems = report.problems
-    assert problems is not None
+    assert problems is not None and report.notes is not None
+    if doc.get("format") not in FORMATS:
+        problems.append(_problem(seq, "", NEWER_FORMAT, f"its format is {doc.get('format')!r}; this version "
+                                 f"verifies formats {', '.join(map(str, FORMATS))}: verify with the version that "
+                                 "wrote it, or a newer one"))
+        return report
     private = signing_key(create=False)
     if private is None:
         problems.append(_problem(seq, "", FORGED, f"no signing key at {key_path()}: the checkpoint cannot be checked"))
@@ -318,6 +328,16 @@ def checkpoint_verify(doc: dict[str, Any] | None = None) -> CheckpointReport:
     if merkle_root([leaf_hash(leaf) for leaf in leaves]).hex() != doc.get("root") or len(leaves) != doc.get(
             "tree_size"):
         problems.append(_problem(seq, "", FORGED, "its leaves do not make its signed root"))
+        return report
+    if doc.get("format") == 1:
+        report.notes.append(f"checkpoint {seq} is of format 1: it does not cover the reconcile requests' identities "
+                            "nor say which database it is of (the next checkpoint does)")
+    elif doc.get("database") != (here := database_identity()):
+        problems.append(_problem(seq, "", OTHER_DATABASE, f"checkpoint {seq} in {checkpoint_dir()} was written for "
+                                 f"another database (first migrated at {doc.get('database') or '?'}; this one was "
+                                 f"first migrated at {here or '?'}): nothing of this database was checked against "
+                                 "it. Point OPSCONSOLE_AUDIT_CHECKPOINT_DIR at this database's checkpoints, or "
+                                 "write this database's first with manage.py audit_checkpoint"))
         return report
 
     with _consistent_read():
@@ -341,7 +361,17 @@ def checkpoint_verify(doc: dict[str, Any] | None = None) -> CheckpointReport:
                 problems.append(_problem(seq, f"action seq={actions['seq']}", REWRITTEN,
                                          "its hash is not the one the checkpoint saw"))
         problems.extend(_chains_against(seq, leaves))
+        problems.extend(requests_against(seq, doc))
     return report
+
+
+def _unreadable(exc: UnreadableCheckpoint) -> CheckpointReport:
+    found = files()
+    seq = found[-1][0]
+    before = f"the one before it is checkpoint {found[-2][0]}" if len(found) > 1 else "there is no other"
+    detail = (f"{exc.where} in {checkpoint_dir()} {exc.reason}: the database was not checked against it. Move it "
+              f"aside to verify against the previous checkpoint ({before})")
+    return CheckpointReport(seq=seq, problems=[_problem(seq, "", UNREADABLE, detail)])
 
 
 def _chains_against(seq: Any, leaves: list[list[Any]]) -> list[RecordProblem]:
@@ -399,18 +429,27 @@ def _chains_against(seq: Any, leaves: list[list[Any]]) -> list[RecordProblem]:
 def configmap_check(api: Any) -> list[RecordProblem]:
     """The cluster's copy against the newest file: its signature, and that the files are not behind it (a
     deleted newest file would let an attacker fall back to an older checkpoint) nor differ from it."""
-    published = configmap_read(api)
+    try:
+        published = configmap_read(api)
+    except UnreadableCheckpoint as exc:
+        return [_problem("", "configmap", UNREADABLE, f"{exc.where} {exc.reason}: the cluster's copy is not a "
+                         "checkpoint")]
     if published is None:
         return []
     seq = published.get("seq")
     private = signing_key(create=False)
     if private is None or published.get("key_id") != key_id(private) or not signature_ok(published, private):
         return [_problem(seq, "configmap", FORGED, "the cluster's copy is not signed with the audit key")]
-    found = newest()
-    top = found[1].get("seq", 0) if found else 0
+    found = files()
+    top = found[-1][0] if found else 0
     if top < seq:
         return [_problem(seq, "configmap", REMOVED, f"the cluster holds checkpoint {seq}, the newest file is "
                          f"{top or 'none'}: checkpoint files were removed")]
-    if found and top == seq and found[1].get("root") != published.get("root"):
-        return [_problem(seq, "configmap", FORGED, "the cluster's copy and the file differ")]
+    if top == seq:
+        try:
+            newest_doc = newest()
+        except UnreadableCheckpoint:
+            return []  # checkpoint_verify names the unreadable file
+        if newest_doc and newest_doc[1].get("root") != published.get("root"):
+            return [_problem(seq, "configmap", FORGED, "the cluster's copy and the file differ")]
     return []

@@ -74,7 +74,8 @@ def audit_verify_fails(match: str) -> str:
 
 def test_a_clean_record_verifies_and_the_key_and_files_are_as_documented(recorded, keys, capsys):
     doc = recorded.doc
-    assert (doc["seq"], doc["tree_size"], doc["format"]) == (1, 2, 1)
+    assert (doc["seq"], doc["tree_size"], doc["format"]) == (1, 2, 2)
+    assert doc["requests"]["size"] == 1 and len(doc["request_leaves"]) == 1 and doc["database"]
     assert doc["counts"]["transitions"] == 4 and doc["actions"]["seq"] == 3
     assert stat.S_IMODE((keys / "keys" / "audit-signing.key").stat().st_mode) == 0o600
     assert recorded.path.name == "checkpoint-00000001.json" and json.loads(recorded.path.read_text()) == doc
@@ -176,3 +177,147 @@ def test_the_configmap_gets_the_signed_document(recorded, monkeypatch):
 def test_no_checkpoint_yet_is_not_a_failure():
     assert checkpoint.checkpoint_verify().seq is None and problems() == []
     assert Resource.objects.count() == 0
+
+
+# -- issue 37: request identities, unreadable files, another database, the old format ----------------------------
+
+
+def test_a_request_identity_rewritten_with_its_hash_recomputed_is_named(recorded):
+    from reconcilers.models.chain import request_identity_hash
+
+    request = ReconcileRequest.objects.get()
+    forged = dict(ReconcileRequest.objects.filter(pk=request.pk).values().get(), actor="user:mallory",
+                  reason="mallory asked")
+    as_owner(("UPDATE reconcilers_reconcilerequest SET actor = %s, reason = %s, identity_hash = %s WHERE id = %s",
+              (forged["actor"], forged["reason"], request_identity_hash(forged), request.pk.hex
+               if connection.vendor == "sqlite" else request.pk)))
+    assert ReconcileRequest.objects.get().actor == "user:mallory"
+    assert chain_verify().ok and record_verify() == []  # the unkeyed identity hash matches the rewrite
+    assert problems() == [(f"1 request id={request.pk}", "rewritten")]
+    audit_verify_fails(f"checkpoint 1 request id={request.pk}: rewritten: k: its identity")
+
+
+def test_a_request_the_checkpoint_saw_deleted_is_named_by_its_id(recorded):
+    request = ReconcileRequest.objects.get()
+    as_owner("DELETE FROM reconcilers_reconcilerequest")
+    assert (f"1 request id={request.pk}", "removed") in problems()
+
+
+def test_requests_made_after_the_checkpoint_are_not_a_problem(recorded):
+    ReconcileRequest.objects.create(key="k2", token="t2", actor="user:bob", reason="later")
+    assert problems() == []
+
+
+def unchecked(content: bytes, keys) -> str:
+    """audit_verify with `content` as the newest checkpoint file: exit 1, a clear message, no traceback."""
+    import io
+
+    path = keys / "checkpoints" / "checkpoint-00000002.json"
+    path.write_bytes(content)
+    err = io.StringIO()
+    with pytest.raises(CommandError) as failure:
+        call_command("audit_verify", stdout=io.StringIO(), stderr=err)
+    assert failure.value.returncode == 1
+    message = str(failure.value)
+    assert message.startswith("audit record not checked against a signed checkpoint: checkpoint-00000002.json")
+    assert "previous checkpoint (the one before it is checkpoint 1)" in message
+    assert "NOT CHECKED checkpoint 2: unreadable: checkpoint-00000002.json" in err.getvalue()
+    return message
+
+
+@pytest.mark.parametrize("content, says", [(b"", "is empty"), (b"  \n", "is empty"), (b"[]", "holds JSON []"),
+                                           (b"null", "holds JSON null"), (b'{"seq": 2,', "is not JSON"),
+                                           (b"\xff\xfe", "is not UTF-8")])
+def test_an_unreadable_newest_checkpoint_file_says_what_it_holds(recorded, keys, content, says):
+    assert says in unchecked(content, keys)
+
+
+def test_an_unreadable_checkpoint_file_fails_the_command_without_a_traceback(recorded, keys):
+    import os
+    import subprocess
+    import sys
+
+    from tests.support import workers
+
+    (keys / "checkpoints" / "checkpoint-00000002.json").write_text("")
+    root = __import__("pathlib").Path(__file__).resolve().parents[2]
+    env = dict(os.environ, DATABASE_URL=workers.test_database_url(), OPSCONSOLE_AUDIT_CHECKPOINT_DIR=str(
+        keys / "checkpoints"), OPSCONSOLE_AUDIT_KEY_FILE=str(keys / "keys" / "audit-signing.key"))
+    done = subprocess.run([sys.executable, "manage.py", "audit_verify"], cwd=root, env=env, capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr
+    assert "checkpoint-00000002.json in" in done.stderr and "is empty" in done.stderr
+
+
+def test_a_writer_killed_mid_write_leaves_no_checkpoint_file(recorded, keys, monkeypatch):
+    from pathlib import Path
+
+    from reconcilers.engine import checkpoint_files
+
+    def half_then_killed(doc, out, **kwargs):
+        out.write(json.dumps(doc)[:100])
+        raise KeyboardInterrupt("killed mid-write")
+
+    monkeypatch.setattr(checkpoint_files.json, "dump", half_then_killed)
+    monkeypatch.setattr(Path, "unlink", lambda self, missing_ok=False: None)  # a killed process cleans nothing up
+    with pytest.raises(KeyboardInterrupt):
+        checkpoint.checkpoint_write()
+    monkeypatch.undo()
+    names = sorted(p.name for p in (keys / "checkpoints").iterdir())
+    assert names[0].startswith(".checkpoint-00000002.") and names[1:] == ["checkpoint-00000001.json"]
+    assert problems() == []  # the half-written document is not a checkpoint file: checkpoint 1 is the newest
+    assert checkpoint.checkpoint_write().path.name == "checkpoint-00000002.json" and problems() == []
+
+
+def test_a_checkpoint_of_another_database_says_so_instead_of_removed_rows(recorded):
+    from datetime import timedelta
+
+    from django.db.migrations.recorder import MigrationRecorder
+    from django.db.models import F
+
+    before = checkpoint.database_identity()
+    # another database (DATABASE_URL changed, the same data dir): its own rows, migrated at its own time
+    as_owner("DELETE FROM reconcilers_reconcilerequest", "DELETE FROM accounts_actionrecord")
+    MigrationRecorder.Migration.objects.update(applied=F("applied") + timedelta(days=3))
+    assert checkpoint.database_identity() != before
+    report = checkpoint.checkpoint_verify()
+    assert [(p.ident, p.problem) for p in report.problems] == [("1", "another database")]
+    assert not report.checked and f"first migrated at {before}" in report.problems[0].detail
+    message = audit_verify_fails("NOT CHECKED checkpoint 1: another database: checkpoint 1 in")
+    assert "removed" not in message and "truncated" not in message
+
+
+def test_an_old_format_checkpoint_still_verifies_and_says_what_it_does_not_cover(recorded, capsys):
+    import base64
+
+    doc = json.loads(recorded.path.read_text())
+    for key in ("database", "requests", "request_leaves", "signature"):
+        doc.pop(key)
+    doc["format"] = 1  # as the version before issue 37 wrote it
+    signed = checkpoint._canonical(checkpoint._signed_part(doc))
+    doc["signature"] = base64.b64encode(checkpoint.signing_key().sign(signed)).decode()
+    recorded.path.write_text(json.dumps(doc))
+    report = checkpoint.checkpoint_verify()
+    assert report.problems == [] and "format 1" in report.notes[0]
+    call_command("audit_verify")
+    assert "matches signed checkpoint 1" in capsys.readouterr().out
+    as_owner("DELETE FROM reconcilers_transition WHERE resource_uid = 'uid-b'",
+             "UPDATE reconcilers_resource SET last_transition_seq = 0, last_transition_hash = '' WHERE uid = 'uid-b'")
+    assert ("1 resource=uid-b", "removed") in problems()  # what format 1 covers is still checked
+
+
+def test_a_checkpoint_of_a_newer_format_is_reported_as_such(recorded):
+    doc = json.loads(recorded.path.read_text())
+    doc["format"] = 9
+    recorded.path.write_text(json.dumps(doc))
+    assert problems() == [("1", "newer format")]
+    audit_verify_fails("its format is 9; this version verifies formats 1, 2")
+
+
+@pytest.mark.parametrize("data", [{"checkpoint.json": "{not json"}, {"checkpoint.json": ""}, {"checkpoint.json": "[]"},
+                                  None])
+def test_a_configmap_that_holds_no_checkpoint_is_named_not_a_traceback(recorded, monkeypatch, data):
+    monkeypatch.setattr(checkpoint.kube, "request_json", lambda api, method, path: {"data": data})
+    found = checkpoint.configmap_check(object())
+    assert [(p.ident, p.problem) for p in found] == [("configmap", "unreadable")]
+    assert "checkpoint.json" in found[0].detail

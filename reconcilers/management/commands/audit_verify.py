@@ -1,6 +1,8 @@
 """`manage.py audit_verify`: check every resource's hash chain (transitions and spec revisions), the action
 record's chain, the reconcile requests' identities and the database against the newest signed checkpoint
-(reconcilers.engine.checkpoint); exit 1 naming the first broken row or the first thing the checkpoint misses."""
+(reconcilers.engine.checkpoint); exit 1 naming the first broken row or the first thing the checkpoint misses, or
+saying why the database could not be checked against the newest checkpoint (an unreadable file, a newer format,
+a checkpoint of another database)."""
 
 from __future__ import annotations
 
@@ -9,11 +11,11 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from reconcilers.engine.audit import chain_verify, record_verify
-from reconcilers.engine.checkpoint import checkpoint_verify, configmap_check
+from reconcilers.engine.checkpoint import NOT_CHECKED, checkpoint_verify, configmap_check
 
 
 class Command(BaseCommand):
-    """Verify the audit trail (DESIGN.md §4): edited, removed, reordered, inserted or moved transitions and
+    """Verify the audit trail: edited, removed, reordered, inserted or moved transitions and
     revisions; edited or removed action records; reconcile requests whose identity changed."""
 
     help = ("Verify the per-resource hash chains (transitions and spec revisions), the action record's chain and "
@@ -44,6 +46,7 @@ class Command(BaseCommand):
             if against is not None:
                 records += (f"; matches signed checkpoint {against.seq} of {against.created_at}"
                             if against.seq is not None else "; no signed checkpoint yet")
+                records += "".join(f" ({note})" for note in against.notes or [])
             self.stdout.write(
                 self.style.SUCCESS(
                     f"audit trail intact: {report.transitions} transitions{revisions} in {report.chains} chains "
@@ -54,7 +57,7 @@ class Command(BaseCommand):
         for found in report.breaks:
             self.stderr.write(f"BROKEN {found.describe()}")
         for problem in problems:
-            self.stderr.write(f"BROKEN {problem.describe()}")
+            self.stderr.write(f"{'NOT CHECKED' if problem.problem in NOT_CHECKED else 'BROKEN'} {problem.describe()}")
         if report.breaks:
             first = report.breaks[0]
             ident = first.transition_id if first.transition_id is not None else "-"
@@ -63,5 +66,7 @@ class Command(BaseCommand):
                 f"resource={first.resource_uid} {first.position} id={ident} ({first.problem})"
             )
         first_problem = problems[0]
+        if all(problem.problem in NOT_CHECKED for problem in problems):  # nothing broken seen, nothing compared
+            raise CommandError(f"audit record not checked against a signed checkpoint: {first_problem.detail}")
         raise CommandError(f"audit record broken: {first_problem.record} {first_problem.ident} "
                            f"({first_problem.problem})")
