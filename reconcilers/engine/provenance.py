@@ -200,11 +200,18 @@ def revision_actor(kind: ResourceKind, live: dict[str, Any], manager: str, rollb
 
 def outcome_noted(client: Any, kind: ResourceKind, obj: dict[str, Any], recorded: str | None, outcome: Any) -> None:
     """After `step.reconcile_step`, before the record: note the run's own status write when it moved the phase
-    off the one on record (`note_written`), and establish who wrote an out-of-band phase (`status_actor`:
-    `outcome.out_of_band` gets `kube:<user>` from an admitted write; otherwise its field manager stays a claim)."""
+    off the one on record (`note_written`); the change into the terminating phase a deletion request starts
+    (reason `Deleting`) gets the deleter as actor (`deletion_actor`: `kube:<user>` or `unknown`); and who wrote
+    an out-of-band phase is established (`status_actor`: `outcome.out_of_band` gets `kube:<user>` from an
+    admitted write; otherwise its field manager stays a claim)."""
     written = getattr(outcome, "written", None)
     if written and written[1] and written[1] != (recorded or ""):
         note_written(client, str((outcome.obj.get("metadata") or {}).get("uid") or ""), *written)
+    change = getattr(outcome, "change", None)
+    if change is not None and change.reason == "Deleting" and (obj.get("metadata") or {}).get("deletionTimestamp"):
+        meta = obj.get("metadata") or {}  # the deletion request is the deleter's, not the engine's
+        actor = deletion_actor(kind, meta.get("namespace") or "", meta.get("name") or "", str(meta.get("uid") or ""))
+        outcome.change = dataclasses.replace(change, actor=actor)
     foreign = getattr(outcome, "out_of_band", None)
     if foreign is not None and not foreign.established_by:
         actor, entry = status_actor(kind, obj, foreign.phase, foreign.manager)

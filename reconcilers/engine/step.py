@@ -65,6 +65,9 @@ from reconcilers.engine.kstatus import condition_reason, kstatus_conditions
 
 STATUS_ATTEMPTS = 5
 SPEC_CHANGED = "SpecChanged"
+#: the reason of the change into the terminating phase a deletion request starts (its actor is who deleted the
+#: object, `provenance.outcome_noted`; the cleanup's transitions after it are the engine's)
+DELETING = "Deleting"
 #: the annotations that ask for a manual reconcile (the runner passes what the settings allow)
 REQUEST_ANNOTATIONS: tuple[str, ...] = (RECONCILE_REQUESTED_AT, FLUX_REQUESTED_AT)
 
@@ -400,7 +403,7 @@ def _deletion(ctx: EngineContext, current: str) -> _Decision:
     fin = rec.finalizer
     has_finalizer = bool(fin) and fin in (ctx.obj["metadata"].get("finalizers") or [])
     if terminating and current not in (terminating, deleted):
-        change = PhaseChange(terminating, "Deleting", "deletion requested" + ("; cleaning up" if has_finalizer else ""))
+        change = PhaseChange(terminating, DELETING, "deletion requested" + ("; cleaning up" if has_finalizer else ""))
         if has_finalizer:
             return _Decision("requeue", QueueAction.REQUEUE_NOW, change=change)
         return _Decision("success", QueueAction.FORGET, change=change)

@@ -46,8 +46,8 @@ def deleted_on_record(uid, timeout=20):
              interval=0.1)
 
 
-DELETION = [("Running", "Terminating", "ObjectDeleted", "controller"),
-            ("Terminating", "Deleted", "ObjectDeleted", "controller")]
+DELETION = [("Running", "Terminating", "ObjectDeleted", "unknown"),
+            ("Terminating", "Deleted", "ObjectDeleted", "unknown")]
 
 
 def test_deleting_a_kind_without_a_finalizer_records_one_chained_deleted_transition(integration, kapi, namespace):

@@ -69,7 +69,7 @@ def test_a_running_object_goes_through_terminating_to_deleted_once_chained_and_m
     assert row.deleted and row.deleted_at and row.phase == "Deleted" and row.reason == "ObjectDeleted"
     assert row.generation == 3 and row.resource_version == "900"  # the last state seen went to the mirror
     last = Transition.objects.get(resource_uid="u1", to_phase="Deleted")
-    assert last.actor == "controller" and last.run_id is None and last.generation == 3
+    assert last.actor == "unknown" and last.run_id is None and last.generation == 3
     assert "last observed phase Running, generation 3, resourceVersion 900" in last.message
     assert chain_verify("u1").ok
 
