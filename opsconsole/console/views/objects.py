@@ -5,9 +5,11 @@ ones when it belongs to a mirrored resource) and its owner chain up to that reso
 Why only some kinds: the console reads with its own identity, which may read more than its users should see (the
 engine's ClusterRole covers Pods, ReplicaSets, Events and every owned kind, and a future grant might cover
 Secrets). So the page shows only what the health tree can lead to: a registered kind's `owns`, ReplicaSets,
-Pods and Events (`health_tree.viewable_kinds`); any other address, a Secret included, is a 404, as is an object
-outside the user's namespaces (the same login, role and namespace limit as the resource pages; a cluster-scoped
-object needs the cluster scope '')."""
+Pods and Events (`health_tree.viewable_kinds`), and of those only an object in the owner chain of a mirrored
+resource the user may read (an Event: the object it is about); any other address or object (another kind, a
+Secret no registered resource owns) is a 404, as is an object outside the user's namespaces (the same login,
+role and namespace limit as the resource pages; a cluster-scoped object needs the cluster scope ''). A Secret a
+registered kind owns is shown as `kubectl describe` shows it: its keys and their sizes, never a value."""
 
 from __future__ import annotations
 
@@ -32,7 +34,7 @@ def object_detail(request: HttpRequest, group: str, version: str, plural: str, n
     if limit is not None and namespace not in limit:
         raise Http404(NOT_FOUND)
     try:
-        view = health_tree.object_page(kind, namespace, name)
+        view = health_tree.object_page(kind, namespace, name, namespaces=limit)
     except health_tree.ObjectMissing as exc:
         raise Http404(NOT_FOUND) from exc
     except Exception as exc:  # the Kubernetes API did not answer: say so, never a 500

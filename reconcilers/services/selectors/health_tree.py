@@ -380,8 +380,9 @@ MAX_OWNERS = 5
 
 def viewable_kinds() -> list[ResourceKind]:
     """The kinds the object page may show: every registered kind's `owns`, their descendants (ReplicaSets, Pods)
-    and Events. Nothing else (no Secrets, no arbitrary kinds): the console's identity may read more than a user
-    should see through the console."""
+    and Events. Nothing else (no arbitrary kinds): the console's identity may read more than a user should see
+    through the console. Secrets are viewable only where a registered kind owns them, and then only in a
+    resource's owner chain and redacted (`object_page`)."""
     owns = [k for rec in registry.registered() for k in rec.owns]
     return tree_kinds([*owns, REPLICASET, POD, EVENT])
 
@@ -431,12 +432,22 @@ def _kind_by_type(api_version: str, kind_name: str) -> ResourceKind | None:
     return next((k for k in viewable_kinds() if (k.api_version, k.kind) == (api_version, kind_name)), None)
 
 
+def _owner_refs(obj: dict[str, Any]) -> list[dict[str, Any]]:
+    """An object's ownerReferences; an Event's is the object it is about (`involvedObject`)."""
+    meta = obj.get("metadata") or {}
+    refs = [r for r in meta.get("ownerReferences") or [] if isinstance(r, dict)]
+    involved = obj.get("involvedObject")
+    if not refs and obj.get("kind") == EVENT.kind and isinstance(involved, dict):
+        refs = [{**involved, "controller": True}]
+    return refs
+
+
 def _owner_chain(api: Any, obj: dict[str, Any]) -> tuple[list[OwnerLink], Resource | None]:
     chain: list[OwnerLink] = []
     current = obj
     for _ in range(MAX_OWNERS):
         meta = current.get("metadata") or {}
-        refs = [r for r in meta.get("ownerReferences") or [] if isinstance(r, dict)]
+        refs = _owner_refs(current)
         ref = next((r for r in refs if r.get("controller")), refs[0] if refs else None)
         if not ref:
             break
@@ -468,22 +479,58 @@ def _live_event(e: dict[str, Any]) -> dict[str, Any]:
             "source": source.get("component", "") if isinstance(source, dict) else str(source), "live": True}
 
 
-def object_page(kind: ResourceKind, namespace: str, name: str, *, api: Any = None) -> ObjectPage:
-    """One object for its page: a GET, a LIST of its Events (fieldSelector involvedObject.uid), a GET per owner
-    up to the mirrored resource (at most MAX_OWNERS), and the archived Events when it belongs to a mirrored
-    resource. ObjectMissing when it is not in the cluster; the API's errors are raised (the page says so)."""
+#: annotations that may hold a Secret's values (kubectl apply keeps the whole applied object in the first)
+SECRET_ANNOTATIONS = ("kubectl.kubernetes.io/last-applied-configuration",)
+
+
+def secret_redacted(obj: dict[str, Any]) -> dict[str, Any]:
+    """A Secret as `kubectl describe` shows it: each key of `data` and `stringData` with its size in bytes
+    (`<N bytes>`), never a value; the annotations that may copy the values are left out. Other kinds: unchanged."""
+    if obj.get("kind") != "Secret" or str(obj.get("apiVersion", "v1")) != "v1":
+        return obj
+    for field_name in ("data", "stringData"):
+        values = obj.get(field_name)
+        if isinstance(values, dict):
+            obj[field_name] = {k: f"<{_secret_size(v, field_name == 'data')} bytes>" for k, v in values.items()}
+        elif field_name in obj:
+            obj[field_name] = "<redacted>"
+    annotations = (obj.get("metadata") or {}).get("annotations")
+    if isinstance(annotations, dict):
+        for key in SECRET_ANNOTATIONS:
+            if key in annotations:
+                annotations[key] = "<redacted: it may hold the Secret's values>"
+    return obj
+
+
+def _secret_size(value: Any, encoded: bool) -> int:
+    text = value if isinstance(value, str) else ""
+    if encoded:  # base64: the decoded size, as kubectl describe gives it
+        return max(0, len(text) * 3 // 4 - text.count("=", -2))
+    return len(text.encode())
+
+
+def object_page(kind: ResourceKind, namespace: str, name: str, *, api: Any = None,
+                namespaces: frozenset[str] | None = None) -> ObjectPage:
+    """One object for its page: a GET, a GET per owner up to the mirrored resource (at most MAX_OWNERS), a LIST
+    of its Events (fieldSelector involvedObject.uid), and the archived Events of that resource. Only an object in
+    the owner chain of a mirrored resource within `namespaces` (None: any) is shown: any other object, one
+    not in the cluster included, is ObjectMissing (the console's identity may read objects no registered resource
+    owns). A Secret is shown redacted (`secret_redacted`). The API's errors are raised (the page says so)."""
     api = api or apiclient.get_api_client()
     ns = namespace if kind.namespaced else ""
+    missing = ObjectMissing(f"{kind.kind} {ns + '/' if ns else ''}{name} is not in the cluster")
     obj = kube.get_object(api, kind, ns or None, name, timeout=LIST_TIMEOUT)
     if obj is None:
-        raise ObjectMissing(f"{kind.kind} {ns + '/' if ns else ''}{name} is not in the cluster")
+        raise missing
     obj.setdefault("apiVersion", kind.api_version)
     obj.setdefault("kind", kind.kind)
     (obj.get("metadata") or {}).pop("managedFields", None)
-    page = ObjectPage(obj)
+    page = ObjectPage(secret_redacted(obj))
+    page.owners, page.resource = _owner_chain(api, obj)
+    if page.resource is None or (namespaces is not None and page.resource.namespace not in namespaces):
+        raise missing
     uid = (obj.get("metadata") or {}).get("uid", "")
     try:
-        page.owners, page.resource = _owner_chain(api, obj)
         if uid:
             listed = kube.list_objects(api, EVENT, ns or None, field_selector=f"involvedObject.uid={uid}",
                                        timeout=LIST_TIMEOUT).items
