@@ -1,9 +1,11 @@
-"""The webhook server: `POST /validate/<group>/<plural>` and `POST /mutate/<group>/<plural>` answer AdmissionReview
-v1 requests for the registered kinds (reconcilers.engine.admission), `POST /convert/<group>/<plural>`
-ConversionReview v1 requests for kinds with several versions (reconcilers.engine.conversion), over TLS only,
-optionally verifying the API server's client certificate (mutual TLS); `GET /healthz`; `GET /metrics` with
-controller-runtime's webhook metrics. Each admission decision goes to the recorder (opsconsole.webhooks.recorder)
-and the answer goes back at once.
+"""The webhook server: the reviews over mutual TLS (opsconsole.webhooks.app), only for callers whose client
+certificate the client CA signed (the API server), and the metrics and health on a plain HTTP port of their own.
+
+A server whose TLS context does not require a client certificate refuses to start unless told `insecure=True`
+(`runwebhooks --insecure-skip-client-verify`, logged loudly): without it anyone who reaches the port could write
+the action record. Connections are bounded (opsconsole.webhooks.connections): a limit, handshake, header, body and
+keep-alive timeouts, a body limit. Every few seconds the server looks at the decision recorder and starts its thread
+again if it died (`opsconsole_thread_restarts_total{thread="admission-recorder"}`).
 
 `WebhookServer(...).start()` serves on a thread of its own (the command waits for a signal; tests stop it).
 """
@@ -11,109 +13,26 @@ and the answer goes back at once.
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import os
 import ssl
 import threading
-import time
 from typing import Any
 
 from aiohttp import web
-from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
+from opsconsole.webhooks.app import WebhookMetrics, build_app, build_metrics_app
+from opsconsole.webhooks.connections import Gate, Limits
 from opsconsole.webhooks.recorder import DecisionRecorder
-from reconcilers.engine import registry
-from reconcilers.engine.admission import MUTATE, VALIDATE, ReviewError, review_mutate, review_validate
-from reconcilers.engine.conversion import ConversionError, review_convert
 
-CONVERT = "convert"
-UNKNOWN = "unknown"  # the metrics' webhook label of a path that is none of ours
+__all__ = ["CertificateReloader", "Limits", "WebhookServer", "build_app", "tls_context"]
+
+SUPERVISE_SECONDS = 2.0
+RECORDER_THREAD = "admission-recorder"
+INSECURE_WARNING = ("webhook server: client certificates are NOT verified (--insecure-skip-client-verify): anyone "
+                    "who reaches the port can send a review and write the action record as any user")
 
 log = logging.getLogger(__name__)
-
-
-class WebhookMetrics:
-    """controller-runtime's webhook metrics, labelled by webhook path (and code); every path that is not a
-    registered kind's webhook shares the label `unknown`."""
-
-    def __init__(self) -> None:
-        self.registry = CollectorRegistry()
-        self.requests = Counter("controller_runtime_webhook_requests_total", "Admission requests by webhook and "
-                                "HTTP code", ["webhook", "code"], registry=self.registry)
-        self.latency = Histogram("controller_runtime_webhook_latency_seconds", "Admission request latency",
-                                 ["webhook"], registry=self.registry,
-                                 buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5))
-        self.in_flight = Gauge("controller_runtime_webhook_requests_in_flight", "Admission requests being served",
-                               ["webhook"], registry=self.registry)
-
-
-def build_app(recorder: DecisionRecorder, metrics: WebhookMetrics) -> web.Application:
-    """The aiohttp application."""
-
-    def decide_and_hand_over(decide: Any, rec: Any, body: Any, path: str) -> Any:
-        decision = decide(rec, body)
-        recorder.put(decision, path)  # durable before the answer goes back
-        return decision
-
-    async def review(request: web.Request) -> web.Response:
-        action, group, plural = request.match_info["action"], request.match_info["group"], request.match_info[
-            "plural"]
-        path = label = request.path
-        started = time.perf_counter()
-        code = 200
-        rec = None
-        if action in (VALIDATE, MUTATE, CONVERT):
-            try:
-                rec = registry.for_kind(group, plural)
-            except (registry.UnknownKind, ValueError):
-                pass
-        if rec is None:  # not one of ours: one label for all of them (a caller cannot grow the metrics)
-            label = UNKNOWN
-        metrics.in_flight.labels(label).inc()
-        try:
-            if rec is None:
-                code = 404
-                return web.json_response({"error": f"no webhook {action!r} for a registered kind {plural}.{group}"},
-                                         status=404)
-            try:
-                body = await request.json()
-            except (ValueError, json.JSONDecodeError):
-                code = 400
-                return web.json_response({"error": "the body is not JSON"}, status=400)
-            loop = asyncio.get_running_loop()
-            if action == CONVERT:  # conversions are not decisions: answered, not recorded
-                try:
-                    response = await loop.run_in_executor(None, review_convert, rec, body)
-                except ConversionError as exc:
-                    code = 400
-                    return web.json_response({"error": str(exc)}, status=400)
-                return web.json_response({"apiVersion": "apiextensions.k8s.io/v1", "kind": "ConversionReview",
-                                          "response": response})
-            decide = review_validate if action == VALIDATE else review_mutate
-            try:  # a kind's hooks are plain functions, and the hand-over a network call: off the loop
-                decision = await loop.run_in_executor(None, decide_and_hand_over, decide, rec, body, path)
-            except ReviewError as exc:
-                code = 400
-                return web.json_response({"error": str(exc)}, status=400)
-            return web.json_response({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
-                                      "response": decision.response()})
-        finally:
-            metrics.in_flight.labels(label).dec()
-            metrics.requests.labels(label, str(code)).inc()
-            metrics.latency.labels(label).observe(time.perf_counter() - started)
-
-    async def healthz(request: web.Request) -> web.Response:
-        return web.Response(text="ok")
-
-    async def metrics_page(request: web.Request) -> web.Response:
-        return web.Response(body=generate_latest(metrics.registry), headers={"Content-Type": CONTENT_TYPE_LATEST})
-
-    app = web.Application(client_max_size=8 * 1024 * 1024)
-    app.router.add_post("/{action}/{group}/{plural}", review)
-    app.router.add_get("/healthz", healthz)
-    app.router.add_get("/metrics", metrics_page)
-    return app
 
 
 def tls_context(cert: str, key: str, client_ca: str | None = None) -> ssl.SSLContext:
@@ -180,15 +99,44 @@ class CertificateReloader:
 
 
 class WebhookServer:
-    """The server on a thread of its own: `start()` returns the bound port, `stop()` flushes the recorder."""
+    """The server on a thread of its own: `start()` returns the bound port, `stop()` flushes the recorder.
+    `metrics_port` (None: none) serves `/metrics` and `/healthz` over plain HTTP on `metrics_host`."""
 
-    def __init__(self, context: ssl.SSLContext, host: str = "127.0.0.1", port: int = 0) -> None:
+    def __init__(self, context: ssl.SSLContext, host: str = "127.0.0.1", port: int = 0, *,
+                 metrics_host: str = "127.0.0.1", metrics_port: int | None = None, limits: Limits | None = None,
+                 insecure: bool = False, recorder: DecisionRecorder | None = None) -> None:
+        if context.verify_mode != ssl.CERT_REQUIRED:
+            if not insecure:
+                raise ValueError("the webhook server requires client certificates (a client CA): without one anyone "
+                                 "who reaches its port can write the action record; give a client CA, or "
+                                 "insecure=True (--insecure-skip-client-verify) to run without")
+            log.warning(INSECURE_WARNING)
         self.context, self.host, self.port = context, host, port
-        self.recorder = DecisionRecorder()
+        self.metrics_host, self.metrics_port = metrics_host, metrics_port
+        self.limits = limits or Limits()
         self.metrics = WebhookMetrics()
+        self.recorder = recorder or DecisionRecorder(on_restart=self._recorder_restarted)
+        self.metrics.thread_restarts.labels(RECORDER_THREAD)  # shown as 0 from the start
+        self.gate: Gate | None = None
+        self.metrics_gate: Gate | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._runner: web.AppRunner | None = None
         self._thread: threading.Thread | None = None
+
+    def _recorder_restarted(self) -> None:
+        self.metrics.thread_restarts.labels(RECORDER_THREAD).inc()
+
+    def _event(self, event: str) -> None:
+        self.metrics.connection_events.labels(event).inc()
+
+    async def _listen(self, app: web.Application, context: ssl.SSLContext | None, host: str, port: int,
+                      limits: Limits) -> tuple[web.AppRunner, asyncio.Server, Gate, int]:
+        runner = web.AppRunner(app, access_log=None, keepalive_timeout=limits.keepalive_timeout)
+        await runner.setup()
+        loop = asyncio.get_running_loop()
+        assert runner.server is not None
+        gate = Gate(loop, runner.server, context, limits, self._event)
+        server = await loop.create_server(gate.protocol, host, port, backlog=min(1024, limits.max_connections * 4))
+        return runner, server, gate, server.sockets[0].getsockname()[1]
 
     def start(self, timeout: float = 30.0) -> int:
         self.recorder.start()
@@ -199,27 +147,53 @@ class WebhookServer:
             loop = asyncio.new_event_loop()
             self._loop = loop
             asyncio.set_event_loop(loop)
+            opened: list[tuple[web.AppRunner, asyncio.Server]] = []
             try:
-                self._runner = web.AppRunner(build_app(self.recorder, self.metrics), access_log=None)
-                loop.run_until_complete(self._runner.setup())
-                site = web.TCPSite(self._runner, self.host, self.port, ssl_context=self.context)
-                loop.run_until_complete(site.start())
-                self.port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]  # noqa: SLF001
+                gate_middleware = _late_middleware(lambda: self.gate)
+                runner, server, self.gate, self.port = loop.run_until_complete(self._listen(
+                    build_app(self.recorder, self.metrics, (gate_middleware,)), self.context, self.host, self.port,
+                    self.limits))
+                opened.append((runner, server))
+                if self.metrics_port is not None:
+                    metrics_limits = Limits(max_connections=32, handshake_timeout=self.limits.handshake_timeout,
+                                            header_timeout=self.limits.header_timeout, read_timeout=5.0,
+                                            keepalive_timeout=self.limits.keepalive_timeout)
+                    runner, server, self.metrics_gate, self.metrics_port = loop.run_until_complete(self._listen(
+                        build_metrics_app(self.recorder, self.metrics, (_late_middleware(lambda: self.metrics_gate),)),
+                        None, self.metrics_host, self.metrics_port, metrics_limits))
+                    opened.append((runner, server))
             except BaseException as exc:  # noqa: BLE001 - reported to start()
                 errors.append(exc)
                 ready.set()
                 return
             ready.set()
+            loop.call_later(SUPERVISE_SECONDS, self._supervise)
             loop.run_forever()
-            loop.run_until_complete(self._runner.cleanup())
+            for gate in (self.gate, self.metrics_gate):
+                if gate is not None:
+                    gate.close_all()
+            for runner, server in opened:
+                server.close()
+                loop.run_until_complete(runner.cleanup())
             loop.close()
 
         self._thread = threading.Thread(target=run, name="webhook-server", daemon=True)
         self._thread.start()
         if not ready.wait(timeout) or errors:
+            self.recorder.stop(0)
             raise RuntimeError(f"the webhook server did not start: {errors[0] if errors else 'timeout'}")
-        log.info("webhook server listening on https://%s:%d", self.host, self.port)
+        log.info("webhook server listening on https://%s:%d%s", self.host, self.port,
+                 f", metrics on http://{self.metrics_host}:{self.metrics_port}" if self.metrics_port else "")
         return self.port
+
+    def _supervise(self) -> None:
+        try:
+            self.recorder.supervise()
+            if self.gate is not None:
+                self.metrics.connections.set(self.gate.count())
+        finally:
+            if self._loop is not None and self._loop.is_running():
+                self._loop.call_later(SUPERVISE_SECONDS, self._supervise)
 
     def stop(self) -> None:
         if self._loop is not None:
@@ -230,3 +204,19 @@ class WebhookServer:
 
     def url(self) -> str:
         return f"https://127.0.0.1:{self.port}"
+
+    def metrics_url(self) -> str:
+        return f"http://127.0.0.1:{self.metrics_port}"
+
+
+def _late_middleware(gate: Any) -> Any:
+    """The gate's middleware, found when a request comes (the gate exists once the listener does)."""
+
+    @web.middleware
+    async def bounded(request: web.Request, handler: Any) -> web.StreamResponse:
+        current = gate()
+        if current is None:
+            return await handler(request)
+        return await current.middleware()(request, handler)
+
+    return bounded

@@ -5,9 +5,14 @@
 - Validating: the spec must validate against the spec model of the version the object is in (the kind's
   `spec_model`, or a `KindVersion`'s; each bad field named, as the reconcile would have said after the fact),
   then the kind's `validate(new, old, user)` hook, given both in the storage version, must return no message.
-  A refusal is `allowed: false` with a 422 `Invalid` Status naming every field. DELETE is always admitted.
+  A refusal is `allowed: false` with a 422 `Invalid` Status naming every field. The spec model applies to a
+  create and to an update that changes the spec; DELETE and the `status` and `scale` subresources are always
+  admitted (they are seen, recorded and noted for the engine, never refused: the engine's own status writes and
+  deletions must pass whatever the stored spec is).
 - Mutating: the kind's `mutate(obj, user)` hook; the difference is answered as a JSONPatch (RFC 6902, the
   `jsonpatch` package).
+- A review that is not the shape kube-apiserver sends (a non-object `request`, `object`, `oldObject`, `userInfo`,
+  `metadata`, nesting deeper than `MAX_DEPTH`) is a `ReviewError` (400 for the caller), never a crash.
 - A hook that raises is a refusal naming the error (`failurePolicy: Fail`, the default) or, for a kind whose
   `webhook_failure_policy` is `Ignore`, an admission with a warning; either way the decision says so.
 """
@@ -28,6 +33,8 @@ from reconcilers.core.reconciler import AdmissionUser, Reconciler
 from reconcilers.engine.conversion import convert_object
 
 VALIDATE, MUTATE = "validate", "mutate"
+MAX_DEPTH = 100  # JSON nesting a review may have (kube objects are far shallower; deeper ones would recurse)
+OPERATIONS = ("CREATE", "UPDATE", "DELETE", "CONNECT")
 
 
 def object_target(kind: str, namespace: str, name: str) -> str:
@@ -54,6 +61,9 @@ class Decision:
     patch: list[dict[str, Any]] = field(default_factory=list)
     hook_error: str = ""
     warnings: list[str] = field(default_factory=list)
+    peer_address: str = ""  # the caller's address (the API server's, over mutual TLS)
+    peer_cn: str = ""  # the subject CN of the caller's client certificate
+    subresource: str = ""
 
     @property
     def target(self) -> str:
@@ -89,17 +99,65 @@ class Decision:
         return {"uid": self.uid, "webhook": self.webhook, "operation": self.operation, "kind": self.kind,
                 "group": self.group, "namespace": self.namespace, "name": self.name,
                 "groups": list(self.user.groups), "allowed": self.allowed, "reasons": self.reasons,
-                "patch": self.patch, "dryRun": self.dry_run, "hookError": self.hook_error}
+                "patch": self.patch, "dryRun": self.dry_run, "hookError": self.hook_error,
+                "subresource": self.subresource, "peer": {"address": self.peer_address, "cn": self.peer_cn}}
 
 
 class ReviewError(ValueError):
     """An AdmissionReview kubesim or kube-apiserver would never send (400 for the webhook's caller)."""
 
 
+def nesting_depth(value: Any, limit: int = MAX_DEPTH) -> int:
+    """How deeply `value` nests lists and objects, counted without recursion; stops counting past `limit`."""
+    deepest, stack = 0, [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if not isinstance(item, dict | list):
+            continue
+        deepest = max(deepest, depth)
+        if deepest > limit:
+            return deepest
+        stack.extend((child, depth + 1) for child in (item.values() if isinstance(item, dict) else item))
+    return deepest
+
+
+def _must(condition: bool, message: str) -> None:
+    if not condition:
+        raise ReviewError(message)
+
+
+def _optional(value: Any, kind: type | tuple[type, ...]) -> bool:
+    return value is None or isinstance(value, kind)
+
+
 def _request(review: Any) -> dict[str, Any]:
-    request = review.get("request") if isinstance(review, dict) else None
-    if not isinstance(request, dict) or not request.get("uid"):
-        raise ReviewError("not an AdmissionReview v1 request: request.uid is missing")
+    """The review's `request`, checked for the shape kube-apiserver sends (a ReviewError naming what is not)."""
+    _must(isinstance(review, dict), "an AdmissionReview must be a JSON object")
+    _must(nesting_depth(review) <= MAX_DEPTH, f"the review nests deeper than {MAX_DEPTH} levels")
+    request = review.get("request")
+    _must(isinstance(request, dict), "not an AdmissionReview v1 request: request must be an object")
+    _must(isinstance(request.get("uid"), str) and bool(request.get("uid")),
+          "not an AdmissionReview v1 request: request.uid is missing or not a string")
+    for key in ("object", "oldObject", "userInfo", "options", "kind", "resource"):
+        _must(_optional(request.get(key), dict), f"request.{key}: must be an object")
+    for key in ("name", "namespace", "operation", "subResource"):
+        _must(_optional(request.get(key), str), f"request.{key}: must be a string")
+    _must(not request.get("operation") or request["operation"] in OPERATIONS,
+          f"request.operation: must be one of {', '.join(OPERATIONS)}")
+    _must(_optional(request.get("dryRun"), bool), "request.dryRun: must be a boolean")
+    for key in ("object", "oldObject"):
+        obj = request.get(key) or {}
+        _must(_optional(obj.get("metadata"), dict), f"request.{key}.metadata: must be an object")
+        meta = obj.get("metadata") or {}
+        for field_name in ("name", "namespace", "uid"):
+            _must(_optional(meta.get(field_name), str), f"request.{key}.metadata.{field_name}: must be a string")
+        for field_name in ("labels", "annotations"):
+            _must(_optional(meta.get(field_name), dict), f"request.{key}.metadata.{field_name}: must be an object")
+    info = request.get("userInfo") or {}
+    for key in ("username", "uid"):
+        _must(_optional(info.get(key), str), f"request.userInfo.{key}: must be a string")
+    _must(_optional(info.get("groups"), list) and all(isinstance(g, str) for g in info.get("groups") or []),
+          "request.userInfo.groups: must be a list of strings")
     return request
 
 
@@ -112,7 +170,7 @@ def _decision(webhook: str, rec: Reconciler, request: dict[str, Any]) -> Decisio
     return Decision(webhook, str(request["uid"]), rec.resource.kind, rec.resource.group,
                     str(request.get("namespace") or meta.get("namespace") or ""),
                     str(request.get("name") or meta.get("name") or ""), str(request.get("operation") or ""),
-                    user, bool(request.get("dryRun")))
+                    user, bool(request.get("dryRun")), subresource=str(request.get("subResource") or ""))
 
 
 def _hook_failed(decision: Decision, rec: Reconciler, hook: str, exc: Exception) -> None:
@@ -158,12 +216,16 @@ def review_validate(rec: Reconciler, review: dict[str, Any]) -> Decision:
     """The validating webhook's decision on `review` for the kind of `rec`."""
     request = _request(review)
     decision = _decision(VALIDATE, rec, request)
-    if decision.operation not in ("CREATE", "UPDATE"):
-        return decision
+    if decision.operation not in ("CREATE", "UPDATE") or decision.subresource:
+        return decision  # DELETE, status, scale: seen and recorded, never refused
     obj = _with_api_version(request, request.get("object")) or {}
     spec = obj.get("spec")
+    old_obj = request.get("oldObject")
+    spec_changed = decision.operation == "CREATE" or not isinstance(old_obj, dict) or old_obj.get("spec") != spec
     reasons: list[str] = []
-    if spec is not None and not isinstance(spec, dict):
+    if not spec_changed:
+        pass  # metadata only (the engine's finalizers and annotations): the stored spec is not judged again
+    elif spec is not None and not isinstance(spec, dict):
         reasons.append(f"spec: must be an object (got {type(spec).__name__})")
     elif (model := spec_model_of(rec, str(obj.get("apiVersion") or ""))) is not None:
         try:
@@ -189,7 +251,7 @@ def review_mutate(rec: Reconciler, review: dict[str, Any]) -> Decision:
     request = _request(review)
     decision = _decision(MUTATE, rec, request)
     obj = request.get("object")
-    if decision.operation not in ("CREATE", "UPDATE") or not isinstance(obj, dict):
+    if decision.operation not in ("CREATE", "UPDATE") or decision.subresource or not isinstance(obj, dict):
         return decision
     try:
         mutated = rec.mutate(copy.deepcopy(obj), decision.user)

@@ -1,7 +1,10 @@
 """The Mutating/ValidatingWebhookConfigurations for the registered kinds, as `manage.py webhooks` prints them.
 
-One validating webhook per kind that has a spec model or overrides `validate`, one mutating webhook per kind that
-overrides `mutate`: on CREATE and UPDATE of the kind (any version, `matchPolicy: Equivalent`), `sideEffects: None`
+One validating webhook per registered kind, on every write of it: CREATE, UPDATE and DELETE of the object and of its
+`status` and `scale` subresources (so the API server's word on who made each write reaches the record and the
+engine, reconcilers.engine.admitted; only a spec change can be refused, reconcilers.engine.admission). One mutating
+webhook per kind that overrides `mutate`, on CREATE and UPDATE of the object itself. Any version (`matchPolicy:
+Equivalent`), `sideEffects: None`
 (a dry run is admitted and recorded as one), `timeoutSeconds` 5, `failurePolicy` from the kind's
 `webhook_failure_policy` (Fail unless it says Ignore), paths `/validate/<group>/<plural>` and
 `/mutate/<group>/<plural>` on the `runwebhooks` server (a URL, or the Service in deploy/k8s).
@@ -23,9 +26,12 @@ ADMISSION_GROUP = "admissionregistration.k8s.io"
 TIMEOUT_SECONDS = 5
 SERVICE = {"namespace": "opsconsole", "name": "opsconsole-webhooks", "port": 443}
 CERT_MANAGER_ANNOTATION = "cert-manager.io/inject-ca-from"
+VALIDATED_OPERATIONS = ["CREATE", "UPDATE", "DELETE"]
+MUTATED_OPERATIONS = ["CREATE", "UPDATE"]
 
 
 def validates(rec: Reconciler) -> bool:
+    """Whether the kind's writes are judged (a spec model or a `validate` hook); every kind's writes are seen."""
     return rec.spec_model is not None or type(rec).validate is not Reconciler.validate
 
 
@@ -55,8 +61,11 @@ def _webhook(action: str, rec: Reconciler, url: str | None, ca_bundle: bytes | N
         "failurePolicy": getattr(rec, "webhook_failure_policy", "Fail"),
         "matchPolicy": "Equivalent",
         "clientConfig": _client_config(webhook_path(action, rec), url, ca_bundle),
-        "rules": [{"operations": ["CREATE", "UPDATE"], "apiGroups": [kind.group], "apiVersions": ["*"],
-                   "resources": [kind.plural], "scope": "Namespaced" if kind.namespaced else "Cluster"}],
+        "rules": [{"operations": list(VALIDATED_OPERATIONS if action == "validate" else MUTATED_OPERATIONS),
+                   "apiGroups": [kind.group], "apiVersions": ["*"],
+                   "resources": ([kind.plural, f"{kind.plural}/status", f"{kind.plural}/scale"]
+                                 if action == "validate" else [kind.plural]),
+                   "scope": "Namespaced" if kind.namespaced else "Cluster"}],
     }
     if action == "mutate":
         hook["reinvocationPolicy"] = "Never"
@@ -79,7 +88,7 @@ def webhook_configurations(reconcilers: Iterable[Reconciler] | None = None, *, u
          "webhooks": [_webhook("mutate", r, url, ca_bundle) for r in recs if mutates(r)]},
         {"apiVersion": f"{ADMISSION_GROUP}/v1", "kind": "ValidatingWebhookConfiguration",
          "metadata": metadata,
-         "webhooks": [_webhook("validate", r, url, ca_bundle) for r in recs if validates(r)]},
+         "webhooks": [_webhook("validate", r, url, ca_bundle) for r in recs]},
     ]
 
 

@@ -13,11 +13,19 @@ from cryptography import x509
 
 from kubesim.testing import wait_for
 from opsconsole.webhooks.server import CertificateReloader, WebhookServer, tls_context
-from opsconsole.webhooks.tls import ensure_certificates
+from opsconsole.webhooks.tls import ensure_certificates, ensure_client_certificates
+
+CLIENT: list[str] = []  # the API server's client certificate and key of the running test
+
+
+def _client_context(ca: bytes) -> ssl.SSLContext:
+    context = ssl.create_default_context(cadata=ca.decode())
+    context.load_cert_chain(*CLIENT)
+    return context
 
 
 def _served_serial(port: int, ca: bytes) -> int:
-    context = ssl.create_default_context(cadata=ca.decode())
+    context = _client_context(ca)
     with socket.create_connection(("127.0.0.1", port), timeout=5) as raw, \
             context.wrap_socket(raw, server_hostname="localhost") as tls:
         return x509.load_der_x509_certificate(tls.getpeercert(binary_form=True)).serial_number
@@ -37,18 +45,20 @@ def test_the_ca_is_kept_and_the_serving_certificate_follows_the_names(tmp_path):
 
 def test_a_renewed_certificate_is_served_without_a_restart_or_a_failed_request(tmp_path):
     files = ensure_certificates(tmp_path, ("localhost",))
+    client = ensure_client_certificates(tmp_path)
+    CLIENT[:] = [str(client.cert), str(client.key)]
     ca = files.ca_pem()
-    context = tls_context(str(files.cert), str(files.key))
+    context = tls_context(str(files.cert), str(files.key), str(client.ca_cert))
     server = WebhookServer(context)
     port = server.start()
-    reloader = CertificateReloader(context, str(files.cert), str(files.key))
+    reloader = CertificateReloader(context, str(files.cert), str(files.key), client_ca=str(client.ca_cert))
     failures: list[BaseException] = []
     done = threading.Event()
     answered = 0
 
     def hammer() -> None:  # new connections all along the renewal
         nonlocal answered
-        client_context = ssl.create_default_context(cadata=ca.decode())
+        client_context = _client_context(ca)
         while not done.is_set():
             try:
                 with urllib.request.urlopen(f"https://localhost:{port}/healthz", context=client_context,

@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import ssl
 import subprocess
 import urllib.error
 import urllib.request
@@ -22,13 +21,13 @@ import yaml
 from kubesim.testing import KubesimHandle, running_kubesim, wait_for
 from opsconsole.accounts.models import ActionRecord
 from opsconsole.testing.cluster import CrdInstaller
-from opsconsole.webhooks.server import WebhookServer, tls_context
-from opsconsole.webhooks.tls import ensure_certificates
+from opsconsole.webhooks.server import WebhookServer
 from reconcilers.core.reconciler import ResourceKind
 from reconcilers.engine import audit, kube, registry
 from reconcilers.engine.webhook_config import webhook_configurations
 from reconcilers.kinds.memcached import MEMCACHED, MemcachedReconciler
 from tests.reconcilers.testkinds import AdmittedMemcachedReconciler
+from tests.support.webhooks_mtls import Mtls, mtls_server
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 
@@ -41,11 +40,9 @@ VALIDATING = ResourceKind("admissionregistration.k8s.io", "v1", "validatingwebho
 
 
 @pytest.fixture(scope="module")
-def webhooks(tmp_path_factory) -> Iterator[tuple[WebhookServer, bytes]]:
-    files = ensure_certificates(tmp_path_factory.mktemp("webhooks"), ("localhost",))
-    server = WebhookServer(tls_context(str(files.cert), str(files.key)))
-    server.start()
-    yield server, files.ca_pem()
+def webhooks(tmp_path_factory) -> Iterator[tuple[WebhookServer, bytes, Mtls]]:
+    server, files = mtls_server(tmp_path_factory.mktemp("webhooks"))
+    yield server, files.serving.ca_pem(), files
     server.stop()
 
 
@@ -53,8 +50,8 @@ def webhooks(tmp_path_factory) -> Iterator[tuple[WebhookServer, bytes]]:
 def cluster(webhooks) -> Iterator[tuple[KubesimHandle, Any]]:
     """A kubesim of this module's own (its webhooks must not reach the session's other tests), the Memcached
     CRD, and the configurations `manage.py webhooks --url ... --ca-bundle ...` prints."""
-    server, ca = webhooks
-    with running_kubesim(controllers=False, tls=True) as sim:  # kubectl sends its token over TLS only
+    server, ca, files = webhooks
+    with running_kubesim(controllers=False, tls=True, **files.kubesim_options()) as sim:  # kubectl: TLS only
         api = kube.build_api_client(sim.kubeconfig)
         CrdInstaller(api).ensure([MemcachedReconciler])
         for doc in webhook_configurations([AdmittedMemcachedReconciler()], url=server.url(), ca_bundle=ca):
@@ -177,15 +174,15 @@ def test_kubectl_apply_dry_run_server_goes_through_the_webhook_and_is_on_record_
 
 
 def test_the_server_counts_its_requests_as_controller_runtime_does(api, ns, webhooks):
-    server, ca = webhooks
+    server, ca, files = webhooks
     kube.create_object(api, MEMCACHED, memcached(ns, "counted", size=1))
-    context = ssl.create_default_context(cadata=ca.decode())
+    context = files.client_context()
     for junk in ("/validate/nope.example.com/things", "/explode/cache.example.com/memcacheds"):
         probe = urllib.request.Request(f"{server.url()}{junk}", data=b"{}", method="POST")
         with pytest.raises(urllib.error.HTTPError) as info:
             urllib.request.urlopen(probe, context=context, timeout=10)
         assert info.value.code == 404
-    with urllib.request.urlopen(f"{server.url()}/metrics", context=context, timeout=10) as resp:
+    with urllib.request.urlopen(f"{server.metrics_url()}/metrics", timeout=10) as resp:  # plain HTTP, no cert
         page = resp.read().decode()
     assert 'controller_runtime_webhook_requests_total{code="404",webhook="unknown"} 2.0' in page
     assert "nope.example.com" not in page and "explode" not in page  # a caller cannot grow the label set

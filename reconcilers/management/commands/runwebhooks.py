@@ -4,8 +4,17 @@ Certificates come from `--cert`/`--key` (a mounted Secret in deploy/k8s), or are
 `<data dir>/webhooks`): a CA kept across restarts and a serving certificate for `--name` and 127.0.0.1. Print the
 configurations with that CA by `manage.py webhooks --ca-bundle <cert-dir>/webhook-ca.pem`. A generated serving
 certificate is made again within 30 days of its expiry, and a certificate file that changes (a rotated Secret) is
-loaded again, both without a restart or a dropped request (`--reload-interval`). `--client-ca FILE` requires API
-servers to present a certificate signed by it (mutual TLS). `--install` (the sandbox mode `make run` uses) writes
+loaded again, both without a restart or a dropped request (`--reload-interval`).
+
+Mutual TLS always: only a caller presenting a client certificate signed by the client CA (the API server) is
+served. `--client-ca FILE` names that CA (deploy/k8s: a Secret); with generated certificates and no `--client-ca`,
+a client CA and the API server's client certificate are made in the same directory (`webhook-client-ca.pem`,
+`webhook-client.pem`, `webhook-client-key.pem`: kubesim's `--webhook-client-cert/-key`, or a kube-apiserver's
+admission kubeconfig). With `--cert`/`--key` and no `--client-ca` it refuses to start; only
+`--insecure-skip-client-verify` (logged loudly) runs it open to anyone. `/metrics` and `/healthz` are plain HTTP on
+`--metrics-host`:`--metrics-port` (9444; -1: none), so Prometheus and probes need no client certificate.
+Connections are bounded (`--max-connections`, `--header-timeout`, `--keepalive-timeout`).
+`--install` (the sandbox mode `make run` uses) writes
 the webhook configurations into the cluster once it listens (and the conversion webhook of every kind with several
 versions into its CRD), puts back what goes missing every `--recheck-interval` seconds, and deletes the
 configurations on exit (opsconsole.webhooks.install).
@@ -21,11 +30,12 @@ from pathlib import Path
 from typing import Any
 
 from django.conf import settings
-from django.core.management.base import BaseCommand, CommandParser
+from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from opsconsole.webhooks.connections import Limits
 from opsconsole.webhooks.install import Keeper, install, uninstall
-from opsconsole.webhooks.server import CertificateReloader, WebhookServer, tls_context
-from opsconsole.webhooks.tls import DEFAULT_NAMES, ensure_certificates
+from opsconsole.webhooks.server import INSECURE_WARNING, CertificateReloader, WebhookServer, tls_context
+from opsconsole.webhooks.tls import DEFAULT_NAMES, ensure_certificates, ensure_client_certificates
 from reconcilers.engine.controller.bootstrap import connect
 
 
@@ -44,7 +54,22 @@ class Command(BaseCommand):
         parser.add_argument("--name", action="append", default=None,
                             help="a DNS name the generated certificate covers (repeatable; default the "
                                  "deploy/k8s Service's names and localhost)")
-        parser.add_argument("--client-ca", help="require API server client certificates signed by this CA")
+        parser.add_argument("--client-ca", help="the CA of the API server's client certificate (mutual TLS; default "
+                                                 "with generated certificates: one made in --cert-dir)")
+        parser.add_argument("--insecure-skip-client-verify", action="store_true",
+                            help="serve callers without a client certificate: anyone who reaches the port can then "
+                                 "write the action record (never in production)")
+        parser.add_argument("--metrics-host", default=None,
+                            help="address of the plain-HTTP /metrics and /healthz (default OPSCONSOLE_METRICS_ADDR)")
+        parser.add_argument("--metrics-port", type=int, default=9444,
+                            help="port of /metrics and /healthz (default 9444; 0 picks a free one; -1: none)")
+        parser.add_argument("--max-connections", type=int, default=Limits.max_connections,
+                            help=f"connections at once (default {Limits.max_connections}; one more evicts the "
+                                 "oldest idle one)")
+        parser.add_argument("--header-timeout", type=float, default=Limits.header_timeout,
+                            help=f"seconds for a request's head, and for its body (default {Limits.header_timeout})")
+        parser.add_argument("--keepalive-timeout", type=float, default=Limits.keepalive_timeout,
+                            help=f"seconds an idle connection is kept (default {Limits.keepalive_timeout})")
         parser.add_argument("--install", action="store_true",
                             help="the sandbox mode of `make run`: once listening, write the webhook configurations "
                                  "(this server's URL and CA, failurePolicy Ignore) into the cluster; delete them "
@@ -63,28 +88,50 @@ class Command(BaseCommand):
         """Start the server and wait for a signal."""
         renew = None
         ca_file = ""
+        client_ca = options.get("client_ca")
+        insecure = bool(options.get("insecure_skip_client_verify"))
         if options.get("cert") and options.get("key"):
             cert, key = options["cert"], options["key"]
+            if not client_ca and not insecure:
+                raise CommandError("--client-ca is required with --cert/--key: without a client CA anyone who "
+                                   "reaches the port can write the action record (--insecure-skip-client-verify "
+                                   "to run so anyway)")
         else:
             directory = options.get("cert_dir") or Path(settings.DATA_DIR) / "webhooks"
             names = tuple(options.get("name") or DEFAULT_NAMES)
             files = ensure_certificates(directory, names)
             cert, key, ca_file = str(files.cert), str(files.key), str(files.ca_cert)
             self.stdout.write(f"webhook CA: {files.ca_cert}")
+            if not client_ca and not insecure:
+                client = ensure_client_certificates(directory)
+                client_ca = str(client.ca_cert)
+                self.stdout.write(f"webhook client CA: {client.ca_cert}; the API server's client certificate: "
+                                  f"{client.cert} (key {client.key})")
 
             def renew() -> None:  # a serving certificate within 30 days of expiry is made again (same CA)
                 ensure_certificates(directory, names)
 
-        context = tls_context(cert, key, options.get("client_ca"))
-        server = WebhookServer(context, options["host"], options["port"])
+        if insecure:
+            client_ca = None
+            self.stderr.write(f"WARNING: {INSECURE_WARNING}")
+        context = tls_context(cert, key, client_ca)
+        limits = Limits(max_connections=options["max_connections"], header_timeout=options["header_timeout"],
+                        read_timeout=options["header_timeout"], keepalive_timeout=options["keepalive_timeout"])
+        metrics_port = options["metrics_port"] if options["metrics_port"] >= 0 else None
+        server = WebhookServer(context, options["host"], options["port"], insecure=insecure, limits=limits,
+                               metrics_host=options.get("metrics_host") or settings.OPSCONSOLE_METRICS_ADDR,
+                               metrics_port=metrics_port)
         reloader = CertificateReloader(context, cert, key, interval=options["reload_interval"], renew=renew,
-                                       client_ca=options.get("client_ca"))
+                                       client_ca=client_ca)
         stop = threading.Event()
         for sig in (signal.SIGTERM, signal.SIGINT):
             signal.signal(sig, lambda *_: stop.set())
         port = server.start()
         reloader.start()
-        self.stdout.write(f"serving admission webhooks on https://{options['host']}:{port}")
+        self.stdout.write(f"serving admission webhooks on https://{options['host']}:{port}"
+                          f"{' (client certificates required)' if client_ca else ''}")
+        if server.metrics_port is not None:
+            self.stdout.write(f"metrics and health on http://{server.metrics_host}:{server.metrics_port}")
         api = None
         keeper: Keeper | None = None
         if options["install"]:

@@ -83,14 +83,19 @@ def test_the_configurations_cover_the_kinds_with_rules_and_hooks():
     mutating, validating = webhook_configurations([AdmittedMemcachedReconciler(), GadgetReconciler()],
                                                   url="https://127.0.0.1:9443", ca_bundle=b"PEM")
     assert [w["name"] for w in mutating["webhooks"]] == ["mutate.memcacheds.cache.example.com"]
-    assert [w["name"] for w in validating["webhooks"]] == ["validate.memcacheds.cache.example.com"]  # Gadget: none
+    # every kind's writes are seen (Gadget judges nothing, but who wrote it still reaches the record)
+    assert [w["name"] for w in validating["webhooks"]] == ["validate.memcacheds.cache.example.com",
+                                                           "validate.gadgets.test.opsconsole.io"]
     hook = validating["webhooks"][0]
     assert hook["clientConfig"] == {"url": "https://127.0.0.1:9443/validate/cache.example.com/memcacheds",
                                     "caBundle": base64.b64encode(b"PEM").decode()}
     assert (hook["sideEffects"], hook["failurePolicy"], hook["matchPolicy"], hook["timeoutSeconds"]) == (
         "None", "Fail", "Equivalent", 5)
-    assert hook["rules"] == [{"operations": ["CREATE", "UPDATE"], "apiGroups": ["cache.example.com"],
-                              "apiVersions": ["*"], "resources": ["memcacheds"], "scope": "Namespaced"}]
+    assert hook["rules"] == [{"operations": ["CREATE", "UPDATE", "DELETE"], "apiGroups": ["cache.example.com"],
+                              "apiVersions": ["*"], "resources": ["memcacheds", "memcacheds/status", "memcacheds/scale"],
+                              "scope": "Namespaced"}]
+    assert mutating["webhooks"][0]["rules"][0]["operations"] == ["CREATE", "UPDATE"]  # mutation: the object only
+    assert mutating["webhooks"][0]["rules"][0]["resources"] == ["memcacheds"]
     service = webhook_configurations([MemcachedReconciler()])[1]["webhooks"][0]["clientConfig"]
     assert service == {"service": {"namespace": "opsconsole", "name": "opsconsole-webhooks", "port": 443,
                                    "path": "/validate/cache.example.com/memcacheds"}}
