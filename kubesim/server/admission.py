@@ -16,6 +16,7 @@ called with an `AdmissionReview` v1 over HTTPS:
 - the answer: `response.uid` must be the request's; `allowed: false` refuses the request with the webhook's
   Status (`admission webhook "x" denied the request: ...`, at least 400); a mutating webhook's `JSONPatch` is
   applied; `warnings` reach the client as `Warning` headers;
+- the `scale` subresource: UPDATE with the autoscaling/v1 Scale before and after (kind `autoscaling/v1 Scale`);
 - failures (no answer, timeout, a bad answer): `failurePolicy: Fail` (the default) refuses with 500
   `failed calling webhook "x": ...`, `Ignore` goes on without it;
 - `sideEffects`: a dry-run request refuses webhooks that are not `None` or `NoneOnDryRun`;
@@ -186,12 +187,18 @@ class AdmissionChain:
             out["apiVersion"] = rt.api_version(hook.version)
             return out
 
-        gvk = {"group": rt.group, "version": hook.version, "kind": rt.kind}
+        if req.subresource == "scale":  # the objects are autoscaling/v1 Scales, sent as they are
+            def as_version(o: dict[str, Any] | None) -> dict[str, Any] | None:  # noqa: F811
+                return clone(o) if o is not None else None
+
+        gvk = ({"group": "autoscaling", "version": "v1", "kind": "Scale"} if req.subresource == "scale" else
+               {"group": rt.group, "version": hook.version, "kind": rt.kind})
         gvr = {"group": rt.group, "version": hook.version, "resource": rt.plural}
         body: dict[str, Any] = {
             "uid": str(uuid.uuid4()),
             "kind": gvk, "resource": gvr,
-            "requestKind": {**gvk, "version": req.version}, "requestResource": {**gvr, "version": req.version},
+            "requestKind": gvk if req.subresource == "scale" else {**gvk, "version": req.version},
+            "requestResource": {**gvr, "version": req.version},
             "name": req.name, "namespace": req.namespace, "operation": req.operation,
             "userInfo": req.user.to_json(), "object": as_version(obj), "oldObject": as_version(req.old),
             "dryRun": req.dry_run,

@@ -12,7 +12,9 @@ from kubesim.auth.rbac import RBAC_GROUP
 from kubesim.auth.request_info import forbidden_message, request_attributes, split_resource_path
 from kubesim.cluster import WriteOptions
 from kubesim.cluster.patching import APPLY as APPLY_PATCH
+from kubesim.cluster.patching import _decode as decode_patch
 from kubesim.meta import clone, dumps_bytes
+from kubesim.patch.managed import check_field_manager
 from kubesim.registry import ResourceType
 from kubesim.selectors import parse_field_selector, parse_label_selector
 from kubesim.server.admission import AdmissionRequest
@@ -79,6 +81,7 @@ def _write_opts(request: web.Request) -> WriteOptions:
     fv = q.get("fieldValidation", "Warn") or "Warn"
     if fv not in ("Strict", "Warn", "Ignore"):
         raise errors.bad_request(f"fieldValidation must be one of Ignore, Warn or Strict, got {fv}")
+    check_field_manager(q.get("fieldManager"), request.method)  # kube-apiserver's ValidateFieldManager: 422
     return WriteOptions(dry_run=bool(dry), field_validation=fv, field_manager=q.get("fieldManager"),
                         force=flag(q, "force"), user_agent=request.headers.get("User-Agent", ""))
 
@@ -231,7 +234,7 @@ class ResourceHandler:
     # -- admission (kubesim.server.admission) --------------------------------------------------------------
 
     def _admits(self, t: Target) -> bool:
-        return self.sim.admission.active() and t.sub in (None, "status")
+        return self.sim.admission.active() and t.sub in (None, "status", "scale")
 
     def _admission_request(self, t: Target, request: web.Request, opts: WriteOptions, operation: str,
                            obj: dict[str, Any] | None, old: dict[str, Any] | None) -> AdmissionRequest:
@@ -379,11 +382,35 @@ class ResourceHandler:
             return json_response(self.cluster.get_scale(t.rt, ns, t.name))
         opts = _write_opts(request)
         if request.method == "PUT":
-            return json_response(self.cluster.update_scale(t.rt, ns, t.name, await read_body(request), opts))
+            body = await read_body(request)
+            if self._admits(t):
+                await self._admit_scale(t, request, opts, body)
+            return json_response(self.cluster.update_scale(t.rt, ns, t.name, body, opts))
         if request.method == "PATCH":
             raw = await request.read()
+            if self._admits(t):
+                current = self.cluster.get_scale(t.rt, ns, t.name)
+                patched = self.cluster.apply_patch(t.rt, current, request.content_type,
+                                                   decode_patch(request.content_type, raw),
+                                                   replace(opts, dry_run=True, warnings=[]))
+                await self._admit_scale(t, request, opts, patched)
             return json_response(self.cluster.patch_scale(t.rt, ns, t.name, request.content_type, raw, opts))
         raise errors.method_not_allowed()
+
+    async def _admit_scale(self, t: Target, request: web.Request, opts: WriteOptions, body: Any) -> None:
+        """A write of the scale subresource through admission, as kube-apiserver sends it: UPDATE, subresource
+        `scale`, the autoscaling/v1 Scale before and after (refused by the server's own checks first)."""
+        ns = t.namespace or ""
+        old = self.cluster.get_scale(t.rt, ns, t.name or "")
+        self.cluster.update_scale(t.rt, ns, t.name or "", body, replace(opts, dry_run=True, warnings=[]))
+        new = clone(old)
+        new["spec"]["replicas"] = body["spec"]["replicas"]
+        options = {"fieldManager": opts.field_manager} if opts.field_manager else {}
+        req = AdmissionRequest(t.rt, t.version, "UPDATE", ns, t.name or "", "scale", request_user(request),
+                               opts.dry_run, new, old, options)
+        await self.sim.admission.mutate(req)
+        await self.sim.admission.validate(req, new)
+        opts.warnings.extend(req.warnings)
 
     async def _finalize(self, t: Target, request: web.Request, accept: Accept) -> web.Response:
         body = await read_body(request)

@@ -313,3 +313,30 @@ def test_match_policy_equivalent_reaches_other_versions_and_exact_does_not(api, 
     request = hooks.for_path(equivalent)[0]["request"]
     assert request["kind"]["version"] == "v1" and request["requestKind"]["version"] == "v1beta1"
     assert request["object"]["apiVersion"] == "example.com/v1"
+
+
+def test_writes_of_the_status_and_scale_subresources_go_through_admission(api, hooks, pki, ns, configurations):
+    path = f"/sub-{ns}"
+    hooks.answers[path] = lambda req: ({"allowed": False, "status": {"message": "not that many"}}
+                                       if ((req.get("object") or {}).get("spec") or {}).get("replicas") == 99 else {})
+    webhook = hook("sub.example.com", by_url(hooks, pki, path), ns)
+    webhook["rules"][0]["resources"] = ["widgets", "widgets/status", "widgets/scale"]
+    configure(api, configurations, "Validating", [webhook])
+    create(api, ns, widget("w", size=2))
+    custom = client.CustomObjectsApi(api)
+    custom.patch_namespaced_custom_object_scale("example.com", "v1", ns, "widgets", "w", {"spec": {"replicas": 4}})
+    scale = hooks.for_path(path)[-1]["request"]
+    assert (scale["operation"], scale["subResource"]) == ("UPDATE", "scale")
+    assert scale["kind"] == {"group": "autoscaling", "version": "v1", "kind": "Scale"}
+    assert scale["object"]["spec"]["replicas"] == 4 and scale["oldObject"]["kind"] == "Scale"
+    assert scale["userInfo"]["username"] == "kubesim-admin"
+    status, body = refused(lambda: custom.replace_namespaced_custom_object_scale(
+        "example.com", "v1", ns, "widgets", "w", {"apiVersion": "autoscaling/v1", "kind": "Scale",
+                                                   "metadata": {"name": "w", "namespace": ns},
+                                                   "spec": {"replicas": 99}}))
+    assert status == 400 and body["message"].endswith("denied the request: not that many")
+    assert custom.get_namespaced_custom_object_scale("example.com", "v1", ns, "widgets", "w")["spec"]["replicas"] == 4
+    custom.patch_namespaced_custom_object_status("example.com", "v1", ns, "widgets", "w",
+                                                 {"status": {"phase": "Running"}})
+    status_write = hooks.for_path(path)[-1]["request"]
+    assert status_write["subResource"] == "status" and status_write["object"]["status"]["phase"] == "Running"
