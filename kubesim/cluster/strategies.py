@@ -10,6 +10,7 @@ from collections.abc import Callable
 from typing import Any
 
 from kubesim.cluster import batch_policy as bp
+from kubesim.cluster.events import validate_event
 from kubesim.cluster.podspec import Causes, default_pod_spec, validate_pod_spec
 from kubesim.cluster.webhook_config import check_mutating, check_validating
 from kubesim.errors import cause
@@ -135,6 +136,8 @@ PREPARE_CREATE: dict[tuple[str, str], Callable[[dict[str, Any]], None]] = {
 VALIDATE: dict[tuple[str, str], Callable[[dict[str, Any]], Causes]] = {
     ("", "pods"): lambda o: validate_pod_spec(o.get("spec"), "spec"),
     ("", "secrets"): _secret_validate,
+    ("", "events"): validate_event,
+    ("events.k8s.io", "events"): validate_event,
     ("apps", "deployments"): _workload_validate,
     ("apps", "replicasets"): _workload_validate,
     ("apps", "statefulsets"): _workload_validate,

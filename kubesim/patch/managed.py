@@ -10,6 +10,10 @@ Paths are tuples of ``fieldsV1`` keys: ``f:<field>`` for map fields, ``k:{"type"
 lists merged by key (the strategic merge keys of built-ins; ``x-kubernetes-list-type: map`` in a CRD
 schema), ``v:<json>`` for items of sets (finalizers; ``x-kubernetes-list-type: set``); other lists are
 atomic (one leaf). Only leaves are recorded (no ``"."`` entries for a map or list item itself).
+
+A request's ``fieldManager`` is checked as kube-apiserver's ``ValidateFieldManager`` does before anything is
+written (``check_field_manager``): at most 128 bytes and printable characters only, else 422 Invalid on the
+request's options (``CreateOptions``, ``UpdateOptions``, ``PatchOptions`` of ``meta.k8s.io``).
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from kubesim import errors
 from kubesim.patch.strategic import METADATA, merge_keys_for
 
 FieldPath = tuple[str, ...]
@@ -26,6 +31,12 @@ UNTRACKED_METADATA = frozenset({"managedFields", "resourceVersion", "generation"
                                 "selfLink", "name", "namespace", "deletionTimestamp",
                                 "deletionGracePeriodSeconds"})
 MAX_UPDATE_MANAGERS = 10  # beyond this the oldest Update entries merge into "ancient-changes", as in kube
+
+FIELD_MANAGER_MAX_BYTES = 128  # kube-apiserver's FieldManagerMaxLength (bytes, as Go's len)
+#: the options kind kube-apiserver names in the 422 of a bad fieldManager, per request method
+OPTIONS_KIND = {"POST": "CreateOptions", "PUT": "UpdateOptions", "PATCH": "PatchOptions"}
+_GO_ESCAPES = {"\a": "\\a", "\b": "\\b", "\f": "\\f", "\n": "\\n", "\r": "\\r", "\t": "\\t", "\v": "\\v",
+               "\\": "\\\\", '"': '\\"'}
 
 _BUILTIN_KEYS: dict[tuple[str, str], ListKeys] = {}
 _SCHEMA_KEYS: dict[int, tuple[Any, ListKeys]] = {}
@@ -315,3 +326,48 @@ def _cap_updates(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 def _deep(value: dict[str, Any]) -> dict[str, Any]:
     return {k: _deep(v) if isinstance(v, dict) else v for k, v in value.items()}
+
+
+def _go_quote(value: str) -> str:
+    """``value`` as Go's ``%q`` prints it (``strconv.Quote``), as kube-apiserver shows an invalid value."""
+    out = []
+    for ch in value:
+        if ch in _GO_ESCAPES:
+            out.append(_GO_ESCAPES[ch])
+        elif ch.isprintable():
+            out.append(ch)
+        elif ord(ch) < 0x80:
+            out.append(f"\\x{ord(ch):02x}")
+        elif ord(ch) <= 0xFFFF:
+            out.append(f"\\u{ord(ch):04x}")
+        else:
+            out.append(f"\\U{ord(ch):08x}")
+    return '"' + "".join(out) + '"'
+
+
+def field_manager_causes(manager: str | None) -> list[dict[str, str]]:
+    """What kube-apiserver's ``ValidateFieldManager`` finds wrong with ``manager`` (none for ''/None: unset): more
+    than 128 bytes (``FieldValueTooLong``), and each character that is not printable (Go's ``unicode.IsPrint``,
+    which is Python's ``str.isprintable``), at its byte position (``FieldValueInvalid``)."""
+    if not manager:
+        return []
+    causes = []
+    if len(manager.encode("utf-8")) > FIELD_MANAGER_MAX_BYTES:
+        causes.append(errors.cause("fieldManager", "FieldValueTooLong",
+                                   f"Too long: must have at most {FIELD_MANAGER_MAX_BYTES} bytes"))
+    position = 0
+    for ch in manager:
+        if not ch.isprintable():
+            causes.append(errors.cause("fieldManager", "FieldValueInvalid",
+                                       f"Invalid value: {_go_quote(manager)}: invalid character U+{ord(ch):04X} "
+                                       f"(at position {position})"))
+        position += len(ch.encode("utf-8"))
+    return causes
+
+
+def check_field_manager(manager: str | None, method: str) -> None:
+    """Refuse a request whose ``fieldManager`` kube-apiserver refuses: 422 Invalid naming the request's options
+    (``PatchOptions.meta.k8s.io "" is invalid: fieldManager: Too long: must have at most 128 bytes``)."""
+    causes = field_manager_causes(manager)
+    if causes:
+        raise errors.invalid(OPTIONS_KIND.get(method, "PatchOptions"), "meta.k8s.io", "", causes)

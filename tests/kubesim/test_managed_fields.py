@@ -11,6 +11,7 @@ import subprocess
 from collections.abc import Iterator
 
 import pytest
+from kubernetes import client
 
 from kubesim.patch import managed
 from kubesim.patch.strategic import merge_keys_for
@@ -201,3 +202,71 @@ def test_kubectl_manager_names(tls_kubesim, tmp_path):
     assert owner_of(obj, "f:data", "f:a") == ["kubectl-edit"]
     assert owner_of(obj, "f:metadata", "f:annotations", "f:kubectl.kubernetes.io/last-applied-configuration") == [
         "kubectl-client-side-apply"]
+
+
+# -- issue 37: the field managers kube-apiserver refuses (ValidateFieldManager) ------------------------------------
+
+LONG_MANAGER = "opsconsole-controller" + "x" * (129 - len("opsconsole-controller"))
+
+
+def refused(call) -> dict:
+    with pytest.raises(client.ApiException) as caught:
+        call()
+    assert caught.value.status == 422, caught.value.body
+    return json.loads(caught.value.body)
+
+
+def test_a_field_manager_of_129_bytes_is_refused_on_patch_create_and_update(core, ns):
+    core.create_namespaced_config_map(ns, {"metadata": {"name": "c"}, "data": {"a": "1"}})
+    body = refused(lambda: core.patch_namespaced_config_map("c", ns, {"data": {"a": "2"}},
+                                                            field_manager=LONG_MANAGER))
+    assert body["reason"] == "Invalid" and body["details"]["kind"] == "PatchOptions"
+    assert body["message"] == ('PatchOptions.meta.k8s.io "" is invalid: fieldManager: Too long: must have at most '
+                               "128 bytes")
+    assert body["details"]["causes"] == [{"reason": "FieldValueTooLong", "field": "fieldManager",
+                                          "message": "Too long: must have at most 128 bytes"}]
+    body = refused(lambda: core.create_namespaced_config_map(ns, {"metadata": {"name": "d"}},
+                                                             field_manager=LONG_MANAGER))
+    assert body["message"].startswith('CreateOptions.meta.k8s.io "" is invalid: fieldManager: Too long')
+    body = refused(lambda: core.replace_namespaced_config_map("c", ns, {"metadata": {"name": "c"}, "data": {}},
+                                                              field_manager=LONG_MANAGER))
+    assert body["message"].startswith('UpdateOptions.meta.k8s.io "" is invalid: fieldManager: Too long')
+    cm = core.read_namespaced_config_map("c", ns)
+    assert cm.data == {"a": "1"} and [m.manager for m in cm.metadata.managed_fields] == ["OpenAPI-Generator"]
+    with pytest.raises(client.ApiException):
+        core.read_namespaced_config_map("d", ns)
+    ok = core.patch_namespaced_config_map("c", ns, {"data": {"a": "3"}}, field_manager=LONG_MANAGER[:128])
+    assert LONG_MANAGER[:128] in [m.manager for m in ok.metadata.managed_fields]
+
+
+def test_a_field_manager_with_a_newline_is_refused_naming_the_character(api_client, core, ns):
+    core.create_namespaced_config_map(ns, {"metadata": {"name": "c"}, "data": {"a": "1"}})
+    body = refused(lambda: core.patch_namespaced_config_map("c", ns, {"data": {"a": "2"}},
+                                                            field_manager="opsconsole-controller\nkubectl"))
+    assert body["message"] == ('PatchOptions.meta.k8s.io "" is invalid: fieldManager: Invalid value: '
+                               '"opsconsole-controller\\nkubectl": invalid character U+000A (at position 21)')
+    with pytest.raises(client.ApiException) as caught:  # server-side apply too, and a tab, bytes counted as Go does
+        raw(api_client, "PATCH", f"/api/v1/namespaces/{ns}/configmaps/c",
+            {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}}, APPLY,
+            query=[("fieldManager", "é\tx")])
+    assert caught.value.status == 422
+    assert "invalid character U+0009 (at position 2)" in json.loads(caught.value.body)["message"]
+    assert core.read_namespaced_config_map("c", ns).data == {"a": "1"}
+
+
+@pytest.mark.skipif(not os.path.exists(KUBECTL), reason="kubectl is not installed at /usr/bin/kubectl")
+def test_kubectl_with_a_long_or_multiline_field_manager_is_refused(tls_kubesim, tmp_path):
+    env = dict(os.environ, KUBECONFIG=tls_kubesim.kubeconfig, HOME=str(tmp_path))
+
+    def kubectl(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([shutil.which(KUBECTL) or KUBECTL, "--cache-dir", str(tmp_path / "cache"), *args],
+                              env=env, capture_output=True, text=True, timeout=30)
+
+    assert kubectl("create", "configmap", "fm", "--from-literal=a=1").returncode == 0
+    long = kubectl("patch", "configmap", "fm", "-p", '{"data":{"a":"2"}}', f"--field-manager={LONG_MANAGER}")
+    assert long.returncode != 0
+    assert 'The PatchOptions "" is invalid: fieldManager: Too long: must have at most 128 bytes' in long.stderr
+    newline = kubectl("annotate", "configmap", "fm", "x=1", "--field-manager=opsconsole-controller\nx")
+    assert newline.returncode != 0 and "invalid character U+000A (at position 21)" in newline.stderr
+    got = json.loads(kubectl("get", "configmap", "fm", "-o", "json").stdout)
+    assert got["data"] == {"a": "1"} and "annotations" not in got["metadata"]
