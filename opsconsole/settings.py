@@ -87,6 +87,7 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "opsconsole.console.views.login.LoginAddressThrottleMiddleware",  # one address's many failed logins: 429
     "axes.middleware.AxesMiddleware",  # last: turns a login refused during a lockout into its answer
 ]
 
@@ -137,14 +138,23 @@ AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
     {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
 ]
-# Failed logins (django-axes): per account and per address, OPSCONSOLE_LOGIN_FAILURE_LIMIT failures (5) lock
-# that account and that address out for OPSCONSOLE_LOGIN_LOCKOUT_MINUTES (15), counted in the database (axes'
-# tables) and recorded as auth.login_failed / auth.locked_out actions; the login page says why. Token auth
-# (the API) does not go through Django's authenticate and is not affected.
+# Failed logins (django-axes): per account, OPSCONSOLE_LOGIN_FAILURE_LIMIT failures (5) of one username, from
+# any address, lock that account out for OPSCONSOLE_LOGIN_LOCKOUT_MINUTES (15), counted in the database (axes'
+# tables) and recorded as auth.login_failed / auth.locked_out actions; the login page says why. One address is
+# throttled apart from that, far higher and without a lockout (opsconsole.accounts.login_throttle): from its
+# OPSCONSOLE_LOGIN_ADDRESS_LIMIT-th failure (50) in OPSCONSOLE_LOGIN_ADDRESS_WINDOW seconds (60) it waits for the
+# window's end. Token auth (the API) does not go through Django's authenticate and is not affected.
 AUTHENTICATION_BACKENDS = ["axes.backends.AxesStandaloneBackend", "django.contrib.auth.backends.ModelBackend"]
 AXES_FAILURE_LIMIT = int(os.environ.get("OPSCONSOLE_LOGIN_FAILURE_LIMIT", "5"))
 AXES_COOLOFF_TIME = timedelta(minutes=float(os.environ.get("OPSCONSOLE_LOGIN_LOCKOUT_MINUTES", "15")))
-AXES_LOCKOUT_PARAMETERS = ["username", "ip_address"]
+AXES_LOCKOUT_PARAMETERS = ["username"]
+AXES_CLIENT_IP_CALLABLE = "opsconsole.accounts.client_address.client_address"
+OPSCONSOLE_LOGIN_ADDRESS_LIMIT = int(os.environ.get("OPSCONSOLE_LOGIN_ADDRESS_LIMIT", "50"))
+OPSCONSOLE_LOGIN_ADDRESS_WINDOW = int(os.environ.get("OPSCONSOLE_LOGIN_ADDRESS_WINDOW", "60"))
+# The proxies (CIDRs, comma-separated) whose X-Forwarded-For names the client (the Ingress controller's Pods);
+# empty: REMOTE_ADDR is the client. Read right to left, skipping these hops (opsconsole.accounts.client_address).
+OPSCONSOLE_TRUSTED_PROXIES = [c.strip() for c in os.environ.get("OPSCONSOLE_TRUSTED_PROXIES", "").split(",")
+                              if c.strip()]
 AXES_RESET_ON_SUCCESS = True
 AXES_RESET_COOL_OFF_ON_FAILURE_DURING_LOCKOUT = False  # attempts during a lockout are refused, not counted
 AXES_LOCKOUT_CALLABLE = "opsconsole.console.views.login.login_locked_out"

@@ -1,25 +1,28 @@
-"""Failed logins (django-axes counts them and locks out): each failure is recorded as an `auth.login_failed`
-action (401) and each lockout -- the failure that reaches the limit, and every attempt refused while locked
-out -- as `auth.locked_out` (429), with the username tried and the address; and how long a lockout has left."""
+"""Failed logins (django-axes counts them per username and locks that account out): each failure is recorded as
+an `auth.login_failed` action (401) and counted for its address's throttle (`login_throttle`), and each lockout
+-- the failure that reaches the limit, and every attempt refused while locked out -- as `auth.locked_out` (429),
+with the username tried and the client's address (`client_address`); and how long a lockout has left."""
 
 from __future__ import annotations
 
 import math
 from typing import Any
 
-from axes.helpers import get_client_ip_address, get_cool_off
+from axes.helpers import get_cool_off
 from axes.models import AccessAttempt
 from axes.signals import user_locked_out
 from django.contrib.auth.signals import user_login_failed
-from django.db.models import Max, Q
+from django.db.models import Max
 from django.dispatch import receiver
 from django.utils import timezone
 
+from opsconsole.accounts.client_address import client_address
+from opsconsole.accounts.login_throttle import login_address_failed
 from opsconsole.accounts.services import action_record
 
 
 def _address(request: Any) -> str:
-    return (getattr(request, "axes_ip_address", None) or request.META.get("REMOTE_ADDR", "") or "") if request else ""
+    return (getattr(request, "axes_ip_address", None) or client_address(request) or "") if request else ""
 
 
 def _username(credentials: dict[str, Any] | None) -> str:
@@ -35,6 +38,7 @@ def _login_failed(sender: Any, credentials: dict[str, Any], request: Any = None,
         return
     if getattr(request, "axes_locked_out", False) and getattr(request, "axes_failures_since_start", None) is None:
         return
+    login_address_failed(_address(request))
     action_record(action="auth.login_failed", method=request.method or "POST", path=request.path, status_code=401,
                   actor=_username(credentials), target=_username(credentials), remote_addr=_address(request),
                   detail={"failures": getattr(request, "axes_failures_since_start", None)})
@@ -53,16 +57,13 @@ def _locked_out(sender: Any, request: Any = None, username: str | None = None, i
 
 
 def lockout_minutes_left(request: Any, username: str) -> int:
-    """Whole minutes (at least 1) until the lockout of this username or this request's address ends: the newest
-    counted failure of either plus the cool-off time."""
+    """Whole minutes (at least 1) until the lockout of this username ends: its newest counted failure plus the
+    cool-off time."""
     cool_off = get_cool_off(request)
     if not cool_off:
         return 1
-    address = getattr(request, "axes_ip_address", None) or get_client_ip_address(request)
-    match = Q(ip_address=address) if address else Q()
-    if username:
-        match = match | Q(username=username) if address else Q(username=username)
-    newest = AccessAttempt.objects.filter(match).aggregate(t=Max("attempt_time"))["t"] if match else None
+    newest = AccessAttempt.objects.filter(username=username).aggregate(t=Max("attempt_time"))["t"] \
+        if username else None
     if newest is None:
         return math.ceil(cool_off.total_seconds() / 60)
     left = (newest + cool_off - timezone.now()).total_seconds()

@@ -12,6 +12,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from opsconsole.accounts.client_address import client_address
 from opsconsole.accounts.models import ApiToken
 from opsconsole.accounts.services import action_record
 
@@ -70,5 +71,5 @@ class AuditedActionView(APIView):
             target=self.audit_target(request, **kwargs),
             reason=_reason(request),
             detail=detail,
-            remote_addr=request.META.get("REMOTE_ADDR", "") or "",
+            remote_addr=client_address(request),
         )

@@ -11,6 +11,7 @@ from typing import Any
 
 from django.http import HttpRequest
 
+from opsconsole.accounts.client_address import client_address
 from opsconsole.accounts.roles import ADMIN, OPERATOR, namespace_allowed, user_has_role, user_namespaces, user_role
 from opsconsole.accounts.services import action_record
 from reconcilers.models import Resource
@@ -98,6 +99,6 @@ def audited_action(
     action_record(
         action=action, method=request.method or "POST", path=request.path, status_code=outcome.status,
         actor=user.get_username() if user.is_authenticated else "", auth="session" if user.is_authenticated else "",
-        target=target, reason=reason, detail=detail, remote_addr=request.META.get("REMOTE_ADDR", "") or "",
+        target=target, reason=reason, detail=detail, remote_addr=client_address(request),
     )
     return outcome

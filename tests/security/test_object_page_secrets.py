@@ -79,7 +79,7 @@ def test_an_owned_secret_shows_its_keys_and_sizes_and_no_value(as_role, cluster)
     body = response.content.decode()
     assert response.status_code == 200, body[:500]
     assert _leaks(body) == []
-    assert "password: &lt;%d bytes&gt;" % len(PASSWORD) in body or f"password: <{len(PASSWORD)} bytes>" in body
+    assert f"password: &lt;{len(PASSWORD)} bytes&gt;" in body or f"password: <{len(PASSWORD)} bytes>" in body
     assert f'href="/resources/{cluster.pk}/"' in body  # its owner chain ends at the Keyring
 
 

@@ -10,6 +10,7 @@ from collections.abc import Iterator
 import pytest
 from rest_framework.test import APIClient
 
+from opsconsole.accounts.login_throttle import KEY_PREFIX as LOGIN_KEY_PREFIX
 from opsconsole.api.throttling import THROTTLE_KEY_PREFIX
 from reconcilers.engine import dispatch
 from tests.opsconsole.api import factories
@@ -26,10 +27,10 @@ kubesim = package_kubesim()  # a kubesim of this directory's own
 
 @pytest.fixture(autouse=True)
 def _fresh_throttle(redis_client) -> Iterator[None]:
-    """Every test starts with no throttle history."""
+    """Every test starts with no throttle history (the actions' and the login address throttle's)."""
 
     def clear() -> None:
-        keys = list(redis_client.scan_iter(f"{THROTTLE_KEY_PREFIX}*"))
+        keys = [*redis_client.scan_iter(f"{THROTTLE_KEY_PREFIX}*"), *redis_client.scan_iter(f"{LOGIN_KEY_PREFIX}*")]
         if keys:
             redis_client.delete(*keys)
 
