@@ -33,6 +33,7 @@ from opsconsole.api import by_key
 from opsconsole.api.actions import ACTION_ERRORS, ResourceReconcileView, _valid, actor_of
 from opsconsole.api.exceptions import Unavailable, error_body
 from opsconsole.api.reads import ERRORS, NamespacedMixin
+from opsconsole.api.serializers import ActorEstablishedField
 from reconcilers.models import HealingRecord, Resource
 from reconcilers.services import healing
 from reconcilers.services.selectors import resources
@@ -78,11 +79,12 @@ class HealingRecordSerializer(serializers.ModelSerializer):
     """One healing record of the resource's chain."""
 
     detail = serializers.JSONField(read_only=True)
+    actor_established = ActorEstablishedField()
 
     class Meta:
         model = HealingRecord
-        fields = ["id", "seq", "action", "actor", "rule", "reason", "message", "generation", "target_generation",
-                  "detail", "expires_at", "created_at", "hash"]
+        fields = ["id", "seq", "action", "actor", "actor_established", "rule", "reason", "message", "generation",
+                  "target_generation", "detail", "expires_at", "created_at", "hash"]
 
 
 class HealingRuleSerializer(serializers.Serializer):

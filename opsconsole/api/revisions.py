@@ -15,6 +15,7 @@ from rest_framework.views import APIView
 
 from opsconsole.api.pagination import NewestFirstPagination
 from opsconsole.api.reads import ERRORS, NamespacedMixin
+from opsconsole.api.serializers import ActorEstablishedField
 from reconcilers.models import Resource, SpecRevision
 from reconcilers.services.revisions import resource_revisions, revision_compare
 from reconcilers.services.selectors import resources
@@ -35,11 +36,12 @@ class SpecRevisionSerializer(serializers.ModelSerializer):
     diff = SpecChangeSerializer(many=True, read_only=True)
     managers = serializers.JSONField(read_only=True)
     spec = serializers.JSONField(read_only=True)
+    actor_established = ActorEstablishedField()
 
     class Meta:
         model = SpecRevision
-        fields = ["id", "seq", "generation", "resource_version", "actor", "operation", "managers", "changed_at",
-                  "created_at", "spec", "diff", "hash"]
+        fields = ["id", "seq", "generation", "resource_version", "actor", "actor_established", "operation", "managers",
+                  "changed_at", "created_at", "spec", "diff", "hash"]
 
 
 class ResourceRevisionsView(NamespacedMixin, APIView):

@@ -11,6 +11,7 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from opsconsole.accounts.models import ActionRecord, ApiToken
+from reconcilers.core import actors
 from reconcilers.models import ReconcileRequest, ReconcileRun, Resource, Transition
 
 NAME_MAX = 253
@@ -45,7 +46,8 @@ class TransitionQuerySerializer(serializers.Serializer):
     kind = serializers.CharField(required=False, max_length=253)
     namespace = serializers.CharField(required=False, max_length=63, allow_blank=True)
     name = serializers.CharField(required=False, max_length=NAME_MAX)
-    actor = serializers.CharField(required=False, max_length=255, help_text="'controller' or 'user:<name>'")
+    actor = serializers.CharField(required=False, max_length=255,
+                                  help_text="'controller', 'user:<name>', 'rollback:<who>', 'kube:<user>' or 'unknown'")
     from_phase = serializers.CharField(required=False, max_length=63)
     to_phase = serializers.CharField(required=False, max_length=63)
     after = serializers.DateTimeField(required=False, help_text="created at or after (ISO 8601)")
@@ -262,18 +264,34 @@ class ResourceDetailSerializer(ResourceSerializer):
         return self.context.get("live_children_error", "")
 
 
+@extend_schema_field({"type": "string", "enum": list(actors.ESTABLISHED)})
+class ActorEstablishedField(serializers.Field):
+    """How the row's `actor` was established (`reconcilers.core.actors.established`): `engine` (the engine's own
+    write), `session` (an opsconsole user or token), `admission` (the user the Kubernetes API server authenticated),
+    `claim` (a field-manager name: anyone may send any, not verified) or `unknown`. Shown next to every actor."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        kwargs.setdefault("help_text", "how `actor` was established: engine, session, admission, claim (a "
+                                       "field-manager name, not verified) or unknown")
+        super().__init__(source="actor", read_only=True, **kwargs)
+
+    def to_representation(self, value: Any) -> str:
+        return actors.established(str(value or ""))
+
+
 class TransitionSerializer(serializers.ModelSerializer):
     """One audited transition."""
 
     resource_id = serializers.IntegerField(read_only=True)
     run_id = serializers.IntegerField(read_only=True, allow_null=True)
+    actor_established = ActorEstablishedField()
 
     class Meta:
         model = Transition
         fields = [
             "id", "created_at", "resource_id", "resource_uid", "kind", "namespace", "name", "seq", "from_phase",
-            "to_phase", "reason", "message", "generation", "resource_version", "actor", "run_id", "trace_id",
-            "prev_hash", "hash",
+            "to_phase", "reason", "message", "generation", "resource_version", "actor", "actor_established", "run_id",
+            "trace_id", "prev_hash", "hash",
         ]
 
 
@@ -297,11 +315,13 @@ class ReconcileRequestSerializer(serializers.ModelSerializer):
     resource_id = serializers.IntegerField(read_only=True, allow_null=True)
     run = ReconcileRunSerializer(read_only=True, allow_null=True)
     transition = TransitionSerializer(read_only=True, allow_null=True)
+    actor_established = ActorEstablishedField()
 
     class Meta:
         model = ReconcileRequest
         fields = [
-            "id", "resource_id", "key", "token", "actor", "reason", "idempotency_key", "state", "requested_at",
+            "id", "resource_id", "key", "token", "actor", "actor_established", "reason", "idempotency_key", "state",
+            "requested_at",
             "picked_up_at", "finished_at", "run", "transition", "trace_id", "error",
         ]
 

@@ -263,10 +263,8 @@ def revision_row(resource: Resource, live: dict[str, Any], at: datetime, previou
     diff = spec_diff(previous, spec)
     writers = spec_writers(live, diff) or []
     top = writers[0] if writers else {}
-    actor, admitted = provenance.revision_actor(provenance.kind_of(live), live, str(top.get("manager") or ""),
-                                                resource.rollback)
-    if admitted is not None:  # who the API server authenticated, next to what managedFields claim
-        writers = [{"admitted": {"user": admitted.get("user"), "at": admitted.get("at")}}, *writers]
+    actor, _admitted = provenance.revision_actor(provenance.kind_of(live), live, str(top.get("manager") or ""),
+                                                 resource.rollback)
     prev_hash = resource.last_transition_hash
     row = SpecRevision(
         resource=resource, resource_uid=resource.uid, kind=resource.kind, namespace=resource.namespace,

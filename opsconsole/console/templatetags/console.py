@@ -1,5 +1,6 @@
 """Template helpers of the console: relative times with the absolute time on hover, durations, phase badges,
-YAML of JSON documents. Every helper escapes what it is given (CR data is untrusted)."""
+YAML of JSON documents, actors with how they were established. Every helper escapes what it is given (CR data is
+untrusted)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from django import template
 from django.utils import timezone
 from django.utils.html import format_html
 
+from reconcilers.core import actors
 from reconcilers.core.meta import parse_rfc3339
 from reconcilers.services.selectors import kinds
 
@@ -103,3 +105,27 @@ def as_yaml(value: Any) -> str:
 def get_item(mapping: dict[str, Any], key: str) -> Any:
     """mapping[key] or ''."""
     return (mapping or {}).get(key, "")
+
+
+#: the words shown after an actor, by how it was established (reconcilers.core.actors); an identity the engine or
+#: opsconsole established needs none
+_ESTABLISHED_NOTE = {
+    "admission": ("kube", "ok", "authenticated by the Kubernetes API server (admission review)"),
+    "claim": ("claim", "warn", "field manager (unverified): a name any client may send, not an identity"),
+    "unknown": ("unverified", "warn", "nobody could be established"),
+}
+
+
+@register.filter
+def actor_shown(actor: str | None) -> str:
+    """An actor with how it was established: a field-manager name is marked as a claim ("claim" badge, "field
+    manager (unverified)" on hover and for screen readers), a Kubernetes user as authenticated by the API server,
+    nobody as unverified; the engine's and opsconsole's own identities as they are."""
+    text = actor or "unknown"
+    note = _ESTABLISHED_NOTE.get(actors.established(actor))
+    if note is None:
+        return format_html('<span class="actor">{}</span>', text)
+    label, tone, words = note
+    return format_html('<span class="actor actor-{}" title="{}">{}</span> <span class="badge badge-{} '
+                       'actor-established">{}<span class="sr-only"> ({})</span></span>', label, words, text, tone,
+                       label, words)

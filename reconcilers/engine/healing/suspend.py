@@ -68,7 +68,8 @@ def _suspend_locked(resource: Resource, *, actor: str, reason: str, until: datet
                     now: datetime) -> HealingRecord:
     record = healing_append(resource, HealingAction.SUSPENDED, actor=actor, reason=reason,
                             message=f"reconciles suspended{' until ' + rfc3339(until) if until else ''}",
-                            expires_at=until, at=now, detail={"source": source})
+                            expires_at=until, at=now,
+                            detail={"source": source, "established": actors.established(actor)})
     resource.suspended = True
     resource.suspension = {"actor": actor, "reason": reason, "at": now.isoformat(),
                            "until": until.isoformat() if until else None, "source": source, "record": record.seq}
