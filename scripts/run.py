@@ -6,6 +6,11 @@ the web server, and prints the URL and login. Ctrl-C stops everything it started
 worker, web server and announcer first; the cluster (kubesim) and the embedded Redis only once those have exited
 (or after `STOP_GRACE` seconds), so the controller can still release its leader Lease on the cluster and the
 next `make run` reconciles at once instead of waiting for a stale Lease to expire.
+
+The sandbox's webhooks are mutual TLS at both ends, as in a cluster: before kubesim starts, the webhook server's
+client CA and kubesim's client certificate are made in `<data dir>/webhooks` (kept across runs); kubesim presents
+the certificate (`--webhook-client-cert/-key`), `runwebhooks --install` trusts only that CA. Its metrics and health
+are plain HTTP on `OPSCONSOLE_WEBHOOKS_METRICS_PORT` (9444).
 """
 
 from __future__ import annotations
@@ -27,6 +32,7 @@ EMBEDDED_REDIS_PORT = 6390
 KUBESIM_PORT = int(os.environ.get("KUBESIM_PORT", "6443"))
 WEB_ADDR = os.environ.get("OPSCONSOLE_ADDR", "127.0.0.1:8000")
 WEBHOOKS_PORT = int(os.environ.get("OPSCONSOLE_WEBHOOKS_PORT", "9443"))
+WEBHOOKS_METRICS_PORT = int(os.environ.get("OPSCONSOLE_WEBHOOKS_METRICS_PORT", "9444"))
 #: the processes stopped last, once every other one has exited: what the others still talk to while they stop
 STOP_LAST = ("kubesim", "redis")
 #: the longest wait for the first processes to exit before the last ones are stopped anyway
@@ -39,6 +45,15 @@ def manage(*args: str, env: dict[str, str]) -> str:
         [sys.executable, str(ROOT / "manage.py"), *args], env=env, check=True, capture_output=True, text=True
     )
     return out.stdout
+
+
+def webhook_client_files(data_dir: Path) -> tuple[Path, Path]:
+    """kubesim's client certificate and key for the webhook server (made with the server's client CA when
+    missing, in the directory `runwebhooks` makes and reads its certificates in)."""
+    from opsconsole.webhooks.tls import ensure_client_certificates
+
+    files = ensure_client_certificates(data_dir / "webhooks")
+    return files.cert, files.key
 
 
 def worker_concurrency(cores: int | None = None) -> int:
@@ -55,9 +70,12 @@ def procfile_lines(env: dict[str, str], data_dir: Path, login: str) -> list[str]
     if env.get("OPSCONSOLE_EMBEDDED_REDIS"):
         lines.append("redis: " + shlex.join(redis_command(EMBEDDED_REDIS_PORT, data_dir / "redis")))
     if env.get("OPSCONSOLE_KUBESIM") and (ROOT / "kubesim" / "__main__.py").exists():
+        client = data_dir / "webhooks"  # the webhook server's client certificate (webhook_client_files)
         lines.append(
             f"kubesim: {py} -m kubesim --port {KUBESIM_PORT} --kubeconfig {shlex.quote(env['KUBECONFIG'])}"
             f" --data-dir {shlex.quote(str(data_dir / 'kubesim'))}"
+            f" --webhook-client-cert {shlex.quote(str(client / 'webhook-client.pem'))}"
+            f" --webhook-client-key {shlex.quote(str(client / 'webhook-client-key.pem'))}"
         )
     if (ROOT / "reconcilers" / "management" / "commands" / "runcontroller.py").exists():
         lines.append(f"controller: {py} manage.py runcontroller --bootstrap --install-crds")
@@ -69,7 +87,8 @@ def procfile_lines(env: dict[str, str], data_dir: Path, login: str) -> list[str]
     lines.append(f"announce: {py} scripts/announce.py http://{WEB_ADDR}/ {shlex.quote(login)}")
     if env.get("OPSCONSOLE_KUBESIM") and (ROOT / "reconcilers" / "management" / "commands" / "runwebhooks.py").exists():
         # the admission webhooks, installed into the sandbox once they listen (failurePolicy Ignore there)
-        lines.append(f"webhooks: {py} manage.py runwebhooks --port {WEBHOOKS_PORT} --install")
+        lines.append(f"webhooks: {py} manage.py runwebhooks --port {WEBHOOKS_PORT} --metrics-port "
+                     f"{WEBHOOKS_METRICS_PORT} --install")
     if env.get("OPSCONSOLE_KUBESIM") and env.get("OPSCONSOLE_DEMO_ROLLBACK", "1") != "0":
         lines.append(f"demo: {py} scripts/demo_rollback.py")  # the self-healing demo (docs/healing.md)
     return lines
@@ -159,6 +178,8 @@ def main() -> int:
         env["KUBECONFIG"] = str(data_dir / "kubeconfig")
         env["OPSCONSOLE_KUBESIM"] = "1"
         print(f"cluster: starting the sandbox cluster (kubesim) on 127.0.0.1:{KUBESIM_PORT}")
+        cert, _ = webhook_client_files(data_dir)
+        print(f"webhooks: mutual TLS, kubesim presents {cert}")
     else:
         print(f"cluster: using KUBECONFIG={env['KUBECONFIG']}")
 

@@ -200,3 +200,26 @@ def test_the_retention_cronjob_runs_the_real_command_with_flags_it_accepts(manif
     out = io.StringIO()
     call_command(*container["command"][2:], "--dry-run", stdout=out)  # refuses unknown flags or bad values
     assert out.getvalue().startswith("would delete") and "transitions are never deleted" in out.getvalue()
+
+
+def test_the_webhook_server_serves_only_the_api_server_and_its_probes_need_no_client_certificate(
+        manifests: list[dict[str, Any]]) -> None:
+    (deployment,) = [d for d in _of(manifests, "Deployment") if d["metadata"]["name"] == "opsconsole-webhooks"]
+    pod = deployment["spec"]["template"]["spec"]
+    (container,) = pod["containers"]
+    command = container["command"]
+    assert "--insecure-skip-client-verify" not in command
+    client_ca = command[command.index("--client-ca") + 1]
+    mounts = {m["mountPath"]: m["name"] for m in container["volumeMounts"]}
+    volume = mounts[client_ca.rsplit("/", 1)[0]]
+    (source,) = [v for v in pod["volumes"] if v["name"] == volume]
+    assert source["secret"]["secretName"] == "opsconsole-webhooks-client-ca"
+    metrics_port = int(command[command.index("--metrics-port") + 1])
+    ports = {p["name"]: p["containerPort"] for p in container["ports"]}
+    assert ports["metrics"] == metrics_port != ports["https"]
+    for probe in ("readinessProbe", "livenessProbe"):
+        get = container[probe]["httpGet"]
+        assert get["port"] == "metrics" and get.get("scheme", "HTTP") == "HTTP"
+    services = {s["metadata"]["name"]: s for s in _of(manifests, "Service")}
+    assert [p["targetPort"] for p in services["opsconsole-webhooks"]["spec"]["ports"]] == ["https"]
+    assert [p["targetPort"] for p in services["opsconsole-webhooks-metrics"]["spec"]["ports"]] == ["metrics"]

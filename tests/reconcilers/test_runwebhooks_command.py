@@ -18,6 +18,7 @@ import sys
 import time
 import uuid
 from pathlib import Path
+from typing import Any
 
 import pytest
 import redis as redis_lib
@@ -30,7 +31,7 @@ from opsconsole.accounts.models import ActionRecord
 from opsconsole.testing.cluster import CrdInstaller
 from opsconsole.webhooks.install import CRD, KINDS
 from opsconsole.webhooks.recorder import DecisionRecorder
-from opsconsole.webhooks.tls import ensure_certificates
+from opsconsole.webhooks.tls import ensure_certificates, ensure_client_certificates
 from reconcilers.core.crd import crd_manifest
 from reconcilers.core.reconciler import ResourceKind
 from reconcilers.engine import kube
@@ -49,7 +50,8 @@ def start_server(tmp_path: Path, kubeconfig: str, *extra: str, env: dict[str, st
     """`runwebhooks --install` in a process of its own, returned once it says its configurations are installed."""
     env = {**os.environ, "KUBECONFIG": kubeconfig, "DATABASE_URL": workers.test_database_url(),
            "OPSCONSOLE_DATA_DIR": str(tmp_path / data_dir), "OPSCONSOLE_TRACING": "off", **(env or {})}
-    proc = subprocess.Popen([sys.executable, "manage.py", "runwebhooks", "--port", "0", "--install", *extra],
+    proc = subprocess.Popen([sys.executable, "manage.py", "runwebhooks", "--port", "0", "--metrics-port", "0",
+                             "--install", *extra],
                             cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     lines: list[str] = []
     deadline = time.monotonic() + 60
@@ -62,6 +64,14 @@ def start_server(tmp_path: Path, kubeconfig: str, *extra: str, env: dict[str, st
     return proc
 
 
+def sandbox_kubesim(tmp_path: Path, data_dir: str = "data") -> Any:
+    """A kubesim presenting the client certificate `runwebhooks` makes (and trusts) in its data dir, as `make run`
+    starts it."""
+    client = ensure_client_certificates(tmp_path / data_dir / "webhooks")
+    return running_kubesim(controllers=False, webhook_client_cert=str(client.cert),
+                           webhook_client_key=str(client.key))
+
+
 def stop_server(proc: subprocess.Popen) -> str:
     proc.send_signal(signal.SIGTERM)
     out, _ = proc.communicate(timeout=30)
@@ -70,7 +80,7 @@ def stop_server(proc: subprocess.Popen) -> str:
 
 
 def test_the_sandbox_server_installs_its_configurations_refuses_through_them_and_removes_them(tmp_path):
-    with running_kubesim(controllers=False) as sim:
+    with sandbox_kubesim(tmp_path) as sim:
         api = kube.build_api_client(sim.kubeconfig)
         CrdInstaller(api).ensure([MemcachedReconciler])
         ns = f"s-{uuid.uuid4().hex[:8]}"
@@ -103,7 +113,7 @@ def test_the_sandbox_server_installs_its_configurations_refuses_through_them_and
 
 
 def test_it_serves_memcacheds_conversion_and_keeps_its_wiring_in_place(tmp_path):
-    with running_kubesim(controllers=False) as sim:
+    with sandbox_kubesim(tmp_path) as sim:
         api = kube.build_api_client(sim.kubeconfig)
         CrdInstaller(api).ensure([MemcachedReconciler])
         ns = f"w-{uuid.uuid4().hex[:8]}"
@@ -139,7 +149,7 @@ def test_a_decision_answered_just_before_a_sigkill_is_written_by_the_next_server
     env = {"OPSCONSOLE_ADMISSION_QUEUE": queue, "OPSCONSOLE_ADMISSION_LEASE_SECONDS": "2"}
     keys = DecisionRecorder(queue)  # its key names only: never started
     client = redis_lib.Redis.from_url(settings.REDIS_URL)
-    with running_kubesim(controllers=False) as sim:
+    with sandbox_kubesim(tmp_path) as sim:
         api = kube.build_api_client(sim.kubeconfig)
         CrdInstaller(api).ensure([MemcachedReconciler])
         ns = f"k-{uuid.uuid4().hex[:8]}"
@@ -218,3 +228,14 @@ def test_webhooks_apply_writes_the_kinds_policies_and_a_server_that_is_down_refu
         kube.replace_object(api, KINDS["ValidatingWebhookConfiguration"], validating)
         assert create("while-down")["metadata"]["name"] == "while-down"  # Ignore: let through, server still down
         api.close()
+
+
+def test_a_server_given_its_certificate_without_a_client_ca_refuses_to_start(tmp_path):
+    files = ensure_certificates(tmp_path / "certs", ("localhost",))
+    env = {**os.environ, "DATABASE_URL": workers.test_database_url(), "OPSCONSOLE_DATA_DIR": str(tmp_path),
+           "OPSCONSOLE_TRACING": "off"}
+    done = subprocess.run([sys.executable, "manage.py", "runwebhooks", "--port", "0", "--metrics-port", "-1",
+                           "--cert", str(files.cert), "--key", str(files.key)], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode != 0
+    assert "--client-ca is required" in done.stderr
