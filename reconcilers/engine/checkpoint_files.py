@@ -18,6 +18,7 @@ from typing import Any
 
 from django.conf import settings
 
+
 class UnreadableCheckpoint(Exception):
     """A checkpoint file or ConfigMap that holds no checkpoint document: `reason` says what it holds."""
 

@@ -102,6 +102,11 @@ INFORMER_RESTARTS = Counter(
 )
 #: the `reason` label values of opsconsole_informer_restarts_total
 INFORMER_RESTART_REASONS = ("ended", "broken", "expired", "error")
+THREAD_RESTARTS = Counter(
+    "opsconsole_thread_restarts_total",
+    "Times a supervised background thread (lease renewals, the controller's archive and healing steps, informers) "
+    "died or ended and was started again (reconcilers.engine.supervise)", ["thread"],
+)
 
 OBJECT_READS = Counter(
     "opsconsole_object_reads_total", "How runs read their object: cache (the controller's object cache), api (a GET: "

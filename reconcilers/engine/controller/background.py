@@ -5,30 +5,44 @@ enqueueing and the release of delayed keys (`Controller(background=True)`, as `r
 The step is the same function the loop calls inline when not in the background (tests drive it so): it returns
 whether it did work; the thread runs it again at once when it did, else after `idle` seconds. A step that raises
 is logged and tried again after `idle`. The thread uses its own database connection, closed when it stops.
+
+The thread is supervised (`reconcilers.engine.supervise`, named `controller-<name>`): what its loop does not catch
+(the database refusing `close_old_connections`, a `SystemExit` in a step) ends the loop, the thread is reported
+down by the controller's `/healthz` while it waits its backoff, then started again and counted in
+`opsconsole_thread_restarts_total{thread="controller-<name>"}`.
 """
 
 from __future__ import annotations
 
 import logging
-import threading
 from collections.abc import Callable
+from typing import Any
+
+from reconcilers.engine import supervise
 
 log = logging.getLogger(__name__)
 
 
-class BackgroundStep(threading.Thread):
-    """Runs `step()` until `stop()` (see the module docstring)."""
+class BackgroundStep:
+    """Runs `step()` until `stop()` on a supervised thread (see the module docstring); `supervision` goes to
+    `supervise.Supervised` (backoff, pause)."""
 
-    def __init__(self, name: str, step: Callable[[], bool], idle: float) -> None:
-        super().__init__(name=f"controller-{name}", daemon=True)
+    def __init__(self, name: str, step: Callable[[], bool], idle: float, **supervision: Any) -> None:
+        self.name = f"controller-{name}"
         self.step, self.idle = step, max(0.01, idle)
-        self._stop_event = threading.Event()
+        self.supervised = supervise.Supervised(self.name, self._loop, **supervision)
 
-    def run(self) -> None:
+    def start(self) -> BackgroundStep:
+        """Start the supervised thread."""
+        self.supervised.start()
+        return self
+
+    def _loop(self) -> None:
         from django.db import close_old_connections, connections
 
+        stopping = self.supervised.stopping
         try:
-            while not self._stop_event.is_set():
+            while not stopping.is_set():
                 close_old_connections()
                 try:
                     did = self.step()
@@ -36,12 +50,19 @@ class BackgroundStep(threading.Thread):
                     log.warning("controller: the %s step failed", self.name, exc_info=True)
                     did = False
                 if not did:
-                    self._stop_event.wait(self.idle)
+                    stopping.wait(self.idle)
         finally:
             connections.close_all()
 
     def stop(self, timeout: float = 10.0) -> None:
         """Ask the thread to end after its current step and wait for it."""
-        self._stop_event.set()
-        if self.is_alive():
-            self.join(timeout)
+        self.supervised.stop(timeout)
+
+    def is_alive(self) -> bool:
+        """Whether its thread runs (its step or a backoff before it is started again)."""
+        return self.supervised.is_alive()
+
+    @property
+    def up(self) -> bool:
+        """Whether its loop runs (False while it waits to be started again)."""
+        return self.supervised.up

@@ -25,7 +25,7 @@ from typing import Any
 from urllib3.exceptions import HTTPError
 
 from reconcilers.core.reconciler import ResourceKind
-from reconcilers.engine import kube, metrics
+from reconcilers.engine import kube, metrics, supervise
 from reconcilers.engine.controller.events import ADDED, DELETED, MODIFIED, InformerEvent, object_key
 
 log = logging.getLogger(__name__)
@@ -72,7 +72,7 @@ class Informer:
         self._uids: dict[str, str] = {}
         self._stop = threading.Event()
         self._stream: kube.WatchStream | None = None
-        self._thread: threading.Thread | None = None
+        self._thread: supervise.Supervised | None = None
         self._backoff = 0.0
         self.resource = f"{kind.plural}.{kind.group}" if kind.group else kind.plural  # the metric label
         for reason in metrics.INFORMER_RESTART_REASONS:
@@ -278,14 +278,16 @@ class Informer:
                 self._stop.wait(self._backoff)
 
     def start(self) -> Informer:
-        """Run in a daemon thread."""
+        """Run in a supervised daemon thread (`reconcilers.engine.supervise`: started again if it dies)."""
         self._stop.clear()
-        self._thread = threading.Thread(target=self.run, name=f"informer-{self.kind.plural}", daemon=True)
-        self._thread.start()
+        name = f"informer-{self.kind.plural}" + (f".{self.kind.group}" if self.kind.group else "")
+        self._thread = supervise.start(name, self.run)
         return self
 
     def signal_stop(self) -> None:
         """Ask the thread to stop and end its current watch, without waiting."""
+        if self._thread is not None:
+            self._thread.signal_stop()  # first: the run ending now is no death
         self._stop.set()
         with self._lock:
             stream = self._stream
@@ -295,8 +297,8 @@ class Informer:
     def stop(self, timeout: float = 5.0) -> None:
         """Stop the thread: end the current watch and wait for it."""
         self.signal_stop()
-        if self._thread is not None and self._thread is not threading.current_thread():
-            self._thread.join(timeout)
+        if self._thread is not None:
+            self._thread.stop(timeout)
 
     @property
     def alive(self) -> bool:

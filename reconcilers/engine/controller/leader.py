@@ -29,7 +29,7 @@ from typing import Any
 
 from reconcilers.core.meta import rfc3339
 from reconcilers.core.reconciler import ResourceKind
-from reconcilers.engine import kube
+from reconcilers.engine import kube, supervise
 from reconcilers.engine.metrics import LEADER_ELECTION_MASTER
 
 log = logging.getLogger(__name__)
@@ -84,7 +84,7 @@ class LeaderElector:
         self._observed_spec: dict[str, Any] = {}
         self._next_step_at = -math.inf
         self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
+        self._thread: supervise.Supervised | None = None
 
     def __repr__(self) -> str:
         return f"<LeaderElector {self.namespace}/{self.name} as {self.identity}>"
@@ -251,14 +251,15 @@ class LeaderElector:
         self.release()
 
     def start(self) -> LeaderElector:
-        """Run in a daemon thread."""
+        """Run in a supervised daemon thread (`reconcilers.engine.supervise`: started again if it dies)."""
         self._stop.clear()
-        self._thread = threading.Thread(target=self.run, name="leader-elector", daemon=True)
-        self._thread.start()
+        self._thread = supervise.start("leader-elector", self.run)
         return self
 
     def stop(self, timeout: float = 5.0) -> None:
         """Stop the thread (which releases the Lease)."""
+        if self._thread is not None:
+            self._thread.signal_stop()  # first: the run ending now is no death
         self._stop.set()
         if self._thread is not None:
-            self._thread.join(timeout)
+            self._thread.stop(timeout)
