@@ -10,8 +10,6 @@ from __future__ import annotations
 import pytest
 from django.test import Client, RequestFactory
 
-from opsconsole.accounts import login_throttle
-from opsconsole.accounts.client_address import client_address
 from opsconsole.accounts.models import ActionRecord
 from tests.opsconsole.api import factories as f
 
@@ -47,6 +45,8 @@ def test_even_without_a_trusted_proxy_one_address_locks_out_only_the_account_tri
 
 
 def test_many_failures_from_one_address_slow_it_without_locking_any_account(settings, monkeypatch):
+    from opsconsole.accounts import login_throttle
+
     settings.OPSCONSOLE_LOGIN_ADDRESS_LIMIT = 8
     settings.OPSCONSOLE_LOGIN_ADDRESS_WINDOW = 60
     now = [6_000_020.0]  # 20 s into a window
@@ -77,6 +77,8 @@ def test_many_failures_from_one_address_slow_it_without_locking_any_account(sett
     (["10.0.0.0/8"], "10.1.2.3", "198.51.100.7:5555", "198.51.100.7"),
 ])
 def test_the_client_address_believes_only_trusted_hops(settings, trusted, remote, forwarded, client):
+    from opsconsole.accounts.client_address import client_address
+
     settings.OPSCONSOLE_TRUSTED_PROXIES = trusted
     request = RequestFactory().get("/", REMOTE_ADDR=remote, HTTP_X_FORWARDED_FOR=forwarded)
     assert client_address(request) == client
