@@ -15,7 +15,7 @@ from reconcilers.core.meta import FIELD_MANAGER, RECONCILE_REQUESTED_AT
 from reconcilers.core.reconciler import Context, Reconciler, ResourceKind
 from reconcilers.core.statemachine import StateMachine
 from reconcilers.core.types import PermanentError, Result, TemporaryError
-from reconcilers.engine import kube, step
+from reconcilers.engine import kube, provenance, step
 from reconcilers.engine.step import PlannedTransition, QueueAction
 from tests.reconcilers.testkinds import FINALIZER, GADGET, MACHINE, gadget
 
@@ -164,11 +164,18 @@ def test_a_run_that_lost_its_lease_writes_nothing_and_leaves_the_key_alone(make,
 def test_a_phase_written_but_not_recorded_is_handed_back_first(make, kapi):
     obj = make(mode="ok")
     done = step.reconcile_step(REC, kapi, obj, None).obj
-    # written by a run of ours (field manager opsconsole-controller) that died before its record
+    # written by a run of ours that died before its record: what its write returned is the proof
     lost = kube.request_json(kapi, "PATCH", kube.object_path(GADGET, obj["metadata"]["namespace"], "g", "status"),
                              query={"fieldManager": FIELD_MANAGER}, content_type=kube.MERGE_PATCH,
                              body={"status": {"phase": "Failed", "reason": "Died"}})
-    out = step.reconcile_step(REC, kapi, lost, "Running")
+    # without the proof the field manager's name is only a claim: out of band, not handed back
+    assert step.reconcile_step(REC, kapi, lost, "Running").out_of_band.manager == FIELD_MANAGER
+    lost = kube.request_json(kapi, "PATCH", kube.object_path(GADGET, obj["metadata"]["namespace"], "g", "status"),
+                             query={"fieldManager": FIELD_MANAGER}, content_type=kube.MERGE_PATCH,
+                             body={"status": {"phase": "Failed", "reason": "Died"}})
+    note = (lost["metadata"]["resourceVersion"], "Failed")
+    out = step.reconcile_step(REC, kapi, lost, "Running", engine_wrote=lambda o: provenance.wrote_it(note, o))
+    assert out.out_of_band is None
     assert (out.result, out.queue) == ("requeue", QueueAction.REQUEUE_NOW)
     assert out.change is not None and (out.change.to_phase, out.change.reason) == ("Failed", "Died")
     assert out.transitions == [PlannedTransition("Running", "Failed", "Died", "mode ok")]
