@@ -4,13 +4,13 @@ authenticated (an admitted write), or only a field-manager name (a claim).
 The engine never recognises itself by a name: any client may send `--field-manager=opsconsole-controller`. It
 recognises its own writes by what they returned:
 
-- **Status writes** (`note_written` / `engine_wrote`): right after a run's status write returns with a phase
-  other than the one on record, the runner notes (resourceVersion, phase) of that write on a small per-object
-  Redis key in the workqueue's Redis (one SET with an expiry, only on a write that changes the phase, never
-  read on the hot path). A later run that finds a live phase other than the one on record reads the note: the
-  phase is the engine's (a run wrote it and died before its record: caught up) only when the note names that
-  phase at a resourceVersion not newer than the live one. Anything else is an out-of-band change, whatever
-  managedFields say.
+- **Status writes** (`note_written` / `engine_wrote_checker`): right after a run's status write returns with a
+  phase other than the one on record, the runner notes (resourceVersion, phase) of that write on a small
+  per-object Redis key in the workqueue's Redis, signed with a key derived from the installation's secret (one
+  SET with an expiry, only on a write that changes the phase, never read on the hot path). A later run that
+  finds a live phase other than the one on record reads the note: the phase is the engine's (a run wrote it and
+  died before its record: caught up) only when the note verifies and names that phase at a resourceVersion not
+  newer than the live one. Anything else is an out-of-band change, whatever managedFields say.
 - **Spec writes of a rollback**: the rollback records the generation its own PUT returned (`Resource.rollback`);
   the revision of exactly that generation is the rollback's (`revision_actor`), any other is not, whoever's
   field manager `opsconsole-rollback` is on it.
@@ -27,6 +27,8 @@ The vocabulary is `reconcilers.core.actors`.
 from __future__ import annotations
 
 import dataclasses
+import hashlib
+import hmac
 import logging
 import os
 import threading
@@ -66,19 +68,32 @@ def _not_newer(version: str, than: str) -> bool:
     return version == than
 
 
+def _note_key() -> bytes:
+    """The key notes are signed with, derived from the installation's secret (another context than admitted
+    writes'), so that someone who can write to Redis but does not hold the secret cannot make a phase the engine's."""
+    return hmac.new(str(settings.SECRET_KEY).encode(), b"opsconsole.wrote.v1", hashlib.sha256).digest()
+
+
+def _note_sig(uid: str, resource_version: str, phase: str) -> str:
+    return hmac.new(_note_key(), f"{uid}\n{resource_version}\n{phase}".encode(), hashlib.sha256).hexdigest()[:32]
+
+
 def note_written(client: Any, uid: str, resource_version: str, phase: str) -> None:
-    """Note that the engine's status write of object `uid` returned `resource_version` with `phase` (best
-    effort: without the note a run that dies before its record leaves an out-of-band change, never a forgery)."""
+    """Note (signed) that the engine's status write of object `uid` returned `resource_version` with `phase`
+    (best effort: without the note a run that dies before its record leaves an out-of-band change, never a
+    forgery)."""
     if not uid or not resource_version or not phase:
         return
     try:
-        client.set(f"{WROTE_PREFIX}{uid}", f"{resource_version} {phase}", ex=WROTE_TTL_SECONDS)
+        client.set(f"{WROTE_PREFIX}{uid}", f"{resource_version} {_note_sig(uid, resource_version, phase)} {phase}",
+                   ex=WROTE_TTL_SECONDS)
     except Exception:  # noqa: BLE001 - Redis away: the record follows at once; only a crash before it loses
         log.warning("could not note the status write of %s", uid, exc_info=True)
 
 
 def written_note(client: Any, uid: str) -> tuple[str, str] | None:
-    """(resourceVersion, phase) of the engine's last phase-changing status write of `uid`, or None."""
+    """(resourceVersion, phase) of the engine's last phase-changing status write of `uid`, or None (none, or one
+    whose signature does not verify)."""
     try:
         raw = client.get(f"{WROTE_PREFIX}{uid}")
     except Exception:  # noqa: BLE001 - nothing proven
@@ -86,8 +101,11 @@ def written_note(client: Any, uid: str) -> tuple[str, str] | None:
     if not raw:
         return None
     text = raw.decode() if isinstance(raw, bytes) else str(raw)
-    version, _, phase = text.partition(" ")
-    return (version, phase) if version and phase else None
+    version, _, rest = text.partition(" ")
+    sig, _, phase = rest.partition(" ")
+    if not version or not phase or not hmac.compare_digest(sig, _note_sig(uid, version, phase)):
+        return None
+    return version, phase
 
 
 def wrote_it(note: tuple[str, str] | None, obj: dict[str, Any]) -> bool:

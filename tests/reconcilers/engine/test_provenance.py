@@ -67,7 +67,7 @@ def test_only_the_phase_the_engines_own_write_returned_is_the_engines():
     assert not provenance.wrote_it(None, live)
 
 
-def test_a_note_is_written_and_read_per_object(admitted_redis):
+def test_a_note_is_written_and_read_per_object_and_a_forged_one_proves_nothing(admitted_redis):
     admitted_redis.delete(f"{provenance.WROTE_PREFIX}uid-n")
     live = live_obj("uid-n", status={"phase": "Degraded"})
     check = provenance.engine_wrote_checker(admitted_redis)
@@ -75,6 +75,11 @@ def test_a_note_is_written_and_read_per_object(admitted_redis):
     provenance.note_written(admitted_redis, "uid-n", "101", "Degraded")
     assert check(live)
     assert not check(live_obj("uid-other", status={"phase": "Degraded"}))
+    # someone who can write to Redis but does not hold the secret cannot make a phase the engine's
+    admitted_redis.set(f"{provenance.WROTE_PREFIX}uid-n", "101 0123456789abcdef0123456789abcdef Degraded")
+    assert not check(live)
+    admitted_redis.set(f"{provenance.WROTE_PREFIX}uid-n", "101 Degraded")
+    assert not check(live)
     admitted_redis.delete(f"{provenance.WROTE_PREFIX}uid-n")
 
 
