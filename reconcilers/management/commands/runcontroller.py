@@ -10,7 +10,8 @@ standby controller takes over at once.
 
 Settings read (all optional): OPSCONSOLE_LEADER_NAMESPACE ("default"), OPSCONSOLE_LEADER_LEASE_SECONDS (15),
 OPSCONSOLE_LEADER_RENEW_DEADLINE_SECONDS (10), OPSCONSOLE_LEADER_RETRY_SECONDS (2),
-OPSCONSOLE_RESYNC_SECONDS (300); telemetry: OPSCONSOLE_CONTROLLER_METRICS_PORT (9102; 0 = no /metrics),
+OPSCONSOLE_RESYNC_SECONDS (300); telemetry: OPSCONSOLE_CONTROLLER_METRICS_PORT (9102; 0 = no /metrics and no
+/healthz: `/healthz` there answers 503 while a supervised background thread is down, `opsconsole.telemetry.health`),
 OPSCONSOLE_METRICS_ADDR, OPSCONSOLE_TRACING.
 """
 
@@ -107,8 +108,9 @@ class Command(BaseCommand):
 
 def _telemetry_start(command: BaseCommand) -> None:
     """Tracing ("opsconsole-controller"; off with OPSCONSOLE_TRACING=off), every label pair at 0, and /metrics
-    on OPSCONSOLE_CONTROLLER_METRICS_PORT (0: not served; a busy port is a warning, never a stop)."""
-    from opsconsole.telemetry.metrics import metrics_server_start, reconciler_metrics_init
+    and /healthz on OPSCONSOLE_CONTROLLER_METRICS_PORT (0: not served; a busy port is a warning, never a stop)."""
+    from opsconsole.telemetry.health import metrics_health_server_start
+    from opsconsole.telemetry.metrics import reconciler_metrics_init
     from opsconsole.telemetry.tracing import tracing_setup
 
     tracing_setup("opsconsole-controller")
@@ -117,8 +119,8 @@ def _telemetry_start(command: BaseCommand) -> None:
     if port:
         addr = getattr(settings, "OPSCONSOLE_METRICS_ADDR", "127.0.0.1")
         try:
-            metrics_server_start(port, addr)
-            command.stdout.write(f"runcontroller: /metrics on {addr}:{port}")
+            metrics_health_server_start(port, addr)
+            command.stdout.write(f"runcontroller: /metrics and /healthz on {addr}:{port}")
         except OSError as exc:
             command.stderr.write(f"runcontroller: /metrics not served on port {port}: {exc}")
 

@@ -3,11 +3,13 @@ that releases the Lease."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import signal
 import subprocess
 import sys
+import urllib.request
 import uuid
 from pathlib import Path
 
@@ -115,6 +117,7 @@ def test_runcontroller_bootstraps_leads_mirrors_and_releases_the_lease_on_sigter
         tmp_path, [crd(GADGET)],
         [{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}, gadget("g1", ns), gadget("g2")])
     queue = f"test-rc-{uuid.uuid4().hex[:8]}"
+    port = free_port()
     env = {
         **os.environ,
         "KUBECONFIG": running_kubesim.kubeconfig,
@@ -123,6 +126,7 @@ def test_runcontroller_bootstraps_leads_mirrors_and_releases_the_lease_on_sigter
         "OPSCONSOLE_BUILTIN_KINDS": "0",
         "OPSCONSOLE_CELERY_QUEUE": queue,
         "PYTHONUNBUFFERED": "1",
+        "OPSCONSOLE_CONTROLLER_METRICS_PORT": str(port),
     }
     proc = subprocess.Popen(
         [sys.executable, "manage.py", "runcontroller", "--bootstrap", "--identity", "rc-test",
@@ -138,6 +142,12 @@ def test_runcontroller_bootstraps_leads_mirrors_and_releases_the_lease_on_sigter
         wait_for(lambda: Resource.objects.filter(kind="Gadget", deleted=False, name__in=["g1", "g2"]).count() == 2,
                  timeout=10)
         wait_for(lambda: redis_client.llen(queue) >= 2, timeout=10)
+        # its /healthz names every supervised thread, all up (issue 37)
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=10) as answer:
+            health = json.loads(answer.read())
+        assert answer.status == 200 and health["status"] == "ok", health
+        assert {"controller-archive", "controller-healing", f"informer-{GADGET.plural}.{GADGET.group}"} <= set(
+            health["threads"]), health
 
         proc.send_signal(signal.SIGTERM)
         out, _ = proc.communicate(timeout=15)
@@ -152,3 +162,11 @@ def test_runcontroller_bootstraps_leads_mirrors_and_releases_the_lease_on_sigter
     assert kube.get_object(api, LEASE, "default", LEASE_NAME)["spec"]["holderIdentity"] == ""
     kube.delete_object(api, CRD, None, f"{GADGET.plural}.{GADGET.group}")
     kube.delete_object(api, NAMESPACE, None, ns)
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
