@@ -105,6 +105,27 @@ def admitted_note(client: Any, key: bytes, group: str, kind: str, namespace: str
     pipe.execute()
 
 
+def request_object_key(request: dict[str, Any]) -> tuple[str, str, str, str]:
+    """(group, kind, namespace, name) an AdmissionReview `request` is filed under: `request.kind`'s group and
+    Kind (e.g. `cache.example.com`, `Memcached`; the same for a `status` or `scale` write, not the
+    subresource's kind), and the object's namespace ('' when cluster-scoped) and name. The engine looks entries
+    up by the object's apiVersion group and kind, so these must be the object's, not the resource's plural."""
+    kind = request.get("kind") if isinstance(request.get("kind"), dict) else {}
+    shown = request.get("object") if isinstance(request.get("object"), dict) else request.get("oldObject")
+    meta = shown.get("metadata") if isinstance(shown, dict) and isinstance(shown.get("metadata"), dict) else {}
+    return (str(kind.get("group") or ""), str(kind.get("kind") or ""),
+            str(request.get("namespace") or meta.get("namespace") or ""),
+            str(request.get("name") or meta.get("name") or ""))
+
+
+def admitted_note_request(client: Any, key: bytes, request: dict[str, Any], peer: dict[str, str] | None = None
+                          ) -> None:
+    """`admitted_note` of an admitted AdmissionReview `request` (non-dry-run CREATE, UPDATE, DELETE of a
+    registered kind), filed under `request_object_key`."""
+    group, kind, namespace, name = request_object_key(request)
+    admitted_note(client, key, group, kind, namespace, name, entry_from_request(request, peer))
+
+
 def admitted_find(client: Any, key: bytes, group: str, kind: str, namespace: str, name: str, *,
                   match: Callable[[dict[str, Any]], bool], uid: str = "", since: float | None = None
                   ) -> dict[str, Any] | None:
