@@ -266,8 +266,8 @@ _REQUEST_AUTHS = ("session", "token")
 def action_record_visible(namespaces: frozenset[str] | None, username: str) -> Q:
     """Which action records someone limited to `namespaces` (None: not limited) may read. A target names its
     namespace in one of three forms: a resource's key `group/version/plural/<ns>/<name>` (reconcile, healing and
-    annotation records), `Kind <ns>/<name>` (admission decisions; `Kind <name>` cluster-scoped) and a bulk
-    reconcile's `… ns=<ns>`. A record whose target has no namespace (token creations, logins, queue-wide
+    annotation records), `Kind <ns>/<name>` (admission decisions, a Kind being CamelCase; `Kind <name>`
+    cluster-scoped) and a bulk reconcile's `… ns=<ns>`. A record whose target has no namespace (token creations, logins, queue-wide
     actions, a lookup by an id that found nothing one may see) is shown only to unlimited admins, or to the user it
     concerns: the target `user:<username>` or `<username>` (their tokens, their logins), or their own requests
     through the API or the console (whose targets never name an object outside their namespaces)."""
@@ -278,10 +278,10 @@ def action_record_visible(namespaces: frozenset[str] | None, username: str) -> Q
     if spaces:
         alternatives = "|".join(re.escape(ns).replace("\\-", "-") for ns in spaces)
         visible |= Q(target__regex=rf"^[^/ ]*/[^/ ]+/[^/ ]+/({alternatives})/[^/ ]+$")
-        visible |= Q(target__regex=rf"^[A-Za-z0-9]+ ({alternatives})/[^/ ]+$")
+        visible |= Q(target__regex=rf"^[A-Z][A-Za-z0-9]* ({alternatives})/[^/ ]+$")
         visible |= Q(target__regex=rf"^kind=.* ns=({alternatives})$")
     if "" in namespaces:  # the cluster scope: cluster-scoped objects
-        visible |= Q(target__regex=r"^[^/ ]*/[^/ ]+/[^/ ]+//[^/ ]+$") | Q(target__regex=r"^[A-Za-z0-9]+ [^/ ]+$")
+        visible |= Q(target__regex=r"^[^/ ]*/[^/ ]+/[^/ ]+//[^/ ]+$") | Q(target__regex=r"^[A-Z][A-Za-z0-9]* [^/ ]+$")
     if username:
         visible |= Q(target__in=[f"user:{username}", username]) | Q(actor=username, auth__in=_REQUEST_AUTHS)
     return visible

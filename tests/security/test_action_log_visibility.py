@@ -84,7 +84,8 @@ def test_a_namespace_limited_admin_reads_only_their_namespaces_action_records_in
 def test_the_cluster_scope_shows_cluster_scoped_objects_records():
     tag = uuid.uuid4().hex[:8]
     cluster_admin = f.user(f"cs-{tag}", "admin", [""])
-    for target in ("Tenant acme", "example.com/v1/tenants//acme", "Memcached team-a/mc"):
+    for target in ("Tenant acme", "example.com/v1/tenants//acme", "Memcached team-a/mc", "audit chains",
+                   "kind=Tenant selector= phase= ns="):
         action_record(action="admission.validate", method="POST", path="/validate", status_code=200,
                       actor="kube", auth="kubernetes", target=target, reason=f"{tag}|{target}")
     client = Client()
