@@ -267,10 +267,11 @@ def action_record_visible(namespaces: frozenset[str] | None, username: str) -> Q
     """Which action records someone limited to `namespaces` (None: not limited) may read. A target names its
     namespace in one of three forms: a resource's key `group/version/plural/<ns>/<name>` (reconcile, healing and
     annotation records), `Kind <ns>/<name>` (admission decisions, a Kind being CamelCase; `Kind <name>`
-    cluster-scoped) and a bulk reconcile's `… ns=<ns>`. A record whose target has no namespace (token creations, logins, queue-wide
-    actions, a lookup by an id that found nothing one may see) is shown only to unlimited admins, or to the user it
-    concerns: the target `user:<username>` or `<username>` (their tokens, their logins), or their own requests
-    through the API or the console (whose targets never name an object outside their namespaces)."""
+    cluster-scoped) and a bulk reconcile's `… ns=<ns>`. A record whose target has no namespace (token creations,
+    logins, queue-wide actions, a lookup by an id that found nothing one may see) is shown only to unlimited
+    admins, or to the user it concerns: the target `user:<username>` or `<username>` (their tokens, their
+    logins), or their own requests through the API or the console (whose targets never name an object outside
+    their namespaces)."""
     if namespaces is None:
         return Q()
     spaces = sorted(ns for ns in namespaces if ns and _DNS_RE.match(ns))
