@@ -23,6 +23,7 @@ from reconcilers.core.reconciler import ResourceKind
 from reconcilers.engine import apiclient, kube, registry
 from reconcilers.models import Resource
 from reconcilers.services.selectors.resources import resource_events
+from reconcilers.services.selectors.secrets import secret_redacted
 
 log = logging.getLogger(__name__)
 
@@ -477,36 +478,6 @@ def _live_event(e: dict[str, Any]) -> dict[str, Any]:
             "message": e.get("message", ""), "count": e.get("count") or 1,
             "last_timestamp": e.get("lastTimestamp") or e.get("eventTime") or meta.get("creationTimestamp") or None,
             "source": source.get("component", "") if isinstance(source, dict) else str(source), "live": True}
-
-
-#: annotations that may hold a Secret's values (kubectl apply keeps the whole applied object in the first)
-SECRET_ANNOTATIONS = ("kubectl.kubernetes.io/last-applied-configuration",)
-
-
-def secret_redacted(obj: dict[str, Any]) -> dict[str, Any]:
-    """A Secret as `kubectl describe` shows it: each key of `data` and `stringData` with its size in bytes
-    (`<N bytes>`), never a value; the annotations that may copy the values are left out. Other kinds: unchanged."""
-    if obj.get("kind") != "Secret" or str(obj.get("apiVersion", "v1")) != "v1":
-        return obj
-    for field_name in ("data", "stringData"):
-        values = obj.get(field_name)
-        if isinstance(values, dict):
-            obj[field_name] = {k: f"<{_secret_size(v, field_name == 'data')} bytes>" for k, v in values.items()}
-        elif field_name in obj:
-            obj[field_name] = "<redacted>"
-    annotations = (obj.get("metadata") or {}).get("annotations")
-    if isinstance(annotations, dict):
-        for key in SECRET_ANNOTATIONS:
-            if key in annotations:
-                annotations[key] = "<redacted: it may hold the Secret's values>"
-    return obj
-
-
-def _secret_size(value: Any, encoded: bool) -> int:
-    text = value if isinstance(value, str) else ""
-    if encoded:  # base64: the decoded size, as kubectl describe gives it
-        return max(0, len(text) * 3 // 4 - text.count("=", -2))
-    return len(text.encode())
 
 
 def object_page(kind: ResourceKind, namespace: str, name: str, *, api: Any = None,
