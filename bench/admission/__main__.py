@@ -39,7 +39,7 @@ def main() -> None:
     from kubesim.testing import running_kubesim
     from opsconsole.testing.cluster import CrdInstaller
     from opsconsole.webhooks.server import WebhookServer, tls_context
-    from opsconsole.webhooks.tls import ensure_certificates
+    from opsconsole.webhooks.tls import ensure_certificates, ensure_client_certificates
     from reconcilers.core.reconciler import ResourceKind
     from reconcilers.engine import kube, registry
     from reconcilers.engine.webhook_config import webhook_configurations
@@ -47,15 +47,18 @@ def main() -> None:
     from tests.reconcilers.testkinds import AdmittedMemcachedReconciler
 
     registry.reset()
-    files = ensure_certificates(tempfile.mkdtemp(prefix="bench-admission-"), ("localhost",))
-    server = WebhookServer(tls_context(str(files.cert), str(files.key)))
+    cert_dir = tempfile.mkdtemp(prefix="bench-admission-")
+    files = ensure_certificates(cert_dir, ("localhost",))
+    client = ensure_client_certificates(cert_dir)  # mutual TLS, as in production: kubesim presents it
+    server = WebhookServer(tls_context(str(files.cert), str(files.key), str(client.ca_cert)))
     server.start()
     kinds = {"Mutating": ResourceKind("admissionregistration.k8s.io", "v1", "mutatingwebhookconfigurations",
                                       "MutatingWebhookConfiguration", False),
              "Validating": ResourceKind("admissionregistration.k8s.io", "v1", "validatingwebhookconfigurations",
                                         "ValidatingWebhookConfiguration", False)}
     namespace_kind = ResourceKind("", "v1", "namespaces", "Namespace", False)
-    with running_kubesim(mode="process", controllers=False) as sim:
+    with running_kubesim(mode="process", controllers=False, webhook_client_cert=str(client.cert),
+                         webhook_client_key=str(client.key)) as sim:
         api = kube.build_api_client(sim.kubeconfig)
         CrdInstaller(api).ensure([MemcachedReconciler])
         hooked, plain = "hooked", "plain"

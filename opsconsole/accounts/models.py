@@ -10,6 +10,7 @@ from typing import Any
 
 from django.conf import settings
 from django.db import models, router, transaction
+from django.db.models.fields.json import KeyTransform
 from django.utils import timezone
 
 from reconcilers.models.base import AppendOnlyModel
@@ -96,6 +97,9 @@ class ActionRecord(AppendOnlyModel):
             models.Index(fields=["created_at"], name="actionrecord_created"),
             models.Index(fields=["actor", "created_at"], name="actionrecord_actor_created"),
             models.Index(fields=["outcome", "created_at"], name="actionrecord_outcome_created"),
+            # the admission recorder's "already on record?" (detail__uid with the action): one index probe, not a
+            # scan of every record's JSON (migration 0006)
+            models.Index(KeyTransform("uid", "detail"), "action", name="actionrecord_detail_uid"),
         ]
 
     def save(self, *args: Any, **kwargs: Any) -> None:

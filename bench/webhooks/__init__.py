@@ -1,0 +1,1 @@
+"""Benchmarks of the webhook server (`manage.py runwebhooks`)."""
