@@ -82,6 +82,17 @@ def involved_ref(event: dict[str, Any]) -> ObjectRef | None:
                      str(ref.get("name") or ""), uid)
 
 
+def written_where_it_is_about(event: dict[str, Any], ref: ObjectRef) -> bool:
+    """Whether the Event is in its involved object's namespace (or, about a cluster-scoped object, in `default`,
+    `kube-system` or none). kube-apiserver refuses anything else for an Event without `eventTime` but accepts it
+    with one, so that whoever may create Events in one namespace could otherwise file them under another
+    namespace's objects: the archive keeps only what kube-apiserver's legacy rule allows (issue 37)."""
+    namespace = str((event.get("metadata") or {}).get("namespace") or "")
+    if ref.namespace:
+        return namespace == ref.namespace
+    return namespace in ("", "default", "kube-system")
+
+
 class OwnerResolver:
     """Which registered (mirrored) object an Event's involved object belongs to, by uid.
 
@@ -364,15 +375,16 @@ def _row(event: dict[str, Any], ref: ObjectRef, resource_id: int, count: int, oc
 
 
 def events_archive(batch: Sequence[EventPair], resolver: OwnerResolver) -> int:
-    """Archive a batch of (Event, previous state or None): resolve where each is filed, drop those filed nowhere
-    and those whose count is already archived, and insert the rest in one statement. The number of rows offered
-    to the INSERT (a concurrent writer's rows are skipped by the unique constraint). Raises database errors (the
-    controller keeps the batch and tries again)."""
+    """Archive a batch of (Event, previous state or None): resolve where each is filed, drop those filed nowhere,
+    those written in another namespace than their involved object's (`written_where_it_is_about`) and those whose
+    count is already archived, and insert the rest in one statement. The number of rows offered to the INSERT (a
+    concurrent writer's rows are skipped by the unique constraint). Raises database errors (the controller keeps
+    the batch and tries again)."""
     latest: dict[str, tuple[dict[str, Any], ObjectRef]] = {}
     for event, _old in batch:
         uid = str((event.get("metadata") or {}).get("uid") or "")
         ref = involved_ref(event)
-        if uid and ref is not None:
+        if uid and ref is not None and written_where_it_is_about(event, ref):
             previous = latest.get(uid)
             if previous is None or event_count(event) >= event_count(previous[0]):
                 latest[uid] = (event, ref)

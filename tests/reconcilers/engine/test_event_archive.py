@@ -418,3 +418,15 @@ def test_the_archive_thread_goes_again_at_once_only_while_a_full_batch_waits() -
     assert controller._archive_step() is False  # noqa: SLF001 - the last one
     assert [len(b) for b in writer.batches] == [3, 3, 1]
     assert controller._archive_step() is False and len(writer.batches) == 3  # noqa: SLF001 - nothing waits
+
+
+def test_an_event_written_in_another_namespace_is_not_filed_under_the_object_it_names(memcached, resolver) -> None:
+    """kube-apiserver accepts an Event with eventTime in a namespace other than its regarding object's: a user of
+    namespace `intruder` must not put Events into the history of `shop`'s Memcached."""
+    forged = event("forged", 1, involved=("Memcached", "web", "mc-1"))
+    forged["metadata"]["namespace"] = "intruder"
+    forged["eventTime"] = "2026-01-01T00:00:00.000000Z"
+    assert events_archive([(forged, None)], resolver) == 0
+    own = event("own", 1, involved=("Memcached", "web", "mc-1"))
+    assert events_archive([(own, None)], resolver) == 1
+    assert list(KubeEvent.objects.values_list("event_uid", flat=True)) == ["own"]
