@@ -5,8 +5,8 @@
 - Validating: the spec must validate against the spec model of the version the object is in (the kind's
   `spec_model`, or a `KindVersion`'s; each bad field named, as the reconcile would have said after the fact),
   then the kind's `validate(new, old, user)` hook, given both in the storage version, must return no message.
-  A refusal is `allowed: false` with a 422 `Invalid` Status naming every field. The spec model applies to a
-  create and to an update that changes the spec; DELETE and the `status` and `scale` subresources are always
+  A refusal is `allowed: false` with a 422 `Invalid` Status naming every field. The spec model and the hook apply
+  to a create and to an update that changes the spec (an update of metadata only is admitted); DELETE and the `status` and `scale` subresources are always
   admitted (they are seen, recorded and noted for the engine, never refused: the engine's own status writes and
   deletions must pass whatever the stored spec is).
 - Mutating: the kind's `mutate(obj, user)` hook; the difference is answered as a JSONPatch (RFC 6902, the
@@ -222,10 +222,10 @@ def review_validate(rec: Reconciler, review: dict[str, Any]) -> Decision:
     spec = obj.get("spec")
     old_obj = request.get("oldObject")
     spec_changed = decision.operation == "CREATE" or not isinstance(old_obj, dict) or old_obj.get("spec") != spec
+    if not spec_changed:  # metadata only (the engine's finalizers and annotations): the stored spec not judged again
+        return decision
     reasons: list[str] = []
-    if not spec_changed:
-        pass  # metadata only (the engine's finalizers and annotations): the stored spec is not judged again
-    elif spec is not None and not isinstance(spec, dict):
+    if spec is not None and not isinstance(spec, dict):
         reasons.append(f"spec: must be an object (got {type(spec).__name__})")
     elif (model := spec_model_of(rec, str(obj.get("apiVersion") or ""))) is not None:
         try:

@@ -127,3 +127,26 @@ def test_an_object_in_another_version_is_validated_with_that_versions_model():
     assert review_validate(kind, review(sprocket("v2", {"gearing": {"count": 3}}))).allowed
     assert review_validate(kind, review(sprocket("v2", {"teeth": 3}))).reasons == ["spec.gearing: is required"]
     assert review_validate(kind, review(sprocket("v1", {"teeth": 0}))).reasons[0].startswith("spec.teeth:")
+
+
+def test_status_scale_delete_and_metadata_writes_pass_whatever_the_stored_spec_and_a_spec_change_is_judged():
+    from reconcilers.engine.admission import review_validate
+
+    rec = AdmittedMemcachedReconciler()
+    bad = {"metadata": {"name": "m", "namespace": "n"}, "spec": {"size": "lots"}, "status": {"phase": "Running"}}
+
+    def review(**request: object) -> dict:
+        return {"request": {"uid": "u", "namespace": "n", "name": "m", "userInfo": {"username": "engine"},
+                            **request}}
+
+    for write in (review(operation="UPDATE", subResource="status", object=bad, oldObject=bad),
+                  review(operation="UPDATE", subResource="scale",
+                         object={"kind": "Scale", "spec": {"replicas": 3}}, oldObject={"spec": {"replicas": 1}}),
+                  review(operation="DELETE", oldObject=bad),
+                  review(operation="UPDATE", object={**bad, "metadata": {**bad["metadata"], "finalizers": []}},
+                         oldObject=bad)):
+        decision = review_validate(rec, write)
+        assert decision.allowed, (write, decision.reasons)
+    changed = review_validate(rec, review(operation="UPDATE", object={**bad, "spec": {"size": "more"}},
+                                          oldObject=bad))
+    assert not changed.allowed and changed.code == 422
