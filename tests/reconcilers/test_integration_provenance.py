@@ -31,6 +31,7 @@ from reconcilers.models import (
     SpecRevision,
     Transition,
 )
+from reconcilers.services.healing import resource_rollback
 from tests.reconcilers.conftest import wait_idle
 from tests.reconcilers.test_integration_audit_completeness import create, live_status, patch_as, settled
 from tests.reconcilers.testkinds import GADGET
@@ -138,6 +139,12 @@ def test_a_spec_under_the_rollback_manager_is_not_credited_to_a_rollback(integra
     revision = SpecRevision.objects.get(resource_uid=uid, generation=2)
     assert revision.actor == f"manager:{ROLLBACK_FIELD_MANAGER}" and actors.established(revision.actor) == "claim"
     assert not Transition.objects.filter(resource_uid=uid, actor__startswith="rollback:").exists()
+    # a real rollback's generation is told apart from the borrowed name: it is the rollback's own
+    resource_rollback(Resource.objects.get(uid=uid), 1, actor="user:alice", reason="back to n=0")
+    wait_for(lambda: SpecRevision.objects.filter(resource_uid=uid, generation=3).exists(), timeout=30, interval=0.1)
+    wait_idle(dispatch.get_queue())
+    assert SpecRevision.objects.get(resource_uid=uid, generation=3).actor == "rollback:user:alice"
+    assert SpecRevision.objects.get(resource_uid=uid, generation=2).actor == f"manager:{ROLLBACK_FIELD_MANAGER}"
 
 
 def test_a_suspension_annotation_under_the_engines_name_is_recorded_as_a_claim(integration, kapi, namespace):
