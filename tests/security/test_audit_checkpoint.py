@@ -232,6 +232,7 @@ def test_an_unreadable_newest_checkpoint_file_says_what_it_holds(recorded, keys,
     assert says in unchecked(content, keys)
 
 
+@pytest.mark.django_db(transaction=True)  # the command's own process reads what the test wrote
 def test_an_unreadable_checkpoint_file_fails_the_command_without_a_traceback(recorded, keys):
     import os
     import subprocess
