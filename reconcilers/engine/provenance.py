@@ -38,6 +38,7 @@ from typing import Any
 from django.conf import settings
 
 from reconcilers.core import actors
+from reconcilers.core.meta import last_writer, parse_rfc3339
 from reconcilers.core.reconciler import ResourceKind
 from reconcilers.engine import admitted
 
@@ -45,6 +46,8 @@ from reconcilers.engine import admitted
 WROTE_PREFIX = "opsconsole:wrote:"
 #: how long a note is kept: a run that died before its record is followed by the next run within seconds
 WROTE_TTL_SECONDS = 7 * 24 * 3600
+#: how much older than the managedFields time of a write its admitted entry may be (clocks differ; whole seconds)
+SINCE_SLACK_SECONDS = 60.0
 #: the ActionRecord `auth` of an annotation request, by how its actor was established (the column holds 16)
 AUTH_ADMISSION = "kube-admission"
 AUTH_CLAIM = "manager-claim"
@@ -160,13 +163,23 @@ def entry_actor(entry: dict[str, Any] | None) -> str | None:
     return actors.kube_actor(username) if username else None
 
 
+def written_since(obj: dict[str, Any], path: tuple[str, ...]) -> float | None:
+    """How far back an admitted entry may be to be the write of the field at `path`: the time managedFields give
+    its last write, less `SINCE_SLACK_SECONDS` (the API server's and the webhook server's clocks differ, and
+    managedFields keep whole seconds); None without one. An older entry of the same content (the engine's own
+    write of that phase long ago, an earlier user's spec) is not taken for it."""
+    moment = parse_rfc3339((last_writer(obj, path) or {}).get("time"))
+    return moment.timestamp() - SINCE_SLACK_SECONDS if moment is not None else None
+
+
 def status_actor(kind: ResourceKind, obj: dict[str, Any], phase: str, manager: str) -> tuple[str, dict | None]:
     """The actor of a status phase the engine did not write: the admitted `status` write of that phase
-    (`kube:<user>`), else the field manager as a claim. With the entry (None for a claim)."""
+    (`kube:<user>`, noted around the time managedFields give), else the field manager as a claim. With the
+    entry (None for a claim)."""
     meta = obj.get("metadata") or {}
     entry = admitted_entry(kind, meta.get("namespace") or "", meta.get("name") or "", str(meta.get("uid") or ""),
                            lambda e: e.get("operation") == "UPDATE" and e.get("subresource") == "status"
-                           and e.get("phase") == phase)
+                           and e.get("phase") == phase, since=written_since(obj, ("status", "phase")))
     return entry_actor(entry) or actors.manager_claim(manager), entry
 
 
@@ -177,7 +190,7 @@ def spec_actor(kind: ResourceKind, live: dict[str, Any], manager: str) -> tuple[
     digest = admitted.spec_digest(live.get("spec"))
     entry = admitted_entry(kind, meta.get("namespace") or "", meta.get("name") or "", str(meta.get("uid") or ""),
                            lambda e: e.get("operation") in ("CREATE", "UPDATE") and not e.get("subresource")
-                           and e.get("spec") == digest)
+                           and e.get("spec") == digest, since=written_since(live, ("spec",)))
     claim = actors.manager_claim(manager) if manager else ""
     return entry_actor(entry) or claim, entry
 
@@ -194,6 +207,9 @@ def annotation_actor(kind: ResourceKind, obj: dict[str, Any], annotation: str, v
         return (entry.get("operation") in ("CREATE", "UPDATE") and not entry.get("subresource")
                 and values.get(annotation) == (value[:256] if value is not None else None))
 
+    if value is not None:
+        derived = written_since(obj, ("metadata", "annotations", annotation))
+        since = max(since, derived) if since is not None and derived is not None else since or derived
     entry = admitted_entry(kind, meta.get("namespace") or "", meta.get("name") or "", str(meta.get("uid") or ""),
                            match, since=since)
     return entry_actor(entry) or actors.manager_claim(manager), entry

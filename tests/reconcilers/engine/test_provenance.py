@@ -5,6 +5,7 @@ deletion without one is `unknown`. Written as the attacks: a name borrowed from 
 
 from __future__ import annotations
 
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
@@ -13,7 +14,7 @@ from django.conf import settings
 
 from opsconsole.accounts.models import ActionRecord
 from reconcilers.core import actors, meta
-from reconcilers.core.meta import FIELD_MANAGER, RECONCILE_REQUESTED_AT, ROLLBACK_FIELD_MANAGER
+from reconcilers.core.meta import FIELD_MANAGER, RECONCILE_REQUESTED_AT, ROLLBACK_FIELD_MANAGER, now_rfc3339, rfc3339
 from reconcilers.engine import admitted, provenance, recording, step
 from reconcilers.engine.recording import Deletion, resource_deletions_record
 from reconcilers.models import Resource, SpecRevision, Transition
@@ -102,7 +103,7 @@ def test_a_reconcile_annotation_under_the_engines_name_is_a_request_with_a_claim
 def test_an_admitted_annotation_names_the_kubernetes_user(admitted_redis):
     key = KIND.request("default", "m-uid-k").key()
     annotated = live_obj("uid-k", annotations={RECONCILE_REQUESTED_AT: "t9"},
-                         managed=[entry(FIELD_MANAGER, ANNOTATION, T2)])
+                         managed=[entry(FIELD_MANAGER, ANNOTATION, now_rfc3339())])
     admit(admitted_redis, annotated, "alice@example.com")
     row = recording.annotation_request_ensure(key, annotated, RECONCILE_REQUESTED_AT, "t9")
     assert row.actor == "kube:alice@example.com"
@@ -115,7 +116,7 @@ def test_an_admitted_annotation_names_the_kubernetes_user(admitted_redis):
 def test_an_admitted_entry_with_a_bad_signature_is_ignored(admitted_redis):
     key = KIND.request("default", "m-uid-b").key()
     annotated = live_obj("uid-b", annotations={RECONCILE_REQUESTED_AT: "t8"},
-                         managed=[entry("kubectl-annotate", ANNOTATION, T2)])
+                         managed=[entry("kubectl-annotate", ANNOTATION, now_rfc3339())])
     admit(admitted_redis, annotated, "system:admin", secret="not-the-installations-secret")
     row = recording.annotation_request_ensure(key, annotated, RECONCILE_REQUESTED_AT, "t8")
     assert row.actor == "manager:kubectl-annotate"
@@ -128,7 +129,7 @@ def test_a_spec_under_the_rollback_field_manager_is_not_credited_to_a_rollback(a
     resource = Resource.objects.get(uid="uid-s")
     spec = {"size": 5}
     live = live_obj("uid-s", generation=2, spec=spec,
-                    managed=[entry(ROLLBACK_FIELD_MANAGER, {"f:spec": {"f:size": {}}}, T1)])
+                    managed=[entry(ROLLBACK_FIELD_MANAGER, {"f:spec": {"f:size": {}}}, now_rfc3339())])
     row = recording.revision_row(resource, live, resource.phase_since, {"size": 3})
     assert row.actor == f"manager:{ROLLBACK_FIELD_MANAGER}" and actors.established(row.actor) == "claim"
     # the generation a rollback's own write returned is the rollback's, whatever field manager it names
@@ -163,7 +164,7 @@ def test_an_admitted_deletion_names_the_kubernetes_user(admitted_redis):
 
 def test_an_out_of_band_phase_admitted_by_the_api_server_names_its_user(admitted_redis):
     forged = live_obj("uid-o", status={"phase": "Degraded", "reason": "Forged"},
-                      managed=[entry(FIELD_MANAGER, PHASE, T1, subresource="status")])
+                      managed=[entry(FIELD_MANAGER, PHASE, now_rfc3339(), subresource="status")])
     actor, found = provenance.status_actor(KIND, forged, "Degraded", FIELD_MANAGER)
     assert (actor, found) == (f"manager:{FIELD_MANAGER}", None)
     admit(admitted_redis, forged, "dave", subresource="status")
@@ -179,3 +180,12 @@ def test_an_admission_request_is_filed_under_the_objects_group_and_kind(admitted
     assert admitted.request_object_key(request) == (KIND.group, KIND.kind, "default", obj["metadata"]["name"])
     admitted.admitted_note_request(admitted_redis, admitted.signing_key(settings.SECRET_KEY), request)
     assert provenance.status_actor(KIND, obj, "Degraded", "kubectl-patch")[0] == "kube:gina"
+
+
+def test_an_admitted_entry_older_than_the_write_is_not_taken_for_it(admitted_redis):
+    earlier = live_obj("uid-t", status={"phase": "Degraded"})
+    admit(admitted_redis, earlier, "henry", subresource="status")  # henry wrote Degraded long before
+    later = rfc3339(datetime.now(UTC) + timedelta(minutes=10))  # someone without an admitted write, later
+    forged = live_obj("uid-t", status={"phase": "Degraded"},
+                      managed=[entry("kubectl-patch", PHASE, later, subresource="status")])
+    assert provenance.status_actor(KIND, forged, "Degraded", "kubectl-patch")[0] == "manager:kubectl-patch"
