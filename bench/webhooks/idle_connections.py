@@ -3,7 +3,7 @@ one, or another checkout such as a `git worktree` of an older commit) in a proce
 TCP connections to its port that say nothing (not even a TLS ClientHello), then as many that finish the TLS
 handshake (presenting the API server's client certificate where the server asks for one) and send half a request
 head. Prints the server's RSS (VmRSS) at start, with the idle ones open, with the half-sent ones open, how many of
-each the server still held (the rest it closed), and whether it still answered a review meanwhile.
+sockets the server still held (the rest it closed), and whether it still answered a review meanwhile.
 
 Run: ``.venv/bin/python -m bench.webhooks.idle_connections [--tree /tmp/h2-before] [--connections 1000]``.
 Only against 127.0.0.1.
@@ -38,18 +38,32 @@ def rss_mib(pid: int) -> float:
 
 
 def still_open(sockets: list[socket.socket]) -> int:
+    """How many of the sockets the server has not closed (peeked at the TCP level, TLS or not)."""
     count = 0
     for s in sockets:
+        raw = socket.fromfd(s.fileno(), socket.AF_INET, socket.SOCK_STREAM)
+        raw.setblocking(False)
         try:
-            if s.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT) != b"":
+            if raw.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT) != b"":
                 count += 1
-        except BlockingIOError:
-            count += 1
-        except ssl.SSLWantReadError:
+        except (BlockingIOError, TimeoutError):
             count += 1
         except OSError as exc:
             if exc.errno not in (errno.ECONNRESET, errno.EPIPE, errno.ENOTCONN):
                 raise
+        finally:
+            raw.close()
+    return count
+
+
+def server_sockets(pid: int) -> int:
+    """Sockets the server process holds open (its listener included)."""
+    count = 0
+    for fd in Path(f"/proc/{pid}/fd").iterdir():
+        try:
+            count += os.readlink(fd).startswith("socket:")
+        except OSError:
+            pass
     return count
 
 
@@ -70,6 +84,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tree", default=str(ROOT), help="the source tree whose runwebhooks runs (default this one)")
     parser.add_argument("--connections", type=int, default=1000)
+    parser.add_argument("--max-connections", type=int, default=0, help="the server's limit (a bounded server only)")
     parser.add_argument("--settle", type=float, default=3.0, help="seconds to wait before reading RSS (default 3)")
     args = parser.parse_args()
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
@@ -83,6 +98,8 @@ def main() -> None:
     command = [sys.executable, "manage.py", "runwebhooks", "--port", "0", "--cert-dir", str(data / "certs")]
     if mutual:
         command += ["--metrics-port", "-1"]
+        if args.max_connections:
+            command += ["--max-connections", str(args.max_connections)]
     proc = subprocess.Popen(command, cwd=tree, env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
     port = 0
     for _ in range(100):
@@ -104,8 +121,8 @@ def main() -> None:
         print(f"  at start:              RSS {rss_mib(proc.pid):7.1f} MiB")
         idle = [socket.create_connection(("127.0.0.1", port), timeout=10) for _ in range(args.connections)]
         time.sleep(args.settle)
-        print(f"  {len(idle)} idle open:        RSS {rss_mib(proc.pid):7.1f} MiB, held by the server: "
-              f"{still_open(idle)}, a review answered meanwhile: {answers(port, context)}")
+        print(f"  {len(idle)} idle open:        RSS {rss_mib(proc.pid):7.1f} MiB, sockets in the server: "
+              f"{server_sockets(proc.pid)}, a review answered meanwhile: {answers(port, context)}")
         for s in idle:
             s.close()
         time.sleep(args.settle)
@@ -121,8 +138,8 @@ def main() -> None:
                 refused += 1
                 raw.close()
         time.sleep(args.settle)
-        print(f"  {len(half)} half-sent open:   RSS {rss_mib(proc.pid):7.1f} MiB, held by the server: "
-              f"{still_open(half)} (refused or closed while connecting: {refused}), a review answered meanwhile: "
+        print(f"  {len(half)} half-sent open:   RSS {rss_mib(proc.pid):7.1f} MiB, sockets in the server: "
+              f"{server_sockets(proc.pid)} (refused while connecting: {refused}), a review answered meanwhile: "
               f"{answers(port, context)}")
         for s in half:
             s.close()

@@ -13,6 +13,8 @@ again if it died (`opsconsole_thread_restarts_total{thread="admission-recorder"}
 from __future__ import annotations
 
 import asyncio
+import ctypes
+import ctypes.util
 import logging
 import os
 import ssl
@@ -33,6 +35,18 @@ INSECURE_WARNING = ("webhook server: client certificates are NOT verified (--ins
                     "who reaches the port can send a review and write the action record as any user")
 
 log = logging.getLogger(__name__)
+
+
+def _malloc_trim() -> Any:
+    """glibc's malloc_trim, or None elsewhere."""
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+        return libc.malloc_trim
+    except (OSError, AttributeError):
+        return None
+
+
+MALLOC_TRIM = _malloc_trim()
 
 
 def tls_context(cert: str, key: str, client_ca: str | None = None) -> ssl.SSLContext:
@@ -119,6 +133,7 @@ class WebhookServer:
         self.metrics.thread_restarts.labels(RECORDER_THREAD)  # shown as 0 from the start
         self.gate: Gate | None = None
         self.metrics_gate: Gate | None = None
+        self._trimmed_at = 0
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
 
@@ -191,6 +206,12 @@ class WebhookServer:
             self.recorder.supervise()
             if self.gate is not None:
                 self.metrics.connections.set(self.gate.count())
+                churn = self.gate.closed
+                if churn != self._trimmed_at and MALLOC_TRIM is not None:
+                    # connections came and went: give their freed TLS buffers back to the system (glibc keeps a
+                    # heap's free pages otherwise, and a flood of short connections leaves RSS at its high-water)
+                    MALLOC_TRIM(0)
+                    self._trimmed_at = churn
         finally:
             if self._loop is not None and self._loop.is_running():
                 self._loop.call_later(SUPERVISE_SECONDS, self._supervise)

@@ -55,11 +55,12 @@ def still_open(sockets: list[socket.socket]) -> int:
     """How many of the client's sockets the server has not closed (a read would block)."""
     count = 0
     for s in sockets:
+        s.setblocking(False)
         try:
             if s.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT) == b"":
                 continue  # closed by the server
             count += 1
-        except BlockingIOError:
+        except (BlockingIOError, TimeoutError):
             count += 1
         except OSError as exc:
             if exc.errno not in (errno.ECONNRESET, errno.EPIPE, errno.ENOTCONN):
