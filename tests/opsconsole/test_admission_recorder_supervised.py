@@ -46,12 +46,17 @@ def private_redis(tmp_path) -> Iterator[RedisServer]:
 
 def test_decisions_made_before_during_and_after_a_redis_restart_are_each_recorded_once(private_redis, monkeypatch):
     real_write = recorder_module.decision_record
-    restarted = threading.Event()
+    restarted, killed = threading.Event(), threading.Event()
+
+    def back_up() -> None:
+        private_redis.start()
+        restarted.set()
 
     def write_while_redis_restarts(d: Decision, path: str) -> object:
-        if not restarted.is_set():  # the first decision in hand: Redis is killed and comes back empty meanwhile
-            private_redis.restart()
-            restarted.set()
+        if not killed.is_set():  # the first decision in hand: Redis is killed, and still down when it is written
+            killed.set()
+            private_redis.kill()
+            threading.Timer(1.5, back_up).start()  # back, empty, a moment later
         return real_write(d, path)
 
     monkeypatch.setattr(recorder_module, "decision_record", write_while_redis_restarts)
@@ -60,7 +65,7 @@ def test_decisions_made_before_during_and_after_a_redis_restart_are_each_recorde
         before = [decision(f"before-{i}") for i in range(3)]
         for d in before:
             rec.put(d, PATH)
-        wait_for(restarted.is_set, timeout=15)
+        wait_for(restarted.is_set, timeout=30)
         during = [decision(f"during-{i}") for i in range(3)]
         for d in during:  # Redis just came back: the recorder's connections to it are dead
             rec.put(d, PATH)
