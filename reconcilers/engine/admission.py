@@ -6,9 +6,9 @@
   `spec_model`, or a `KindVersion`'s; each bad field named, as the reconcile would have said after the fact),
   then the kind's `validate(new, old, user)` hook, given both in the storage version, must return no message.
   A refusal is `allowed: false` with a 422 `Invalid` Status naming every field. The spec model and the hook apply
-  to a create and to an update that changes the spec (an update of metadata only is admitted); DELETE and the `status` and `scale` subresources are always
-  admitted (they are seen, recorded and noted for the engine, never refused: the engine's own status writes and
-  deletions must pass whatever the stored spec is).
+  to a create and to an update that changes the spec (an update of metadata only is admitted); DELETE and the
+  `status` and `scale` subresources are always admitted (seen, recorded and noted for the engine, never refused:
+  the engine's own status writes and deletions must pass whatever the stored spec is).
 - Mutating: the kind's `mutate(obj, user)` hook; the difference is answered as a JSONPatch (RFC 6902, the
   `jsonpatch` package).
 - A review that is not the shape kube-apiserver sends (a non-object `request`, `object`, `oldObject`, `userInfo`,
