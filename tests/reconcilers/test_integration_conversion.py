@@ -18,12 +18,11 @@ from kubesim.testing import running_kubesim
 from opsconsole.testing.cluster import CrdInstaller
 from opsconsole.testing.reconcile import Reconciling
 from opsconsole.webhooks.install import CRD, install
-from opsconsole.webhooks.server import WebhookServer, tls_context
-from opsconsole.webhooks.tls import ensure_certificates
 from reconcilers.core.reconciler import ResourceKind
 from reconcilers.engine import kube, registry
 from reconcilers.kinds.memcached import DEFAULT_IMAGE, DEFAULT_PORT, MEMCACHED, MemcachedReconciler
 from tests.reconcilers.testkinds import SPROCKET, SprocketReconciler
+from tests.support.webhooks_mtls import mtls_server
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 NAMESPACE = ResourceKind("", "v1", "namespaces", "Namespace", namespaced=False)
@@ -35,15 +34,14 @@ MEMCACHED_V1BETA1 = ResourceKind(MEMCACHED.group, "v1beta1", MEMCACHED.plural, M
 def wired(tmp_path: Any, kind: type, crd_name: str) -> Iterator[Any]:
     """kubesim with `kind`'s CRD whose conversion and admission go to a webhook server over TLS, wired as
     `runwebhooks --install` wires them (a second look writes nothing); the API client."""
-    files = ensure_certificates(tmp_path, ("localhost",))
-    server = WebhookServer(tls_context(str(files.cert), str(files.key)))
-    server.start()
+    server, files = mtls_server(tmp_path)  # mutual TLS, as runwebhooks serves: kubesim presents the certificate
     try:
-        with running_kubesim(controllers=False) as sim:
+        with running_kubesim(controllers=False, **files.kubesim_options()) as sim:
             api = kube.build_api_client(sim.kubeconfig)
             CrdInstaller(api).ensure([kind])
-            assert f"CustomResourceDefinition {crd_name}" in install(api, server.url(), files.ca_pem())
-            assert install(api, server.url(), files.ca_pem()) == []
+            ca = files.serving.ca_pem()
+            assert f"CustomResourceDefinition {crd_name}" in install(api, server.url(), ca)
+            assert install(api, server.url(), ca) == []
             yield api
             api.close()
     finally:
