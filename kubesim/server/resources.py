@@ -371,6 +371,12 @@ class ResourceHandler:
         q = request.query
         label = parse_label_selector(q.get("labelSelector"))
         field = parse_field_selector(q.get("fieldSelector"), t.rt.field_selectors)
+        if self._admits(t):  # as kube-apiserver: each object's deletion goes through admission
+            matching, _, _, _ = self.cluster.list(t.rt, t.namespace, label=label, field=field)
+            for item in matching:
+                meta = item["metadata"]
+                await self._admit_delete(replace(t, namespace=meta.get("namespace") or None, name=meta["name"]),
+                                         request, opts)
         items = self.cluster.delete_collection(t.rt, t.namespace, label, field, options, opts)
         return json_response({"kind": t.rt.list_kind, "apiVersion": t.rt.api_version(t.version),
                               "metadata": {"resourceVersion": str(self.sim.store.rv)},

@@ -340,3 +340,19 @@ def test_writes_of_the_status_and_scale_subresources_go_through_admission(api, h
                                                  {"status": {"phase": "Running"}})
     status_write = hooks.for_path(path)[-1]["request"]
     assert status_write["subResource"] == "status" and status_write["object"]["status"]["phase"] == "Running"
+
+
+def test_a_delete_collection_sends_each_objects_deletion_through_admission(api, hooks, pki, ns, configurations):
+    path = f"/dc-{ns}"
+    hooks.answers[path] = lambda req: ({"allowed": False, "status": {"message": "keep b"}}
+                                       if req["operation"] == "DELETE" and req["name"] == "b" else {})
+    configure(api, configurations, "Validating", [hook("dc.example.com", by_url(hooks, pki, path), ns)])
+    for name in ("a", "b"):
+        create(api, ns, widget(name, size=1))
+    custom = client.CustomObjectsApi(api)
+    status, body = refused(lambda: custom.delete_collection_namespaced_custom_object("example.com", "v1", ns,
+                                                                                     "widgets"))
+    assert status == 400 and body["message"].endswith("denied the request: keep b")
+    deletes = sorted(r["request"]["name"] for r in hooks.for_path(path) if r["request"]["operation"] == "DELETE")
+    assert deletes == ["a", "b"]
+    assert len(custom.list_namespaced_custom_object("example.com", "v1", ns, "widgets")["items"]) == 2
