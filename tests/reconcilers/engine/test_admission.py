@@ -92,7 +92,8 @@ def test_the_configurations_cover_the_kinds_with_rules_and_hooks():
     assert (hook["sideEffects"], hook["failurePolicy"], hook["matchPolicy"], hook["timeoutSeconds"]) == (
         "None", "Fail", "Equivalent", 5)
     assert hook["rules"] == [{"operations": ["CREATE", "UPDATE", "DELETE"], "apiGroups": ["cache.example.com"],
-                              "apiVersions": ["*"], "resources": ["memcacheds", "memcacheds/status", "memcacheds/scale"],
+                              "apiVersions": ["*"],
+                              "resources": ["memcacheds", "memcacheds/status", "memcacheds/scale"],
                               "scope": "Namespaced"}]
     assert mutating["webhooks"][0]["rules"][0]["operations"] == ["CREATE", "UPDATE"]  # mutation: the object only
     assert mutating["webhooks"][0]["rules"][0]["resources"] == ["memcacheds"]
