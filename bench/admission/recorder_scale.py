@@ -1,6 +1,7 @@
 """The admission recorder at 1,000,000 action records on PostgreSQL: decisions written per second (each one the
 duplicate check by uid, then the chained insert), with migration 0006's index on `detail -> 'uid'` and, on the same
-data, without it (what the recorder did before: a sequential scan of every record's JSON per decision).
+data, without it (what the recorder did before: a sequential scan of every record's JSON per decision); and a
+resource page's admission decisions with migration 0007's partial index on the target and without it.
 
 A database of its own is made (dropped first when it exists: never point it at one you keep), migrated, and
 filled with `--rows` action records by COPY, 5 % of them admission decisions; the rows are chained as
@@ -29,6 +30,7 @@ from urllib.parse import urlparse
 ROOT = Path(__file__).resolve().parents[2]
 ADMISSION_SHARE = 20  # one row in 20 is an admission decision
 INDEX = "actionrecord_detail_uid"
+PAGE_INDEX = "actionrecord_admission_target"  # a resource page's admission decisions (migration 0007)
 
 
 def recreate_database(url: str) -> None:
@@ -97,6 +99,18 @@ def decisions_per_second(count: int) -> float:
     return count / (time.perf_counter() - started)
 
 
+def page_query_ms(count: int) -> float:
+    """A resource page's admission decisions (`admission_decisions`, 20 newest) for `count` objects that have
+    some; milliseconds per page."""
+    from opsconsole.accounts.services import admission_decisions
+
+    started = time.perf_counter()
+    for i in range(count):
+        seq = (i * 7919 % 49_000 + 1) * ADMISSION_SHARE
+        admission_decisions("Memcached", f"ns-{seq % 50}", f"m-{seq}")
+    return (time.perf_counter() - started) * 1000 / count
+
+
 def plan() -> str:
     from django.db import connection
 
@@ -116,6 +130,7 @@ def main() -> None:
     parser.add_argument("--decisions", type=int, default=300)
     parser.add_argument("--without-decisions", type=int, default=20,
                         help="decisions measured without the index (each scans every row; default 20)")
+    parser.add_argument("--pages", type=int, default=200, help="resource pages' admission queries timed")
     parser.add_argument("--keep", action="store_true", help="keep the database afterwards")
     args = parser.parse_args()
     os.environ["DATABASE_URL"] = args.database_url
@@ -136,6 +151,12 @@ def main() -> None:
     with_index = decisions_per_second(args.decisions)
     print(f"with the index ({INDEX}):    {with_index:8.1f} decisions/s  ({1000 / with_index:.2f} ms each)")
     print(plan())
+    page = page_query_ms(args.pages)
+    print(f"a resource page's admission decisions, with {PAGE_INDEX}: {page:8.2f} ms")
+    with connection.cursor() as cursor:
+        cursor.execute(f"DROP INDEX {PAGE_INDEX}")
+    page_before = page_query_ms(max(1, args.pages // 10))
+    print(f"the same without it (before 0007):                       {page_before:8.2f} ms")
     with connection.cursor() as cursor:
         cursor.execute(f"DROP INDEX {INDEX}")
     without = decisions_per_second(args.without_decisions)

@@ -10,6 +10,7 @@ from typing import Any
 
 from django.conf import settings
 from django.db import models, router, transaction
+from django.db.models import Q
 from django.db.models.fields.json import KeyTransform
 from django.utils import timezone
 
@@ -100,6 +101,10 @@ class ActionRecord(AppendOnlyModel):
             # the admission recorder's "already on record?" (detail__uid with the action): one index probe, not a
             # scan of every record's JSON (migration 0006)
             models.Index(KeyTransform("uid", "detail"), "action", name="actionrecord_detail_uid"),
+            # a resource page's admission decisions (target `Kind namespace/name`, newest first): only admission
+            # records, whose targets are Kubernetes names (ASCII, well under a B-tree entry's limit) (0007)
+            models.Index(fields=["target", "-seq"], name="actionrecord_admission_target",
+                         condition=Q(action__startswith="admission.")),
         ]
 
     def save(self, *args: Any, **kwargs: Any) -> None:
