@@ -69,3 +69,17 @@ def test_the_panel_links_to_the_objects_decisions_in_the_audit_log(as_role):
     decide("team-e", "linked", {"size": 1})
     page = as_role("admin").get(f"/resources/{res.pk}/").content.decode()
     assert "?view=actions&amp;target=Memcached%20team-e/linked" in page
+
+
+def test_each_decision_shows_its_caller_and_a_status_write_its_subresource(as_role):
+    res = f.resource("seen", "team-c")
+    review = {"request": {"uid": str(uuid.uuid4()), "operation": "UPDATE", "namespace": "team-c", "name": "seen",
+                          "subResource": "status", "userInfo": {"username": "dana"},
+                          "object": {"metadata": {"name": "seen", "namespace": "team-c"},
+                                     "status": {"phase": "Failed"}}}}
+    decision = review_validate(MemcachedReconciler(), review)
+    decision.peer_address, decision.peer_cn = "10.1.2.3", "kube-apiserver"
+    decision_record(decision, "/validate/cache.example.com/memcacheds")
+    rows = as_role("admin").get(f"/resources/{res.pk}/").content.decode().split('id="admission-decisions"')[1]
+    rows = rows.split("</table>")[0]
+    assert "kube-apiserver" in rows and "from 10.1.2.3" in rows and "/status" in rows and "dana" in rows
