@@ -1,12 +1,12 @@
 """The Celery application shared by every worker process, and its per-process telemetry hooks.
 
-Reliability settings follow DESIGN.md §3 (at-least-once): late acks, reject on worker lost, prefetch 1,
-JSON only, and a broker visibility timeout far longer than the longest task so that Redis never
+Reliability settings follow docs/architecture.md's Semantics (at-least-once): late acks, reject on worker lost,
+prefetch 1, JSON only, and a broker visibility timeout far longer than the longest task so that Redis never
 redelivers a task that is still running (see `opsconsole.settings`).
 
-Telemetry (DESIGN.md §5): a worker's main process serves /metrics as the aggregate of its prefork children
-(prometheus-client multiprocess mode; the directory is wiped at start), and each child sets up tracing in
-`worker_process_init`, with the trace context carried in the task headers.
+Telemetry (docs/architecture.md, Observability): a worker's main process serves /metrics as the aggregate of its
+prefork children (prometheus-client multiprocess mode; the directory is wiped at start), and each child sets up
+tracing in `worker_process_init`, with the trace context carried in the task headers.
 
 Both the main process (before it forks) and each child (after its initialisation) freeze their start-up objects out
 of the garbage collector's reach (`opsconsole.gcsettle`).

@@ -214,7 +214,7 @@ SPECTACULAR_SETTINGS = {
 # Redis: the broker, the workqueue and the leases. Defaults to the Redis on 127.0.0.1.
 REDIS_URL = os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0")
 
-# Celery: at-least-once delivery (DESIGN.md §3). The visibility timeout must exceed the longest task.
+# Celery: at-least-once delivery (docs/architecture.md, Semantics). The visibility timeout must exceed the longest task.
 CELERY_TASK_TIME_LIMIT = env_number("CELERY_TASK_TIME_LIMIT", 600, int)
 CELERY_TASK_SOFT_TIME_LIMIT = CELERY_TASK_TIME_LIMIT - 30
 CELERY_BROKER_URL = REDIS_URL
@@ -280,7 +280,7 @@ OPSCONSOLE_KIND_ENTRY_POINTS = env_bool("OPSCONSOLE_KIND_ENTRY_POINTS", True)
 OPSCONSOLE_ADMISSION_QUEUE = os.environ.get("OPSCONSOLE_ADMISSION_QUEUE", "")
 OPSCONSOLE_ADMISSION_LEASE_SECONDS = env_number("OPSCONSOLE_ADMISSION_LEASE_SECONDS", 30, int)
 
-# The workqueue in Redis (DESIGN.md §3); defaults are controller-runtime's.
+# The workqueue in Redis (docs/architecture.md, the workqueue); defaults are controller-runtime's.
 # Empty: the Celery queue's name, read at run time (a private Celery queue gets a private workqueue).
 OPSCONSOLE_WORKQUEUE_NAME = os.environ.get("OPSCONSOLE_WORKQUEUE_NAME", "")
 OPSCONSOLE_WORKQUEUE_LEASE_SECONDS = env_number("OPSCONSOLE_WORKQUEUE_LEASE_SECONDS", 30)

@@ -1,6 +1,6 @@
 """The reconcile workqueue, kept in Redis so that every worker on every host shares it.
 
-It has client-go's workqueue semantics (DESIGN.md §3), with Celery as the transport for "this key is ready":
+It has client-go's workqueue semantics (docs/architecture.md), with Celery as the transport for "this key is ready":
 
 - `dirty` (sorted set key → queued_at): keys that need a reconcile. An add of a key already dirty is
   coalesced; an add of a key being processed only marks it dirty, and `done()` re-queues it exactly once.

@@ -1,6 +1,6 @@
 """Append-only models: rows are inserted, never updated or deleted through the ORM.
 
-`Transition` and `ReconcileRun` are the audit record (DESIGN.md §4). Their model and queryset refuse
+`Transition` and `ReconcileRun` are the audit record (docs/architecture.md, the record). Their model and queryset refuse
 `save()` on an existing row, `delete()`, `update()`, `bulk_update()`, upserts and deletes, so no code path in
 the product can rewrite history by accident. On PostgreSQL a trigger refuses UPDATE and DELETE as well
 (migration 0002), which also covers raw SQL; `manage.py audit_verify` detects what a DBA does anyway.

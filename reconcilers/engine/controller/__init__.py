@@ -1,5 +1,5 @@
 """The controller: informers per reconciled and owned kind, event filters, owner mapping, periodic resync
-and leader election, feeding the workqueue (DESIGN.md §3, "Watches").
+and leader election, feeding the workqueue (docs/architecture.md, the processes).
 
 - `events`: what an informer reports and which events enqueue (pure functions).
 - `informer`: list + watch of one kind with resume, re-list on 410 and a cache.
