@@ -2,8 +2,9 @@
 
 For each registered kind, one step:
 1. matches the kind's anomaly rules against the record — the Events archive (`events` rules: the occurrences
-   summed over the window), the transitions (`flapping`), the resources' phases and since when (`stuck`) — with
-   one aggregate query per rule, and records each rule that starts or stops matching a resource (an
+   summed over the window), the transitions of the kind in its group (`flapping`: a kind of the same name in
+   another group is another kind), the resources' phases and since when (`stuck`) — with one aggregate query per
+   rule, and records each rule that starts or stops matching a resource (an
    `anomaly.detected` / `anomaly.cleared` healing record, the resource's active anomalies, the counter);
 2. concludes what has run its course: a rollback whose restored generation was not ready by its deadline is
    escalated; an escalation ends (and its `rollback_failed` anomaly clears) once a later generation is ready;
@@ -136,7 +137,9 @@ class Evaluator:
                     out[rid][rule.name] = (f"{count} events ({'/'.join(rule.reasons)}) in {rule.window_seconds:g}s",
                                            {"occurrences": count, "window_seconds": rule.window_seconds})
             elif rule.type == FLAPPING:
-                rows = (Transition.objects.filter(kind=rec.resource.kind, from_phase=rule.from_phase,
+                # by group and kind (through the resource): a kind of the same name in another group is not this one
+                rows = (Transition.objects.filter(kind=rec.resource.kind, resource__group=rec.resource.group,
+                                                  resource__plural=rec.resource.plural, from_phase=rule.from_phase,
                                                   to_phase=rule.to_phase,
                                                   created_at__gte=now - timedelta(seconds=rule.window_seconds))
                         .values("resource_id").annotate(n=Count("id")).filter(n__gte=rule.threshold))

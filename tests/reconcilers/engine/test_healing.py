@@ -12,6 +12,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from reconcilers.core.meta import AUTO_ROLLBACK
+from reconcilers.core.reconciler import ResourceKind
 from reconcilers.engine import metrics, step
 from reconcilers.engine.audit import EDITED, HEALING, REMOVED, chain_verify
 from reconcilers.engine.healing import records, rollback, state
@@ -138,6 +139,20 @@ def test_flapping_running_degraded_four_times_is_an_anomaly():
         record(observed("f1"), phase)
     _evaluator().step()
     assert set(_resource("f1").active_anomalies) == {"flapping"}
+
+
+def test_a_kind_of_the_same_name_in_another_group_does_not_add_up_to_flapping():
+    """Issue 38: `flapping` counted transitions by Kind name only. A Memcached of another group flapping is no
+    anomaly of cache.example.com's Memcached (its rules are not the other kind's), and the two do not add up."""
+    other = ResourceKind("cache.other.io", "v1", "memcacheds", "Memcached")
+    for phase in ("Running", "Degraded", "Running", "Degraded", "Running", "Degraded", "Running", "Degraded"):
+        record(observed("g-other", kind=other), phase)
+    for phase in ("Running", "Degraded", "Running", "Degraded"):
+        record(observed("g-ours"), phase)
+    assert _resource("g-other").group == "cache.other.io" and _resource("g-ours").group == "cache.example.com"
+    assert _evaluator().step().detected == 0
+    assert _resource("g-other").active_anomalies == {} and _resource("g-ours").active_anomalies == {}
+    assert not HealingRecord.objects.filter(action=HealingAction.ANOMALY_DETECTED).exists()
 
 
 def test_pending_longer_than_the_stuck_rule_is_an_anomaly():
