@@ -53,14 +53,19 @@ def now_rfc3339(*, micro: bool = False) -> str:
 
 def parse_rfc3339(value: Any) -> datetime | None:
     """An RFC 3339 timestamp (`Z` or an offset, with or without fractions) as an aware datetime; None for
-    anything that is not one."""
+    anything that is not one, or that is out of datetime's range once in UTC."""
     if not isinstance(value, str) or not value:
         return None
     try:
         parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
     except ValueError:
         return None
-    return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
+    parsed = parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
+    try:  # 9999-12-31T23:59:59-12:00 parses, but is past datetime's range in UTC: comparing it would overflow
+        parsed.astimezone(UTC)
+    except OverflowError:
+        return None
+    return parsed
 
 
 # -- field managers (metadata.managedFields) ---------------------------------------------------------------

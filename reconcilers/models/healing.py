@@ -71,6 +71,7 @@ class HealingAction(models.TextChoices):
     ROLLBACK_REFUSED = "rollback.refused"  # a rollback was due and not done (twice in a row, pinned, none good)
     SUSPENDED = "suspended"
     RESUMED = "resumed"
+    SUSPENSION_REFUSED = "suspension.refused"  # a suspension annotation not honoured (a bad suspended-until)
     PINNED = "pinned"
     UNPINNED = "unpinned"
 

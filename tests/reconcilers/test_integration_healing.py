@@ -15,7 +15,7 @@ from django.core.management import call_command
 from django.utils import timezone
 
 from kubesim.testing import wait_for
-from reconcilers.core.meta import AUTO_ROLLBACK, SUSPENDED
+from reconcilers.core.meta import AUTO_ROLLBACK, SUSPENDED, SUSPENDED_UNTIL
 from reconcilers.engine import kube
 from reconcilers.kinds.memcached import MEMCACHED
 from reconcilers.models import HealingAction, HealingRecord, KubeEvent, ReconcileRun, Resource, SpecRevision, Transition
@@ -180,4 +180,47 @@ def test_a_suspended_resource_is_not_reconciled_and_resumes_at_its_expiry(integr
     assert suspended.expires_at == until.replace(microsecond=0) and resumed.created_at >= suspended.expires_at
     assert SUSPENDED not in (kube.get_object(kapi, GADGET, namespace, "paused")["metadata"].get("annotations") or {})
     assert not Resource.objects.get(uid=uid).suspended
+    call_command("audit_verify")
+
+
+def _annotate(api, kind, namespace: str, name: str, annotations: dict, spec: dict) -> dict:
+    return kube.request_json(api, "PATCH", kube.object_path(kind, namespace, name),
+                             body={"metadata": {"annotations": annotations}, "spec": spec},
+                             query={"fieldManager": "kubectl-annotate"}, content_type=kube.MERGE_PATCH)
+
+
+def test_a_bad_suspended_until_is_a_recorded_refusal_once_per_value_and_reconciles_go_on(integration, kapi,
+                                                                                          namespace):
+    """Issue 38: `suspended-until: 9999-12-31T23:59:59-12:00` raised OverflowError in the runner on every run
+    (neither suspended nor reconciled, nothing recorded). Out of range or unparsable, it is refused on record
+    (the value and why, once per value however many runs) and the object goes on being reconciled."""
+    uid = kube.create_object(kapi, GADGET, gadget(namespace, "badtime", mode="ok"))["metadata"]["uid"]
+    phase_is(uid, "Running")
+    out_of_range = "9999-12-31T23:59:59-12:00"
+    _annotate(kapi, GADGET, namespace, "badtime", {SUSPENDED: "maintenance", SUSPENDED_UNTIL: out_of_range},
+              {"mode": "pending", "requeueAfter": 0.1})
+    resource = phase_is(uid, "Pending")  # reconciled: generation 2 ran
+    runs = ReconcileRun.objects.filter(resource__uid=uid).count()
+    wait_for(lambda: ReconcileRun.objects.filter(resource__uid=uid).count() >= runs + 5, timeout=30, interval=0.1)
+    refusals = list(HealingRecord.objects.filter(resource_uid=uid, action=HealingAction.SUSPENSION_REFUSED))
+    assert len(refusals) == 1, [(r.reason, r.created_at) for r in refusals]
+    assert refusals[0].actor == "controller" and out_of_range in refusals[0].reason
+    assert "out of range" in refusals[0].reason and refusals[0].detail["value"] == out_of_range
+    assert not resource.suspended and not Resource.objects.get(uid=uid).suspended
+    assert HealingAction.SUSPENDED not in actions(uid)
+
+    unparsable = "next tuesday"
+    _annotate(kapi, GADGET, namespace, "badtime", {SUSPENDED_UNTIL: unparsable}, {"mode": "ok"})
+    phase_is(uid, "Running")  # generation 3 ran too
+    runs = ReconcileRun.objects.filter(resource__uid=uid).count()
+    _annotate(kapi, GADGET, namespace, "badtime", {}, {"mode": "pending", "requeueAfter": 0.1})
+    phase_is(uid, "Pending")
+    wait_for(lambda: ReconcileRun.objects.filter(resource__uid=uid).count() >= runs + 5, timeout=30, interval=0.1)
+    refusals = list(HealingRecord.objects.filter(resource_uid=uid, action=HealingAction.SUSPENSION_REFUSED)
+                    .order_by("seq"))
+    assert [r.detail["value"] for r in refusals] == [out_of_range, unparsable]
+    assert unparsable in refusals[1].reason and "not an RFC 3339 timestamp" in refusals[1].reason
+    assert not Resource.objects.get(uid=uid).suspended
+    patch_spec(kapi, GADGET, namespace, "badtime", {"mode": "ok"})  # quiet again: the workqueue drains
+    phase_is(uid, "Running")
     call_command("audit_verify")

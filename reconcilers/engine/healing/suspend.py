@@ -12,14 +12,17 @@ the object (the annotation `opsconsole.io/suspended: <reason>`, optionally `opsc
   (`manager:<name>`; a removal without an admitted write is `unknown`): a field manager named like the engine's
   is a claim like any other. An expired suspension
   is lifted (actor `controller`, reason SuspensionExpired) and the annotation removed; while suspended the key
-  is not reconciled (it is looked at again at expiry). Events are still archived meanwhile.
+  is not reconciled (it is looked at again at expiry). Events are still archived meanwhile. A
+  `suspended-until` that is no timestamp, or out of range, is refused: a `suspension.refused` record (actor
+  `controller`) names the value and why, once per distinct value (not once per run), the suspension is not
+  honoured (a recorded one is lifted) and the object goes on being reconciled.
 """
 
 from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from django.db import transaction
@@ -57,6 +60,43 @@ def annotated(obj: dict[str, Any]) -> tuple[str, datetime | None] | None:
     if reason.strip().lower() in _OFF:
         return None
     return reason, parse_rfc3339(annotations.get(SUSPENDED_UNTIL))
+
+
+def until_refused(obj: dict[str, Any]) -> tuple[str, str] | None:
+    """(value, why) when the object asks to be suspended with a `suspended-until` that cannot be honoured: not
+    an RFC 3339 timestamp, or one past datetime's range once in UTC; else None."""
+    annotations = (obj.get("metadata") or {}).get("annotations") or {}
+    if str(annotations.get(SUSPENDED) or "").strip().lower() in _OFF:
+        return None
+    value = annotations.get(SUSPENDED_UNTIL)
+    if value is None or value == "":
+        return None
+    if not isinstance(value, str):
+        return str(value), "it is not a string"
+    try:
+        parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return value, "it is not an RFC 3339 timestamp"
+    try:
+        (parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)).astimezone(UTC)
+    except OverflowError:
+        return value, "it is out of range (past year 9999 or before year 1 in UTC)"
+    return None
+
+
+def _refuse(resource_id: int, value: str, why: str, now: datetime) -> None:
+    """Record the refusal of a bad `suspended-until`, unless the newest refusal already names the same value."""
+    with transaction.atomic():
+        resource = Resource.objects.select_for_update().get(pk=resource_id)
+        newest = (HealingRecord.objects.filter(resource=resource, action=HealingAction.SUSPENSION_REFUSED)
+                  .order_by("-seq").values_list("detail", flat=True).first())
+        if newest is not None and (newest or {}).get("value") == value:
+            return
+        healing_append(resource, HealingAction.SUSPENSION_REFUSED, actor="controller",
+                       reason=f"{SUSPENDED_UNTIL} {value!r} refused: {why}",
+                       message="the suspension is not honoured: the object goes on being reconciled", at=now,
+                       detail={"annotation": SUSPENDED_UNTIL, "value": value, "why": why})
+        resource.save(update_fields=["last_healing_seq", "last_transition_hash", "updated_at"])
 
 
 def _annotate(api: Any, reconciler: Reconciler, resource: Resource, values: dict[str, str | None]) -> None:
@@ -139,7 +179,15 @@ def suspension_check(api: Any, reconciler: Reconciler, obj: dict[str, Any], stat
                      now: datetime | None = None) -> SuspendCheck:
     """Before a reconcile (see the module docstring)."""
     now = now or timezone.now()
-    wanted = annotated(obj)
+    refused = until_refused(obj)
+    if refused is not None:
+        if state is not None:
+            _refuse(state.id, *refused, now)
+        wanted = None  # not honoured: the object is reconciled
+        removed = f"the suspension was not honoured: {SUSPENDED_UNTIL} {refused[0]!r} was refused ({refused[1]})"
+    else:
+        wanted = annotated(obj)
+        removed = f"the {SUSPENDED} annotation was removed from the object"
     if state is None or (wanted is None and not state.suspended):
         return SuspendCheck(wanted is not None and state is None and _until_open(wanted, now), obj)
     if wanted is not None:
@@ -164,11 +212,14 @@ def suspension_check(api: Any, reconciler: Reconciler, obj: dict[str, Any], stat
     with transaction.atomic():
         resource = Resource.objects.select_for_update().get(pk=state.id)
         if resource.suspended:
-            since = parse_rfc3339((resource.suspension or {}).get("at"))
-            actor, _entry = provenance.annotation_actor(reconciler.resource, obj, SUSPENDED, None, "",
-                                                        since=since.timestamp() if since else None)
-            _resume_locked(resource, actor=actor if _entry is not None else actors.UNKNOWN, now=now,
-                           reason=f"the {SUSPENDED} annotation was removed from the object")
+            if refused is not None:  # lifted by the engine, for the reason on record
+                actor = "controller"
+            else:
+                since = parse_rfc3339((resource.suspension or {}).get("at"))
+                actor, _entry = provenance.annotation_actor(reconciler.resource, obj, SUSPENDED, None, "",
+                                                            since=since.timestamp() if since else None)
+                actor = actor if _entry is not None else actors.UNKNOWN
+            _resume_locked(resource, actor=actor, now=now, reason=removed)
     return SuspendCheck(False, obj)
 
 
