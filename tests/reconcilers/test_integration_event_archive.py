@@ -5,16 +5,18 @@ selector and the API after the Event objects are deleted from the cluster."""
 
 from __future__ import annotations
 
+import time
 import uuid
 
 import pytest
+from django.utils import timezone
 from kubernetes import client as k8s
 from rest_framework.test import APIClient
 
 from kubesim.testing import wait_for
 from reconcilers.engine import kube
 from reconcilers.kinds.memcached import MEMCACHED
-from reconcilers.models import KubeEvent
+from reconcilers.models import HealingRecord, KubeEvent, Resource
 from reconcilers.services.selectors.resources import resource_events
 from tests.opsconsole.api import factories
 
@@ -87,3 +89,35 @@ def test_the_resolver_reads_a_burst_s_pods_and_their_owners_with_one_list_each(k
     listed = OwnerResolver(kapi)._list_live(ObjectRef("v1", "Pod", namespace, "", ""), 500)
     assert sorted(o["metadata"]["uid"] for o in listed) == sorted(p.uid for p in pods)
     assert len(OwnerResolver(kapi)._list_live(ObjectRef("v1", "Pod", namespace, "", ""), 4)) == 4
+
+
+def test_a_forged_event_about_a_memcacheds_deployment_is_one_occurrence_seen_now_and_raises_nothing(
+        integration, kapi, namespace):
+    """Issue 38's attack through the API server: whoever may create Events in the namespace writes one Warning
+    BackOff about the Memcached's Deployment with `count: 1000000` and `lastTimestamp: 2099-01-01`. The real
+    controller archives it as one occurrence at the time it saw it, and the healing step raises no `backoff`."""
+    body = {"apiVersion": "cache.example.com/v1alpha1", "kind": "Memcached",
+            "metadata": {"name": "forged", "namespace": namespace}, "spec": {"size": 1, "image": "memcached:1.6"}}
+    uid = kube.create_object(kapi, MEMCACHED, body)["metadata"]["uid"]
+    apps = k8s.AppsV1Api(kapi)
+    wait_for(lambda: apps.list_namespaced_deployment(namespace).items, timeout=30, interval=0.2)
+    deployment = apps.list_namespaced_deployment(namespace).items[0].metadata
+    before = timezone.now()
+    k8s.CoreV1Api(kapi).create_namespaced_event(namespace, {
+        "metadata": {"name": f"{deployment.name}.forged"},
+        "involvedObject": {"apiVersion": "apps/v1", "kind": "Deployment", "namespace": namespace,
+                           "name": deployment.name, "uid": deployment.uid},
+        "type": "Warning", "reason": "BackOff", "message": "Back-off pulling image", "count": 1000000,
+        "firstTimestamp": "2099-01-01T00:00:00Z", "lastTimestamp": "2099-01-01T00:00:00Z",
+        "source": {"component": "kubelet"}})
+
+    def archived() -> list[KubeEvent]:
+        return list(KubeEvent.objects.filter(resource__uid=uid, involved_kind="Deployment", reason="BackOff"))
+
+    wait_for(archived, timeout=30, interval=0.2)
+    (row,) = archived()
+    assert row.count == 1000000 and row.occurrences == 1
+    assert before <= row.first_timestamp <= row.last_timestamp <= timezone.now()  # never a future time
+    time.sleep(5)  # more than two healing steps (every 2 s)
+    assert "backoff" not in (Resource.objects.get(uid=uid).active_anomalies or {})
+    assert not HealingRecord.objects.filter(resource_uid=uid, rule="backoff").exists()

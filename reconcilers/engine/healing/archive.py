@@ -11,10 +11,10 @@ Cost per batch, whatever its size: one query for the mirrored uids, one for the 
 INSERT (`recording_sql.insert_rows`, `bulk_create(ignore_conflicts=True)` in one JSON parameter on PostgreSQL:
 the unique (event_uid, count) makes a repeated observation a no-op).
 
-One row per observation (an Event's uid and its `count`); `occurrences` is the count minus the highest count
-archived before for that uid (the anomaly rules sum it), so the occurrences of an Event's rows add up to its latest
-count. The informer's previous state of the Event is not trusted for that: a previous state the archive never
-wrote (dropped as unfiled, lost in a failed batch, seen by another controller) would make occurrences vanish.
+One row per observation (an Event's uid and its `count`). Its `occurrences` (the anomaly rules sum them) and its
+times are bounded by what the controller observed, not by what the Event claims (`event_bounds`): at most the
+number of states of the Event the watch delivered above the highest count archived before for that uid (a count
+jump of thousands in one update is one occurrence), and no time later than when the controller archived it.
 """
 
 from __future__ import annotations
@@ -33,6 +33,7 @@ from django.utils.dateparse import parse_datetime
 
 from reconcilers.core.meta import controller_ref
 from reconcilers.engine import kube
+from reconcilers.engine.healing.event_bounds import observed_occurrences, observed_times
 from reconcilers.engine.recording_sql import insert_rows, pairs_by_key
 from reconcilers.models import KubeEvent, Resource
 
@@ -361,7 +362,7 @@ def _cut(value: Any, length: int) -> str:
 def _row(event: dict[str, Any], ref: ObjectRef, resource_id: int, count: int, occurrences: int,
          now: datetime) -> KubeEvent:
     meta = event.get("metadata") or {}
-    first, last = event_times(event)
+    first, last = observed_times(*event_times(event), now)
     source = event.get("reportingComponent") or (event.get("source") or {}).get("component") or ""
     return KubeEvent(
         resource_id=resource_id, event_uid=_cut(meta.get("uid"), 64), count=count, occurrences=occurrences,
@@ -377,14 +378,19 @@ def _row(event: dict[str, Any], ref: ObjectRef, resource_id: int, count: int, oc
 def events_archive(batch: Sequence[EventPair], resolver: OwnerResolver) -> int:
     """Archive a batch of (Event, previous state or None): resolve where each is filed, drop those filed nowhere,
     those written in another namespace than their involved object's (`written_where_it_is_about`) and those whose
-    count is already archived, and insert the rest in one statement. The number of rows offered to the INSERT (a
+    count is already archived, and insert the rest in one statement, each bounded by what the watch observed
+    (`event_bounds`: occurrences per state seen, no future time). The number of rows offered to the INSERT (a
     concurrent writer's rows are skipped by the unique constraint). Raises database errors (the controller keeps
     the batch and tries again)."""
     latest: dict[str, tuple[dict[str, Any], ObjectRef]] = {}
-    for event, _old in batch:
+    seen: dict[str, set[int]] = {}  # uid -> the counts the watch delivered (the batch's states and their previous)
+    for event, old in batch:
         uid = str((event.get("metadata") or {}).get("uid") or "")
         ref = involved_ref(event)
         if uid and ref is not None and written_where_it_is_about(event, ref):
+            seen.setdefault(uid, set()).add(event_count(event))
+            if old is not None and str((old.get("metadata") or {}).get("uid") or "") == uid:
+                seen[uid].add(event_count(old))
             previous = latest.get(uid)
             if previous is None or event_count(event) >= event_count(previous[0]):
                 latest[uid] = (event, ref)
@@ -402,6 +408,6 @@ def events_archive(batch: Sequence[EventPair], resolver: OwnerResolver) -> int:
         before = archived.get(uid, 0)
         if count <= before:
             continue  # this observation (or a later one) is archived already
-        rows.append(_row(event, ref, filed[ref.uid], count, count - before, now))
+        rows.append(_row(event, ref, filed[ref.uid], count, observed_occurrences(count, before, seen[uid]), now))
     insert_rows(rows)
     return len(rows)

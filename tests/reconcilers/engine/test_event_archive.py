@@ -4,11 +4,13 @@ one INSERT per batch, a failing database keeping the batch."""
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any
 
 import pytest
 from django.db import DatabaseError, connection
 from django.test.utils import CaptureQueriesContext
+from django.utils import timezone
 
 from reconcilers.engine import kube
 from reconcilers.engine.controller.events import ADDED, DELETED, MODIFIED, InformerEvent
@@ -20,7 +22,9 @@ from reconcilers.engine.controller.loop import (
     Controller,
 )
 from reconcilers.engine.healing.archive import LIST_AT, LIST_PAGE_MIN, ObjectRef, OwnerResolver, events_archive
-from reconcilers.models import KubeEvent, Resource
+from reconcilers.engine.healing.evaluator import Evaluator
+from reconcilers.kinds.memcached import MemcachedReconciler
+from reconcilers.models import HealingAction, HealingRecord, KubeEvent, Resource
 
 NS = "shop"
 
@@ -224,21 +228,22 @@ def test_the_same_observation_twice_is_one_row_and_occurrences_count_from_what_w
                                                                                             resolver) -> None:
     assert events_archive([(event("e1", 1), None)], resolver) == 1
     assert events_archive([(event("e1", 1), None)], resolver) == 0
-    assert events_archive([(event("e1", 4), event("e1", 1))], resolver) == 1
-    # a controller that restarted has no previous state: the archive's own counts decide
+    assert events_archive([(event("e1", 3), event("e1", 2))], resolver) == 1  # the watch saw 2 and 3
+    # a controller that restarted has no previous state: the archive's own counts decide what is new
     assert events_archive([(event("e1", 6), None)], resolver) == 1
     rows = list(KubeEvent.objects.filter(event_uid="e1").order_by("count").values_list("count", "occurrences"))
-    assert rows == [(1, 1), (4, 3), (6, 2)]
+    assert rows == [(1, 1), (3, 2), (6, 1)]  # 4 and 5 were never seen: one observation, one occurrence
     row = KubeEvent.objects.get(event_uid="e1", count=6)
     assert (row.resource_id, row.involved_kind, row.involved_name, row.type, row.source) == (
         memcached.pk, "Pod", "web-abc-1", "Warning", "kubelet")
     assert row.last_timestamp.isoformat() == "2026-01-01T00:00:06+00:00"
 
 
-def test_an_event_first_seen_at_count_five_counts_five_occurrences(memcached, resolver) -> None:
-    # its earlier counts were never archived (before the controller ran, or while the pod led nowhere yet)
+def test_an_event_first_seen_at_count_five_counts_the_states_the_watch_saw(memcached, resolver) -> None:
+    # its earlier counts were never archived (before the controller ran, or while the pod led nowhere yet): the
+    # Event's own count is not evidence, the two states the informer delivered (4, then 5) are
     events_archive([(event("e2", 5), event("e2", 4))], resolver)
-    assert KubeEvent.objects.get(event_uid="e2").occurrences == 5
+    assert KubeEvent.objects.get(event_uid="e2").occurrences == 2
 
 
 def test_a_batch_is_one_insert_and_events_filed_nowhere_are_dropped(memcached, resolver) -> None:
@@ -430,3 +435,51 @@ def test_an_event_written_in_another_namespace_is_not_filed_under_the_object_it_
     own = event("own", 1, involved=("Memcached", "web", "mc-1"))
     assert events_archive([(own, None)], resolver) == 1
     assert list(KubeEvent.objects.values_list("event_uid", flat=True)) == ["own"]
+
+
+# -- forged Events (issue 38): occurrences and times bounded by what the watch observed --------------------------
+
+
+def forged(uid: str, count: int = 1000000) -> dict[str, Any]:
+    """What anyone who may create Events in `shop` can write about the Memcached's Deployment."""
+    made = event(uid, count, involved=("Deployment", "web", "dep-1"), reason="BackOff")
+    made["involvedObject"]["apiVersion"] = "apps/v1"
+    made["firstTimestamp"] = made["lastTimestamp"] = "2099-01-01T00:00:00Z"
+    return made
+
+
+def test_a_forged_event_with_a_huge_count_and_a_future_time_is_one_occurrence_seen_now(memcached, resolver) -> None:
+    before = timezone.now()
+    assert events_archive([(forged("f1"), None)], resolver) == 1
+    row = KubeEvent.objects.get(event_uid="f1")
+    assert row.resource_id == memcached.pk and row.count == 1000000
+    assert row.occurrences == 1
+    assert before <= row.first_timestamp <= row.last_timestamp <= timezone.now()  # never a future time
+
+
+def test_a_count_jump_of_thousands_in_one_update_is_one_observation(memcached, resolver) -> None:
+    events_archive([(event("j1", 1), None)], resolver)
+    events_archive([(event("j1", 5000), event("j1", 1))], resolver)
+    events_archive([(event("j1", 5002), event("j1", 5001))], resolver)  # two bumps the watch saw, coalesced
+    rows = list(KubeEvent.objects.filter(event_uid="j1").order_by("count").values_list("count", "occurrences"))
+    assert rows == [(1, 1), (5000, 1), (5002, 2)]
+
+
+def test_a_forged_event_raises_no_anomaly_and_forged_ones_that_do_clear_when_their_window_passes(
+        memcached, resolver) -> None:
+    """One Event with count 1000000 and lastTimestamp 2099 raised `backoff`, still active long after its window:
+    now it is one occurrence (below the threshold of 3); three of them do raise it, and it clears, on record,
+    once they are older than the window as the controller saw them."""
+    evaluator = Evaluator(None, [MemcachedReconciler()], annotations=lambda _rec, _res: {},
+                          enqueue=lambda keys: None)
+    events_archive([(forged("f1"), None)], resolver)
+    assert evaluator.step().detected == 0
+    assert Resource.objects.get(pk=memcached.pk).active_anomalies == {}
+    events_archive([(forged("f2"), None), (forged("f3"), None)], resolver)
+    assert evaluator.step().detected == 1
+    assert set(Resource.objects.get(pk=memcached.pk).active_anomalies) == {"backoff"}
+    later = timezone.now() + timedelta(seconds=301)
+    assert evaluator.step(now=later).cleared == 1
+    assert Resource.objects.get(pk=memcached.pk).active_anomalies == {}
+    cleared = HealingRecord.objects.get(resource=memcached, action=HealingAction.ANOMALY_CLEARED)
+    assert cleared.rule == "backoff"
