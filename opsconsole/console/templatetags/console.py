@@ -129,3 +129,30 @@ def actor_shown(actor: str | None) -> str:
     return format_html('<span class="actor actor-{}" title="{}">{}</span> <span class="badge badge-{} '
                        'actor-established">{}<span class="sr-only"> ({})</span></span>', label, words, text, tone,
                        label, words)
+
+
+#: condition types whose True is abnormal (kstatus' "abnormal-true" polarity, and the engine's healing conditions):
+#: their False is the good state. True of these is bad, or in progress where it only says work is going on
+_ABNORMAL_TRUE = {"Stalled": "bad", "AnomalyDetected": "bad", "RollbackFailed": "bad", "Reconciling": "wait",
+                  "RollingBack": "wait"}
+_TONE_WORDS = {"ok": "good", "bad": "bad", "wait": "in progress", "none": "unknown"}
+
+
+@register.simple_tag
+def condition_badge(type_: str | None, status: str | None) -> str:
+    """A condition's status coloured by its polarity, as kstatus reads it: `Ready=True` is good, and so are
+    `Stalled=False` and `Reconciling=False`; `AnomalyDetected=True` (and `Stalled=True`, `RollbackFailed=True`)
+    is bad, `Reconciling=True` in progress; `Unknown` is in progress either way. The tone is said in words for
+    screen readers too (colour is never the only signal)."""
+    text = status or "—"
+    abnormal = _ABNORMAL_TRUE.get(str(type_ or ""))
+    if text == "Unknown":
+        tone = "wait"
+    elif text == "True":
+        tone = abnormal or "ok"
+    elif text == "False":
+        tone = "ok" if abnormal else "bad"
+    else:
+        tone = "none"
+    return format_html('<span class="badge badge-{} condition-status" data-condition="{}">{}<span class="sr-only">'
+                       ' ({})</span></span>', tone, type_ or "", text, _TONE_WORDS[tone])

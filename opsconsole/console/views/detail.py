@@ -1,6 +1,7 @@
 """One resource: phase, conditions, spec/status YAML, its state machine with the current state and its path,
 the transition timeline, the spec revisions (who changed what, a diff between any two generations), runs,
-children, Kubernetes Events, and "Reconcile now" with the request's progress."""
+children, Kubernetes Events, and "Reconcile now" with the request's progress. A deleted object's page is a record:
+no action forms, and no live refresh (nothing it shows changes any more)."""
 
 from __future__ import annotations
 
@@ -80,6 +81,8 @@ def resource_detail(request: HttpRequest, pk: int) -> HttpResponse:
         context["compare_missing"] = bool(wanted_from and wanted_to) and context["compare"] is None
     if want("revisions") or want("healing"):  # the Healing panel and the revisions' "Roll back to this"
         context.update(healing_context(obj))
+        if obj.deleted:  # nothing to roll back to: a deleted object's page offers no actions
+            context["rollback_generations"] = []
     if want("runs"):
         context["run_groups"] = runs.resource_run_groups(obj, limit=50)  # repeats collapsed into one row
     if want("request"):
