@@ -10,16 +10,15 @@ from __future__ import annotations
 
 import logging
 import math
-import threading
 import time
 
 from django.conf import settings
 from django.core.cache.backends.redis import RedisCache
 
+from opsconsole.rediscache import redis_cache
+
 log = logging.getLogger(__name__)
 KEY_PREFIX = "opsconsole-login-address"
-_lock = threading.Lock()
-_caches: dict[str, RedisCache] = {}
 
 
 def _now() -> float:
@@ -27,12 +26,7 @@ def _now() -> float:
 
 
 def _cache() -> RedisCache:
-    url = settings.REDIS_URL
-    with _lock:
-        cache = _caches.get(url)
-        if cache is None:
-            cache = _caches[url] = RedisCache(url, {"KEY_PREFIX": KEY_PREFIX})
-        return cache
+    return redis_cache(KEY_PREFIX)
 
 
 def _window() -> int:

@@ -4,27 +4,20 @@ count. A throttled action answers 429 with Retry-After (and is audited as refuse
 
 from __future__ import annotations
 
-import threading
 from typing import Any
 
-from django.conf import settings
 from django.core.cache.backends.redis import RedisCache
 from rest_framework.settings import api_settings
 from rest_framework.throttling import UserRateThrottle
 
+from opsconsole.rediscache import redis_cache
+
 THROTTLE_KEY_PREFIX = "opsconsole-throttle"
-_lock = threading.Lock()
-_caches: dict[str, RedisCache] = {}
 
 
 def throttle_cache() -> RedisCache:
     """The Redis-backed cache the throttle history lives in (one per REDIS_URL)."""
-    url = settings.REDIS_URL
-    with _lock:
-        cache = _caches.get(url)
-        if cache is None:
-            cache = _caches[url] = RedisCache(url, {"KEY_PREFIX": THROTTLE_KEY_PREFIX})
-        return cache
+    return redis_cache(THROTTLE_KEY_PREFIX)
 
 
 class ActionThrottle(UserRateThrottle):

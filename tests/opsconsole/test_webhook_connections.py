@@ -4,7 +4,6 @@ than the limit, are evicted or closed, and the API server's review is still answ
 
 from __future__ import annotations
 
-import errno
 import json
 import socket
 import ssl
@@ -15,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from bench.webhooks.idle_connections import still_open
 from kubesim.testing import wait_for
 from opsconsole.webhooks.app import MAX_BODY
 from opsconsole.webhooks.connections import Limits
@@ -49,23 +49,6 @@ def answers_a_review(server: Any, files: Any) -> bool:
             return resp.status == 200 and json.loads(resp.read())["response"]["allowed"] is True
     except (OSError, urllib.error.URLError):
         return False
-
-
-def still_open(sockets: list[socket.socket]) -> int:
-    """How many of the client's sockets the server has not closed (a read would block)."""
-    count = 0
-    for s in sockets:
-        s.setblocking(False)
-        try:
-            if s.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT) == b"":
-                continue  # closed by the server
-            count += 1
-        except (BlockingIOError, TimeoutError):
-            count += 1
-        except OSError as exc:
-            if exc.errno not in (errno.ECONNRESET, errno.EPIPE, errno.ENOTCONN):
-                raise
-    return count
 
 
 def events(server: Any, event: str) -> float:
