@@ -29,7 +29,7 @@ from opsconsole.webhooks.connections import peer_of
 from opsconsole.webhooks.recorder import DecisionRecorder
 from reconcilers.engine import registry
 from reconcilers.engine.admission import MUTATE, VALIDATE, Decision, ReviewError, review_mutate, review_validate
-from reconcilers.engine.admitted import admitted_note, entry_from_request, signing_key
+from reconcilers.engine.admitted import admitted_commands, entry_from_request, signing_key
 from reconcilers.engine.conversion import ConversionError, review_convert
 
 CONVERT = "convert"
@@ -79,22 +79,6 @@ def parse_body(raw: bytes) -> Any:
         raise ReviewError(f"the body is not JSON: {exc}") from exc
 
 
-class _OneRoundTrip:
-    """Lets `admitted_note` put its commands on a pipeline its caller executes (with the decision's LPUSH)."""
-
-    def __init__(self, pipe: Any) -> None:
-        self._pipe = pipe
-
-    def pipeline(self, transaction: bool = True) -> _OneRoundTrip:
-        return self
-
-    def execute(self) -> list[Any]:
-        return []  # the caller's execute() sends everything at once
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._pipe, name)
-
-
 def build_app(recorder: DecisionRecorder, metrics: WebhookMetrics,
               middlewares: tuple[Any, ...] = ()) -> web.Application:
     """The reviews' application (the TLS port)."""
@@ -106,8 +90,7 @@ def build_app(recorder: DecisionRecorder, metrics: WebhookMetrics,
         entry = entry_from_request(body["request"], peer=peer)
 
         def note(pipe: Any) -> None:
-            admitted_note(_OneRoundTrip(pipe), key, decision.group, decision.kind, decision.namespace,
-                          decision.name, entry)
+            admitted_commands(pipe, key, decision.group, decision.kind, decision.namespace, decision.name, entry)
 
         return note
 
@@ -180,7 +163,7 @@ def add_health(app: web.Application, recorder: DecisionRecorder, metrics: Webhoo
 
     async def metrics_page(request: web.Request) -> web.Response:
         recorder.supervise()  # a look at the recorder on every scrape, besides the server's own
-        metrics.recorder_backlog.set(recorder.backlog())
+        metrics.recorder_backlog.set(recorder.pending())
         return web.Response(body=generate_latest(metrics.registry), headers={"Content-Type": CONTENT_TYPE_LATEST})
 
     app.router.add_get("/healthz", healthz)

@@ -179,10 +179,6 @@ class DecisionRecorder:
                     "refusing)")
         return ""
 
-    def backlog(self) -> int:
-        """Decisions waiting (as `pending`)."""
-        return self.pending()
-
     def pending(self) -> int:
         """Decisions handed over and not written yet (this queue's, any recorder's)."""
         try:

@@ -2,8 +2,8 @@
 
 The webhook server's validating webhook sees every CREATE, UPDATE (the object, `status`, `scale`) and DELETE of a
 registered kind, with the `userInfo` the API server authenticated, over mutual TLS. Before it answers, it notes
-each admitted, non-dry-run write here (`admitted_note`): a short entry on a per-object Redis list (newest first,
-`KEEP` entries, `TTL_SECONDS`), signed with a key derived from the installation's secret so that someone who can
+each admitted, non-dry-run write here (`admitted_commands`, in the decision's own round trip): a short entry on
+a per-object Redis list (newest first, `KEEP` entries, `TTL_SECONDS`), signed with a key derived from the installation's secret so that someone who can
 write to Redis but does not hold the secret cannot make the engine name a person. The engine, when it meets a
 write it did not make (a phase it did not write, a spec revision, a manual-reconcile or suspension annotation, a
 deletion), looks up the newest entry whose content matches what it sees (`admitted_find`); a match makes the
@@ -94,36 +94,22 @@ def verified(entry: Any, key: bytes) -> bool:
     return hmac.compare_digest(entry["sig"], hmac.new(key, _canonical(entry), hashlib.sha256).hexdigest())
 
 
-def admitted_note(client: Any, key: bytes, group: str, kind: str, namespace: str, name: str,
-                  entry: dict[str, Any]) -> None:
-    """Put a signed entry on the object's list (one round trip: push, trim, expire)."""
+def admitted_commands(pipe: Any, key: bytes, group: str, kind: str, namespace: str, name: str,
+                      entry: dict[str, Any]) -> None:
+    """Add to the Redis pipeline `pipe` the commands that put a signed entry on the object's list (push, trim,
+    expire); the caller executes it (the webhook server: with the decision's own push, one round trip)."""
     redis_key = object_key(group, kind, namespace, name)
-    pipe = client.pipeline(transaction=True)
     pipe.lpush(redis_key, json.dumps(sign(entry, key), separators=(",", ":")))
     pipe.ltrim(redis_key, 0, KEEP - 1)
     pipe.expire(redis_key, TTL_SECONDS)
+
+
+def admitted_note(client: Any, key: bytes, group: str, kind: str, namespace: str, name: str,
+                  entry: dict[str, Any]) -> None:
+    """Put a signed entry on the object's list (one round trip: `admitted_commands` on a pipeline of its own)."""
+    pipe = client.pipeline(transaction=True)
+    admitted_commands(pipe, key, group, kind, namespace, name, entry)
     pipe.execute()
-
-
-def request_object_key(request: dict[str, Any]) -> tuple[str, str, str, str]:
-    """(group, kind, namespace, name) an AdmissionReview `request` is filed under: `request.kind`'s group and
-    Kind (e.g. `cache.example.com`, `Memcached`; the same for a `status` or `scale` write, not the
-    subresource's kind), and the object's namespace ('' when cluster-scoped) and name. The engine looks entries
-    up by the object's apiVersion group and kind, so these must be the object's, not the resource's plural."""
-    kind = request.get("kind") if isinstance(request.get("kind"), dict) else {}
-    shown = request.get("object") if isinstance(request.get("object"), dict) else request.get("oldObject")
-    meta = shown.get("metadata") if isinstance(shown, dict) and isinstance(shown.get("metadata"), dict) else {}
-    return (str(kind.get("group") or ""), str(kind.get("kind") or ""),
-            str(request.get("namespace") or meta.get("namespace") or ""),
-            str(request.get("name") or meta.get("name") or ""))
-
-
-def admitted_note_request(client: Any, key: bytes, request: dict[str, Any], peer: dict[str, str] | None = None
-                          ) -> None:
-    """`admitted_note` of an admitted AdmissionReview `request` (non-dry-run CREATE, UPDATE, DELETE of a
-    registered kind), filed under `request_object_key`."""
-    group, kind, namespace, name = request_object_key(request)
-    admitted_note(client, key, group, kind, namespace, name, entry_from_request(request, peer))
 
 
 def admitted_find(client: Any, key: bytes, group: str, kind: str, namespace: str, name: str, *,

@@ -172,16 +172,6 @@ def test_an_out_of_band_phase_admitted_by_the_api_server_names_its_user(admitted
     assert provenance.status_actor(KIND, forged, "Running", FIELD_MANAGER)[0] == f"manager:{FIELD_MANAGER}"
 
 
-def test_an_admission_request_is_filed_under_the_objects_group_and_kind(admitted_redis):
-    obj = live_obj("uid-r", status={"phase": "Degraded"})
-    request = {"kind": {"group": KIND.group, "version": "v1alpha1", "kind": KIND.kind}, "operation": "UPDATE",
-               "subResource": "status", "namespace": "default", "name": obj["metadata"]["name"],
-               "userInfo": {"username": "gina"}, "object": obj}
-    assert admitted.request_object_key(request) == (KIND.group, KIND.kind, "default", obj["metadata"]["name"])
-    admitted.admitted_note_request(admitted_redis, admitted.signing_key(settings.SECRET_KEY), request)
-    assert provenance.status_actor(KIND, obj, "Degraded", "kubectl-patch")[0] == "kube:gina"
-
-
 def test_an_admitted_entry_older_than_the_write_is_not_taken_for_it(admitted_redis):
     earlier = live_obj("uid-t", status={"phase": "Degraded"})
     admit(admitted_redis, earlier, "henry", subresource="status")  # henry wrote Degraded long before
