@@ -3,8 +3,9 @@
 The webhook server's validating webhook sees every CREATE, UPDATE (the object, `status`, `scale`) and DELETE of a
 registered kind, with the `userInfo` the API server authenticated, over mutual TLS. Before it answers, it notes
 each admitted, non-dry-run write here (`admitted_commands`, in the decision's own round trip): a short entry on
-a per-object Redis list (newest first, `KEEP` entries, `TTL_SECONDS`), signed with a key derived from the installation's secret so that someone who can
-write to Redis but does not hold the secret cannot make the engine name a person. The engine, when it meets a
+a per-object Redis list (newest first, `KEEP` entries, `TTL_SECONDS`), signed with a key derived from the
+installation's secret so that someone who can write to Redis but does not hold the secret cannot make the engine
+name a person. The engine, when it meets a
 write it did not make (a phase it did not write, a spec revision, a manual-reconcile or suspension annotation, a
 deletion), looks up the newest entry whose content matches what it sees (`admitted_find`); a match makes the
 actor `kube:<username>` (established by admission), no match leaves the field-manager name as a claim.
