@@ -6,7 +6,7 @@
 
 from reconcilers.models.audit import Anomaly, AnomalyCategory, SpecRevision, Transition
 from reconcilers.models.base import AppendOnlyError, AppendOnlyModel
-from reconcilers.models.healing import HealingAction, HealingRecord, KubeEvent
+from reconcilers.models.healing import HealingAction, HealingRecord, KubeEvent, NotificationDelivery
 from reconcilers.models.resource import Resource
 from reconcilers.models.runs import ReconcileRequest, ReconcileRun, RequestState, RunResult
 from reconcilers.models.spans import Span
@@ -19,6 +19,7 @@ __all__ = [
     "HealingAction",
     "HealingRecord",
     "KubeEvent",
+    "NotificationDelivery",
     "ReconcileRequest",
     "ReconcileRun",
     "RequestState",

@@ -43,6 +43,11 @@ class KubeEvent(AppendOnlyModel):
     first_timestamp = models.DateTimeField(null=True, blank=True)
     last_timestamp = models.DateTimeField(null=True, blank=True, help_text="when this occurrence happened")
     observed_at = models.DateTimeField(default=timezone.now, help_text="when the controller archived it")
+    generation = models.BigIntegerField(null=True, blank=True,
+                                        help_text="the generation of the registered object that produced it "
+                                                  "(None: unattributed, never evidence against a generation)")
+    attribution = models.CharField(max_length=32, blank=True,
+                                   help_text="how the generation was established (e.g. 'self', 'replicaset')")
 
     class Meta:
         base_manager_name = "objects"
@@ -74,6 +79,13 @@ class HealingAction(models.TextChoices):
     SUSPENSION_REFUSED = "suspension.refused"  # a suspension annotation not honoured (a bad suspended-until)
     PINNED = "pinned"
     UNPINNED = "unpinned"
+    ROLLBACK_APPLIED = "rollback.applied"  # the restored spec was written (the write that `rollback.started` announced)
+    ROLLBACK_DEFERRED = "rollback.deferred"  # a re-apply of a rolled-back spec inside its back-off: not rolled back
+    ANOMALY_ACKNOWLEDGED = "anomaly.acknowledged"  # a person took note of an anomaly that needs one
+    ANOMALY_ASSIGNED = "anomaly.assigned"
+    ANOMALY_RESOLVED = "anomaly.resolved"  # a person resolved it, with a note
+    RULE_NOT_EVALUATED = "rule.not_evaluated"  # a rule could not be evaluated (Prometheus down, a query error)
+    RULE_EVALUATED = "rule.evaluated"  # a rule not evaluated before is evaluated again
 
 
 class HealingRecord(AppendOnlyModel):
@@ -119,3 +131,37 @@ class HealingRecord(AppendOnlyModel):
 
     def __str__(self) -> str:
         return f"{self.kind} {self.namespace}/{self.name} healing #{self.seq}: {self.action} by {self.actor}"
+
+
+class NotificationDelivery(models.Model):
+    """One notification of a healing record that needs a person (an escalation, an anomaly whose rule does not
+    roll back) to one configured receiver (`OPSCONSOLE_NOTIFICATIONS`): its attempts, the last answer and whether it
+    was delivered. Not a chain link: the record it is about is."""
+
+    class State(models.TextChoices):
+        PENDING = "pending"
+        DELIVERED = "delivered"
+        FAILED = "failed"  # gave up after the last retry
+
+    record = models.ForeignKey(HealingRecord, on_delete=models.PROTECT, related_name="deliveries")
+    receiver = models.CharField(max_length=63, help_text="the receiver's name in the settings")
+    url = models.CharField(max_length=2048)
+    state = models.CharField(max_length=16, choices=State.choices, default=State.PENDING)
+    attempts = models.PositiveIntegerField(default=0)
+    next_attempt_at = models.DateTimeField(default=timezone.now)
+    last_status = models.IntegerField(null=True, blank=True, help_text="the receiver's HTTP status")
+    last_error = models.TextField(blank=True)
+    payload = models.JSONField(default=dict, blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+    delivered_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["record", "receiver"], name="notification_record_receiver_unique"),
+        ]
+        indexes = [
+            models.Index(fields=["state", "next_attempt_at"], name="notification_due"),
+        ]
+
+    def __str__(self) -> str:
+        return f"notification of healing record {self.record_id} to {self.receiver}: {self.state}"

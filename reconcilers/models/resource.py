@@ -61,6 +61,9 @@ class Resource(models.Model):
     suspension = models.JSONField(null=True, blank=True)
     rollback = models.JSONField(null=True, blank=True)
     pinned_generation = models.BigIntegerField(null=True, blank=True)
+    #: anomalies a person resolved, {rule: {generation, record}}: a rule resolved for a generation is not raised
+    #: again for that generation
+    anomalies_resolved = models.JSONField(default=dict, blank=True)
     #: the object's `opsconsole.io/auto-rollback` annotation (True / False; None when it does not set one), kept by
     #: the mirror
     auto_rollback = models.BooleanField(null=True, blank=True)

@@ -21,61 +21,29 @@ API call of its own but the rollbacks and the escalations' Events.
 from __future__ import annotations
 
 import logging
-from collections import defaultdict
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any
 
-from django.db import transaction
-from django.db.models import Count, Exists, F, OuterRef, Q, Sum
 from django.utils import timezone
 
-from reconcilers.core.healing import EVENTS, FLAPPING, STUCK, AnomalyRule
+from reconcilers.core.healing import AnomalyRule
 from reconcilers.core.reconciler import Reconciler
 from reconcilers.engine import kube, metrics
 from reconcilers.engine.healing import auto_rollback_enabled, healing_of
-from reconcilers.engine.healing.rollback import (
-    Escalation,
-    RollbackRefused,
-    anomaly_clear_locked,
-    anomaly_raise_locked,
-    escalate_locked,
-    generation_reached_ready,
-    last_good_generation,
-    rollback_apply,
-    rollback_due,
-)
-from reconcilers.engine.healing.state import FAILED, IN_PROGRESS, REFUSED, SUCCEEDED
-from reconcilers.models import HealingAction, KubeEvent, Resource, SpecRevision, Transition
+from reconcilers.engine.healing.automatic import automatic, conclude
+from reconcilers.engine.healing.report import HealReport
+from reconcilers.engine.healing.rollback import Escalation
+from reconcilers.engine.healing.rules import match_rules, record_matches
+from reconcilers.models import Resource
 
 log = logging.getLogger(__name__)
-
-#: how much evidence an anomaly record keeps (the newest matching Events)
-EVIDENCE_EVENTS = 5
-
 
 def default_interval() -> float:
     """settings.OPSCONSOLE_HEALING_INTERVAL (seconds, default 2; 0: no healing step)."""
     from django.conf import settings
 
     return float(getattr(settings, "OPSCONSOLE_HEALING_INTERVAL", 2))
-
-
-@dataclass
-class HealReport:
-    """What one step did."""
-
-    detected: int = 0
-    cleared: int = 0
-    rollbacks: int = 0
-    escalations: list[Escalation] = field(default_factory=list)
-    keys: list[str] = field(default_factory=list)
-
-    @property
-    def did(self) -> bool:
-        """Whether it changed anything."""
-        return bool(self.detected or self.cleared or self.rollbacks or self.escalations or self.keys)
 
 
 class Evaluator:
@@ -120,159 +88,12 @@ class Evaluator:
     def _kind_step(self, rec: Reconciler, now: datetime, report: HealReport) -> None:
         healing = healing_of(rec)
         live = Resource.objects.filter(group=rec.resource.group, plural=rec.resource.plural, deleted=False)
-        matches = self._matches(rec, healing.rules or (), live, now)
-        self._anomalies(live, matches, now, report)
-        self._conclude(rec, live, now, report)
-        self._automatic(rec, live, healing.rollback_after_seconds, now, report)
+        record_matches(live, match_rules(rec, healing.rules or (), live, now), now, report)
+        conclude(rec, live, now, report)
+        automatic(self.api, rec, live, healing.rollback_after_seconds, now, report, settled=self._settled,
+                  enabled=self._auto_rollback)
         self._expiries(live, now, report)
         self._gauges(rec, healing.rules or (), live)
-
-    def _matches(self, rec: Reconciler, rules: Sequence[AnomalyRule], live: Any, now: datetime
-                 ) -> dict[int, dict[str, tuple[str, dict[str, Any]]]]:
-        """{resource id: {rule: (message, evidence)}} for every rule matching now."""
-        out: dict[int, dict[str, tuple[str, dict[str, Any]]]] = defaultdict(dict)
-        for rule in rules:
-            if rule.type == EVENTS:
-                for rid, count in self._events_matching(rec, rule, now).items():
-                    out[rid][rule.name] = (f"{count} events ({'/'.join(rule.reasons)}) in {rule.window_seconds:g}s",
-                                           {"occurrences": count, "window_seconds": rule.window_seconds})
-            elif rule.type == FLAPPING:
-                # by group and kind (through the resource): a kind of the same name in another group is not this one
-                rows = (Transition.objects.filter(kind=rec.resource.kind, resource__group=rec.resource.group,
-                                                  resource__plural=rec.resource.plural, from_phase=rule.from_phase,
-                                                  to_phase=rule.to_phase,
-                                                  created_at__gte=now - timedelta(seconds=rule.window_seconds))
-                        .values("resource_id").annotate(n=Count("id")).filter(n__gte=rule.threshold))
-                for row in rows:
-                    out[row["resource_id"]][rule.name] = (
-                        f"{row['n']} x {rule.from_phase} -> {rule.to_phase} in {rule.window_seconds:g}s",
-                        {"transitions": row["n"], "window_seconds": rule.window_seconds})
-            elif rule.type == STUCK:
-                cutoff = now - timedelta(seconds=rule.seconds)
-                for rid, since in live.filter(phase=rule.phase, phase_since__lt=cutoff).values_list("id",
-                                                                                                   "phase_since"):
-                    out[rid][rule.name] = (f"{rule.phase} since {since.isoformat()} (more than {rule.seconds:g}s)",
-                                           {"phase": rule.phase, "since": since.isoformat()})
-        return out
-
-    def _events_matching(self, rec: Reconciler, rule: AnomalyRule, now: datetime) -> dict[int, int]:
-        rows = KubeEvent.objects.filter(resource__group=rec.resource.group, resource__plural=rec.resource.plural,
-                                        resource__deleted=False, reason__in=rule.reasons,
-                                        last_timestamp__gte=now - timedelta(seconds=rule.window_seconds))
-        if rule.types:
-            rows = rows.filter(type__in=rule.types)
-        if rule.involved == "children":
-            rows = rows.exclude(involved_uid=F("resource__uid"))
-        elif rule.involved == "self":
-            rows = rows.filter(involved_uid=F("resource__uid"))
-        found = rows.values("resource_id").annotate(n=Sum("occurrences")).filter(n__gte=rule.threshold)
-        return {row["resource_id"]: int(row["n"]) for row in found}
-
-    def _anomalies(self, live: Any, matches: dict[int, dict[str, tuple[str, dict[str, Any]]]], now: datetime,
-                   report: HealReport) -> None:
-        active = dict(live.exclude(active_anomalies={}).values_list("id", "active_anomalies"))
-        for rid in sorted(set(matches) | set(active)):
-            wanted = matches.get(rid, {})
-            have = set(active.get(rid) or {}) - {metrics.ROLLBACK_FAILED_RULE}
-            if set(wanted) == have:
-                continue
-            with transaction.atomic():
-                row = Resource.objects.select_for_update().filter(pk=rid, deleted=False).first()
-                if row is None:
-                    continue
-                current = set(row.active_anomalies or {}) - {metrics.ROLLBACK_FAILED_RULE}
-                for rule in sorted(set(wanted) - current):
-                    message, evidence = wanted[rule]
-                    evidence = {**evidence, "events": self._evidence(rid, now)}
-                    if anomaly_raise_locked(row, rule, message, now, evidence) is not None:
-                        report.detected += 1
-                for rule in sorted(current - set(wanted)):
-                    if anomaly_clear_locked(row, rule, "the rule no longer matches", now) is not None:
-                        report.cleared += 1
-                row.save(update_fields=["active_anomalies", "last_healing_seq", "last_transition_hash",
-                                        "updated_at"])
-                report.keys.append(row.key)
-
-    def _evidence(self, rid: int, now: datetime) -> list[dict[str, Any]]:
-        rows = (KubeEvent.objects.filter(resource_id=rid, type="Warning").order_by("-last_timestamp", "-id")
-                .values("involved_kind", "involved_name", "reason", "message", "count", "last_timestamp")
-                [:EVIDENCE_EVENTS])
-        return [{**row, "last_timestamp": row["last_timestamp"].isoformat() if row["last_timestamp"] else None}
-                for row in rows]
-
-    def _conclude(self, rec: Reconciler, live: Any, now: datetime, report: HealReport) -> None:
-        for rid, rollback, generation, phase in live.exclude(rollback__isnull=True).values_list(
-                "id", "rollback", "generation", "phase"):
-            state = (rollback or {}).get("state")
-            deadline = _parse((rollback or {}).get("deadline"))
-            overdue = (state == IN_PROGRESS and deadline is not None and deadline <= now
-                       and generation == int(rollback.get("generation") or 0))
-            later_ready = (state in (FAILED, REFUSED) and generation > int(rollback.get("generation") or 0)
-                           and phase in rec.ready_phases)
-            # a person's later change ends a rollback's story (its verification, or its success)
-            superseded = state in (SUCCEEDED, IN_PROGRESS) and generation > int(rollback.get("generation") or 0)
-            if not (overdue or later_ready or superseded):
-                continue
-            with transaction.atomic():
-                row = Resource.objects.select_for_update().get(pk=rid)
-                if row.rollback != rollback:
-                    continue
-                if overdue:
-                    report.escalations.append(escalate_locked(
-                        row, HealingAction.ROLLBACK_FAILED, f"the restored generation {rollback.get('generation')} "
-                        f"reached no ready phase by {rollback.get('deadline')} (it is {row.phase or 'unrecorded'})",
-                        now))
-                else:
-                    if later_ready and anomaly_clear_locked(row, metrics.ROLLBACK_FAILED_RULE,
-                                                            f"generation {row.generation} is {row.phase}", now):
-                        report.cleared += 1
-                    row.rollback = None
-                row.save(update_fields=["rollback", "active_anomalies", "last_healing_seq", "last_transition_hash",
-                                        "updated_at"])
-                report.keys.append(row.key)
-
-    def _automatic(self, rec: Reconciler, live: Any, after_seconds: float, now: datetime,
-                   report: HealReport) -> None:
-        stale = SpecRevision.objects.filter(resource_uid=OuterRef("uid"), generation=OuterRef("generation"),
-                                            created_at__lt=now - timedelta(seconds=after_seconds))
-        candidates = (live.filter(suspended=False, generation__gt=1).exclude(phase__in=rec.ready_phases)
-                      .filter(Q(phase=rec.failed_phase) | ~Q(active_anomalies={}) | Exists(stale)))
-        for resource in candidates:
-            settled = (resource.id, resource.generation)
-            if settled in self._settled:
-                continue
-            if (resource.rollback or {}).get("generation") == resource.generation:
-                continue
-            if generation_reached_ready(resource.id, rec, resource.generation):
-                self._settled.add(settled)
-                continue
-            if not self._auto_rollback(rec, resource):
-                continue
-            due = rollback_due(resource, rec, now)
-            if due is None:
-                continue
-            what, why = due
-            if what == "rollback":
-                target = last_good_generation(resource.id, rec, below=resource.generation)
-                try:
-                    rollback_apply(self.api, rec, resource.id, int(target or 0), actor="controller", reason=why,
-                                   auto=True, now=now)
-                except RollbackRefused as exc:
-                    if exc.field == "resource" and exc.status == 409 and "changed" in exc.message:
-                        continue  # tried again next step
-                    why = f"{why}; the rollback could not be done: {exc.message}"
-                else:
-                    report.rollbacks += 1
-                    report.keys.append(resource.key)
-                    continue
-            with transaction.atomic():
-                row = Resource.objects.select_for_update().get(pk=resource.id)
-                if (row.rollback or {}).get("generation") == row.generation:
-                    continue
-                report.escalations.append(escalate_locked(row, HealingAction.ROLLBACK_REFUSED, why, now))
-                row.save(update_fields=["rollback", "active_anomalies", "last_healing_seq", "last_transition_hash",
-                                        "updated_at"])
-                report.keys.append(row.key)
 
     def _expiries(self, live: Any, now: datetime, report: HealReport) -> None:
         for rid, key, suspension in live.filter(suspended=True).values_list("id", "key", "suspension"):
