@@ -99,7 +99,12 @@ class HealingRuleSerializer(serializers.Serializer):
 class HealingSummarySerializer(serializers.Serializer):
     """A resource's healing state, its kind's healing settings, and its healing records (newest first)."""
 
-    anomalies = serializers.ListField(child=serializers.DictField(), help_text="[{rule, since, message}]")
+    anomalies = serializers.ListField(
+        child=serializers.DictField(),
+        help_text="[{rule, since, message, generation (the one it is about; null when not on record), rollback_ok "
+                  "(true, false, null when not on record), why_not, record, recorded_at, recorded_at_generation, "
+                  "evidence: {figures, events: [{reason, type, involved, occurrences, first_timestamp, "
+                  "last_timestamp, generation, message}], samples: [{at, value, labels}], metric}}]")
     suspended = serializers.BooleanField()
     suspension = serializers.DictField(allow_null=True, help_text="{actor, reason, at, until, source}")
     rollback = serializers.DictField(allow_null=True, help_text="{state, actor, from_generation, to_generation, "

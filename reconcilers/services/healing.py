@@ -30,6 +30,7 @@ from reconcilers.engine.healing.records import healing_append
 from reconcilers.engine.healing.rollback import RollbackRefused
 from reconcilers.engine.healing.state import FAILED, IN_PROGRESS, REFUSED
 from reconcilers.models import HealingAction, HealingRecord, Resource, SpecRevision
+from reconcilers.services.healing_evidence import anomalies_shown
 
 #: the error every healing action raises when it cannot be done (`.field`, `.status`, `.message`)
 HealingRefused = RollbackRefused
@@ -127,7 +128,8 @@ def resource_unpin(resource: Resource, *, actor: str, reason: str) -> HealingRec
 class HealingSummary:
     """What the detail page and the API show about one resource's healing."""
 
-    anomalies: list[dict[str, Any]] = field(default_factory=list)  # [{rule, since, message}]
+    #: [{rule, since, message, generation, rollback_ok, why_not, evidence}] (`healing_evidence.anomalies_shown`)
+    anomalies: list[dict[str, Any]] = field(default_factory=list)
     suspended: bool = False
     suspension: dict[str, Any] | None = None
     rollback: dict[str, Any] | None = None
@@ -154,7 +156,7 @@ class HealingSummary:
 def resource_healing(resource: Resource) -> HealingSummary:
     """The resource's healing state and its kind's healing settings."""
     summary = HealingSummary(
-        anomalies=[{"rule": rule, **(info or {})} for rule, info in sorted((resource.active_anomalies or {}).items())],
+        anomalies=anomalies_shown(resource),
         suspended=resource.suspended, suspension=resource.suspension, rollback=resource.rollback,
         pinned_generation=resource.pinned_generation,
     )
