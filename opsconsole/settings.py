@@ -263,6 +263,8 @@ OPSCONSOLE_HEALING_INTERVAL = env_number("OPSCONSOLE_HEALING_INTERVAL", 2)
 OPSCONSOLE_ANOMALY_RULES = json.loads(os.environ["OPSCONSOLE_ANOMALY_RULES"]) \
     if os.environ.get("OPSCONSOLE_ANOMALY_RULES") else None
 OPSCONSOLE_HEALING = json.loads(os.environ.get("OPSCONSOLE_HEALING") or "{}")
+# A metric rule's query waits at most this many seconds for PROMETHEUS_URL (docs/healing.md, Metric rules).
+OPSCONSOLE_METRIC_RULES_TIMEOUT = env_number("OPSCONSOLE_METRIC_RULES_TIMEOUT", 3)
 # /metrics of a worker host (aggregate of its prefork children) and of the controller; 0 turns one off.
 OPSCONSOLE_METRICS_ADDR = os.environ.get("OPSCONSOLE_METRICS_ADDR", "127.0.0.1")
 OPSCONSOLE_WORKER_METRICS_PORT = env_number("OPSCONSOLE_WORKER_METRICS_PORT", 9101, int)

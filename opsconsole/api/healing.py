@@ -121,6 +121,9 @@ class HealingSummarySerializer(serializers.Serializer):
     rules = HealingRuleSerializer(many=True)
     last_good_generation = serializers.IntegerField(allow_null=True)
     rollback_phase = serializers.CharField(allow_null=True)
+    not_evaluated = serializers.ListField(
+        child=serializers.DictField(), help_text="[{rule, since, reason, cause, record}]: rules (metric rules) "
+        "that could not be evaluated (Prometheus unreachable, a query error, no series): never read as healthy")
     records = HealingRecordSerializer(many=True)
 
 

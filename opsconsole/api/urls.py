@@ -6,7 +6,7 @@ from django.urls import URLPattern, include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, SpectacularSwaggerView
 from rest_framework.routers import SimpleRouter
 
-from opsconsole.api import actions, by_key, healing, reads, revisions, tokens, tree
+from opsconsole.api import actions, anomalies, by_key, healing, reads, revisions, tokens, tree
 from opsconsole.api.pagination import NewestFirstPagination
 
 router = SimpleRouter(trailing_slash=False)
@@ -40,6 +40,8 @@ def _addressed(form: str, prefix: str) -> list[URLPattern]:
         path(f"{prefix}/reconcile", reconcile.as_view(), name=f"resource-{form}-reconcile"),
         *(path(f"{prefix}/{sub}", view.as_view(), name=f"resource-{form}-{sub}")
           for sub, view in healing.BY_ADDRESS[form].items()),
+        *(path(f"{prefix}/{sub}", view.as_view(), name=f"resource-{form}-anomaly-{view.step}")
+          for sub, view in anomalies.BY_ADDRESS[form].items()),
     ]
 
 
@@ -55,6 +57,8 @@ urlpatterns = [
     path("resources/<str:pk>/tree", tree.ResourceTreeView.as_view(), name="resource-tree"),
     *(path(f"resources/<str:pk>/{sub}", view.as_view(), name=f"resource-{sub}")
       for sub, view in healing.ACTIONS.items()),
+    *(path(f"resources/<str:pk>/{sub}", view.as_view(), name=f"resource-anomaly-{view.step}")
+      for sub, view in anomalies.BY_ID.items()),
     path("healing", healing.HealingOverviewView.as_view(), name="healing"),
     path("transitions.csv", reads.TransitionCsvExportView.as_view(), name="transition-export-csv"),
     path("transitions.jsonl", reads.TransitionJsonlExportView.as_view(), name="transition-export-jsonl"),

@@ -3,7 +3,19 @@ most 18 digits (a bigger number is no row, and SQLite cannot even compare one: i
 
 from django.urls import path, register_converter
 
-from opsconsole.console.views import audit, detail, healing, objects, overview, queue, resources, tokens, trace, workers
+from opsconsole.console.views import (
+    audit,
+    detail,
+    escalation,
+    healing,
+    objects,
+    overview,
+    queue,
+    resources,
+    tokens,
+    trace,
+    workers,
+)
 
 app_name = "console"
 
@@ -33,6 +45,10 @@ urlpatterns = [
     path("resources/<rowid:pk>/resume", healing.resource_resume, name="resource-resume"),
     path("resources/<rowid:pk>/pin", healing.resource_pin, name="resource-pin"),
     path("resources/<rowid:pk>/unpin", healing.resource_unpin, name="resource-unpin"),
+    path("resources/<rowid:pk>/anomalies/<str:rule>/acknowledge", escalation.anomaly_acknowledge,
+         name="anomaly-acknowledge"),
+    path("resources/<rowid:pk>/anomalies/<str:rule>/assign", escalation.anomaly_assign, name="anomaly-assign"),
+    path("resources/<rowid:pk>/anomalies/<str:rule>/resolve", escalation.anomaly_resolve, name="anomaly-resolve"),
     path("objects/<str:group>/<str:version>/<str:plural>/<str:namespace>/<str:name>/", objects.object_detail,
          name="object"),
     path("objects/<str:group>/<str:version>/<str:plural>/<str:name>/", objects.object_detail, name="object-cluster"),

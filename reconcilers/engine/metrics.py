@@ -143,6 +143,11 @@ SUSPENDED = Gauge(
     "opsconsole_resources_suspended", "Resources whose reconciles are suspended, by kind", ["kind"],
     multiprocess_mode="livemax",
 )
+ANOMALIES_UNACKNOWLEDGED = Gauge(
+    "opsconsole_anomalies_unacknowledged_seconds", "Age of the oldest anomaly that needs a person (rollback_failed, "
+    "a rule that does not roll back, or automatic rollback off) and that nobody acknowledged, by kind (0: none)",
+    ["kind"], multiprocess_mode="livemax",
+)
 #: the `result` label values of opsconsole_rollbacks_total
 ROLLBACK_RESULTS = ("started", "succeeded", "failed", "refused")
 #: the anomaly rule the engine raises itself when a rollback fails or cannot be done
@@ -157,6 +162,7 @@ def healing_label_pairs_init(kind: str, rules: Iterable[str]) -> None:
     for result in ROLLBACK_RESULTS:
         ROLLBACKS.labels(kind, result)
     SUSPENDED.labels(kind)
+    ANOMALIES_UNACKNOWLEDGED.labels(kind)
 
 
 def label_pairs_init(

@@ -26,6 +26,7 @@ from reconcilers.engine import apiclient, dispatch, registry
 from reconcilers.engine.healing import healing_of
 from reconcilers.engine.healing import rollback as rollback_engine
 from reconcilers.engine.healing import suspend as suspend_engine
+from reconcilers.engine.healing.metric_rules import not_evaluated_on_record
 from reconcilers.engine.healing.records import healing_append
 from reconcilers.engine.healing.rollback import RollbackRefused
 from reconcilers.engine.healing.state import FAILED, IN_PROGRESS, REFUSED
@@ -141,6 +142,8 @@ class HealingSummary:
     rules: list[dict[str, Any]] = field(default_factory=list)  # [{name, type, describe, rollback}]
     last_good_generation: int | None = None
     rollback_phase: str | None = None
+    #: [{rule, since, reason, cause, record}]: rules whose latest evaluation could not be done (metric rules)
+    not_evaluated: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def rolling_back(self) -> bool:
@@ -158,7 +161,7 @@ def resource_healing(resource: Resource) -> HealingSummary:
     summary = HealingSummary(
         anomalies=anomalies_shown(resource),
         suspended=resource.suspended, suspension=resource.suspension, rollback=resource.rollback,
-        pinned_generation=resource.pinned_generation,
+        pinned_generation=resource.pinned_generation, not_evaluated=not_evaluated_on_record(resource.id),
     )
     try:
         reconciler = registry.for_key(resource.key)

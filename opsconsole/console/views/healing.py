@@ -19,6 +19,7 @@ from opsconsole.accounts.roles import OPERATOR
 from opsconsole.console.access import Refused, audited_action, resource_for_action
 from opsconsole.console.live import page
 from opsconsole.console.security import console_action
+from opsconsole.console.views.escalation import escalation_context
 from reconcilers.models import HealingRecord, Resource
 from reconcilers.services import healing
 from reconcilers.services.revisions import resource_revisions
@@ -34,9 +35,10 @@ def healing_context(resource: Resource) -> dict[str, Any]:
     """What the Healing panel and the revisions' "Roll back to this" need."""
     earlier = [g for g in resource_revisions(resource).values_list("generation", flat=True)[:100]
                if g < resource.generation]
-    return {"healing": healing.resource_healing(resource),
-            "healing_records": healing.resource_healing_records(resource, limit=RECORDS_SHOWN),
-            "rollback_generations": earlier, "suspend_durations": SUSPEND_DURATIONS}
+    records = healing.resource_healing_records(resource, limit=RECORDS_SHOWN)
+    return {"healing": healing.resource_healing(resource), "healing_records": records,
+            "rollback_generations": earlier, "suspend_durations": SUSPEND_DURATIONS,
+            **escalation_context(resource, records)}
 
 
 def _generation(request: HttpRequest) -> int:

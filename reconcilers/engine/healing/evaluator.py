@@ -32,6 +32,7 @@ from reconcilers.core.reconciler import Reconciler
 from reconcilers.engine import kube, metrics
 from reconcilers.engine.healing import auto_rollback_enabled, healing_of
 from reconcilers.engine.healing.automatic import automatic, conclude
+from reconcilers.engine.healing.metric_rules import MetricState
 from reconcilers.engine.healing.report import HealReport
 from reconcilers.engine.healing.rollback import Escalation
 from reconcilers.engine.healing.rules import match_rules, record_matches
@@ -59,6 +60,7 @@ class Evaluator:
         self.enqueue = enqueue
         self._settled: set[tuple[int, int]] = set()  # (resource, generation) that reached ready: not a bad change
         self._expiry_sent: dict[int, str] = {}
+        self.metric_state = MetricState()  # the metric rules' consecutive evaluations (in memory, `metric_rules`)
         for rec in self.reconcilers:
             try:
                 metrics.healing_label_pairs_init(rec.resource.kind, [r.name for r in healing_of(rec).rules or ()])
@@ -88,7 +90,8 @@ class Evaluator:
     def _kind_step(self, rec: Reconciler, now: datetime, report: HealReport) -> None:
         healing = healing_of(rec)
         live = Resource.objects.filter(group=rec.resource.group, plural=rec.resource.plural, deleted=False)
-        record_matches(live, match_rules(rec, healing.rules or (), live, now), now, report)
+        record_matches(live, match_rules(rec, healing.rules or (), live, now, metric_state=self.metric_state), now,
+                       report)
         conclude(rec, live, now, report)
         automatic(self.api, rec, live, healing.rollback_after_seconds, now, report, settled=self._settled,
                   enabled=self._auto_rollback)

@@ -2,7 +2,8 @@
 
 The caller holds the resource's row locked (`select_for_update`) inside its transaction and saves the row after:
 the record chains onto the chain's newest link (`last_transition_hash`), follows the current transition and
-revision counts, and moves the head, as a transition or a revision does (`reconcilers.engine.audit`).
+revision counts, and moves the head, as a transition or a revision does (`reconcilers.engine.audit`). A record that
+needs a person gets its pending notifications in the same transaction (`notifications.outbox_add_locked`).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from typing import Any
 from django.utils import timezone
 
 from reconcilers.engine.audit import healing_fields, healing_hash
+from reconcilers.engine.healing.notifications import outbox_add_locked
 from reconcilers.models import HealingRecord, Resource
 
 
@@ -46,4 +48,5 @@ def healing_append(
     row.hash = healing_hash(healing_fields(row), prev_hash)
     row.save(force_insert=True)
     resource.last_healing_seq, resource.last_transition_hash = row.seq, row.hash
+    outbox_add_locked(resource, row)  # a record that needs a person: its notifications, in the same transaction
     return row

@@ -18,9 +18,10 @@ from typing import Any
 from django.db import transaction
 from django.db.models import Count, F, Sum
 
-from reconcilers.core.healing import EVENTS, FLAPPING, STUCK, AnomalyRule
+from reconcilers.core.healing import EVENTS, FLAPPING, METRICS, STUCK, AnomalyRule
 from reconcilers.core.reconciler import Reconciler
 from reconcilers.engine import metrics
+from reconcilers.engine.healing.metric_rules import MetricState, metric_matches
 from reconcilers.engine.healing.report import HealReport
 from reconcilers.engine.healing.rollback import anomaly_clear_locked, anomaly_raise_locked
 from reconcilers.models import KubeEvent, Resource, Transition
@@ -29,9 +30,10 @@ from reconcilers.models import KubeEvent, Resource, Transition
 EVIDENCE_EVENTS = 5
 
 
-def match_rules(rec: Reconciler, rules: Sequence[AnomalyRule], live: Any, now: datetime
-             ) -> dict[int, dict[str, tuple[str, dict[str, Any]]]]:
-    """{resource id: {rule: (message, evidence)}} for every rule matching now."""
+def match_rules(rec: Reconciler, rules: Sequence[AnomalyRule], live: Any, now: datetime, *,
+                metric_state: MetricState | None = None) -> dict[int, dict[str, tuple[str, dict[str, Any]]]]:
+    """{resource id: {rule: (message, evidence)}} for every rule matching now (`metric_state`: the evaluator's
+    memory of the metric rules' evaluations, `metric_rules`)."""
     out: dict[int, dict[str, tuple[str, dict[str, Any]]]] = defaultdict(dict)
     for rule in rules:
         if rule.type == EVENTS:
@@ -55,6 +57,9 @@ def match_rules(rec: Reconciler, rules: Sequence[AnomalyRule], live: Any, now: d
                                                                                                "phase_since"):
                 out[rid][rule.name] = (f"{rule.phase} since {since.isoformat()} (more than {rule.seconds:g}s)",
                                        {"phase": rule.phase, "since": since.isoformat()})
+        elif rule.type == METRICS:
+            for rid, match in metric_matches(rec, rule, live, now, metric_state).items():
+                out[rid][rule.name] = match
     return out
 
 

@@ -122,9 +122,10 @@ def engine(telemetry, transactional_db, kapi, settings) -> Iterator[Telemetry]: 
 
 
 class Prometheus:
-    """A Prometheus server on a free port, its TSDB in a temp dir, scraping `targets` every second."""
+    """A Prometheus server on a free port, its TSDB in a temp dir, scraping `targets` every `interval` (a
+    Prometheus duration; 1s unless given)."""
 
-    def __init__(self, tmp: Path, targets: dict[str, int]) -> None:
+    def __init__(self, tmp: Path, targets: dict[str, int], interval: str = "1s") -> None:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         jobs = "".join(
@@ -132,7 +133,8 @@ class Prometheus:
             for job, port in targets.items()
         )
         config = tmp / "prometheus.yml"
-        config.write_text(f"global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\nscrape_configs:\n{jobs}")
+        config.write_text(f"global:\n  scrape_interval: {interval}\n  evaluation_interval: {interval}\n"
+                          f"scrape_configs:\n{jobs}")
         self.log_path = tmp / "prometheus.log"
         self._log = open(self.log_path, "wb")  # noqa: SIM115 - closed in stop()
         self.proc = subprocess.Popen(
