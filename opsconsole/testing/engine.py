@@ -13,7 +13,9 @@ The processes get the test process's environment plus:
 - `PYTHONPATH` = the test process's own import path entries, so kinds defined in test modules import there.
 
 Nothing here imports Django in the test process: the engine is driven through the Kubernetes API only.
-`wait_for_phase` polls the live object's `status.phase`.
+`wait_for_phase` polls the live object's `status.phase`; `history` reads what the engine recorded about an object
+(its transitions and healing records, e.g. `rollback.succeeded`) through a subprocess on the engine's database
+(`opsconsole.testing.history`). The controller runs the healing step every 0.5 s.
 """
 
 from __future__ import annotations
@@ -143,6 +145,8 @@ class Engine:
             "OPSCONSOLE_WORKER_METRICS_PORT": "0",
             "OPSCONSOLE_CONTROLLER_METRICS_PORT": "0",
             "OPSCONSOLE_TRACING": "off",
+            # the healing step (anomaly rules, automatic rollback) every half second instead of every 2 s
+            "OPSCONSOLE_HEALING_INTERVAL": "0.5",
             "PYTHONPATH": _import_path(),
             "PYTHONUNBUFFERED": "1",
         })
@@ -220,6 +224,16 @@ class Engine:
                 return cls.resource
         return find_kind(self.kinds, "", kind).resource  # raises, naming the kinds under test
 
+    def _locate(self, target: dict[str, Any] | tuple[str, str, str | type[Reconciler] | ResourceKind]
+                ) -> tuple[ResourceKind, str, str]:
+        """(its ResourceKind, namespace, name) of an object or a `(namespace, name, kind)` tuple."""
+        if isinstance(target, dict):
+            meta = target.get("metadata") or {}
+            resource = self._resource(str(target.get("kind")), str(target.get("apiVersion")))
+            return resource, meta.get("namespace") or "", meta["name"]
+        namespace, name, kind = target
+        return self._resource(kind), namespace, name
+
     def wait_for_phase(
         self,
         target: dict[str, Any] | tuple[str, str, str | type[Reconciler] | ResourceKind],
@@ -229,13 +243,7 @@ class Engine:
         """Poll the live object until its `status.phase` is `phase`; the object. `target` is an object (its
         apiVersion, kind, namespace and name) or `(namespace, name, kind)` with kind a Kind name, a Reconciler
         class or a ResourceKind. AssertionError with the last status and the processes' logs otherwise."""
-        if isinstance(target, dict):
-            meta = target.get("metadata") or {}
-            resource = self._resource(str(target.get("kind")), str(target.get("apiVersion")))
-            namespace, name = meta.get("namespace") or "", meta["name"]
-        else:
-            namespace, name, kind = target
-            resource = self._resource(kind)
+        resource, namespace, name = self._locate(target)
         deadline = time.monotonic() + timeout
         live: dict[str, Any] | None = None
         while True:
@@ -254,3 +262,28 @@ class Engine:
                 raise AssertionError(f"{resource.kind} {where} did not reach phase {phase!r} within {timeout:g} s "
                                      f"({seen})\n{self.logs()}")
             time.sleep(0.1)
+
+    def history(self, target: dict[str, Any] | tuple[str, str, str | type[Reconciler] | ResourceKind], *,
+                wait_for: str = "", timeout: float = 30.0) -> dict[str, list[dict[str, Any]]]:
+        """What the engine recorded about the object (`target` as for `wait_for_phase`): `{"transitions": [...],
+        "healing": [...]}`, each a dict (from_phase, to_phase, reason, generation, actor; action, rule, actor,
+        reason, generation, target_generation). With `wait_for` (a healing action such as `rollback.succeeded`),
+        read once that action is on record; AssertionError with the history and the logs when it is not within
+        `timeout`."""
+        import json
+
+        resource, namespace, name = self._locate(target)
+        live = kube.get_object(self.api, resource, namespace or None if resource.namespaced else None, name)
+        if live is None:
+            raise AssertionError(f"{resource.kind} {namespace}/{name} not found")
+        cmd = [sys.executable, "-m", "opsconsole.testing.history", live["metadata"]["uid"], "--timeout", str(timeout)]
+        if wait_for:
+            cmd += ["--wait-for", wait_for]
+        proc = subprocess.run(cmd, cwd=self.cwd, env=self.env, capture_output=True, text=True, timeout=timeout + 60)
+        if proc.returncode != 0:
+            raise RuntimeError(f"reading the history failed (code {proc.returncode}):\n{proc.stdout}{proc.stderr}")
+        history: dict[str, list[dict[str, Any]]] = json.loads(proc.stdout.strip().splitlines()[-1])
+        if wait_for and not any(h["action"] == wait_for for h in history["healing"]):
+            raise AssertionError(f"no {wait_for} recorded for {resource.kind} {namespace}/{name} within {timeout:g} s; "
+                                 f"history: {history}\n{self.logs()}")
+        return history

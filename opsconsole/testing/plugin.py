@@ -20,8 +20,10 @@ Fixtures (none is autouse; nothing starts until a test asks):
   remembered per object across calls within the test.
 - `reconcile_until(obj, phase, timeout=10.0) -> Outcome` (function): `reconcile_once` until the phase is reached.
 - `opsconsole_engine` (function; slow, about 5-10 s the first time, then shared by the session): a
-  `runcontroller` and a Celery worker as subprocesses for the kinds, with `wait_for_phase(...)`. Needs Redis
-  and runs Django in those subprocesses only.
+  `runcontroller` and a Celery worker as subprocesses for the kinds, with `wait_for_phase(...)`. The controller
+  runs the healing step too (anomaly rules, automatic rollback, every 0.5 s), and `history(obj,
+  wait_for="rollback.succeeded")` reads the object's transitions and healing records from the engine's database.
+  Needs Redis and runs Django in those subprocesses only.
 
 Nothing here imports Django into the test process: only `opsconsole_engine` needs it, in its subprocesses.
 """

@@ -11,9 +11,11 @@ front of it. Its phase says where the rollout stands:
 
 - Pending: the rollout of the current spec is in progress (a new object, or a spec change: every change of
   `metadata.generation` goes back through Pending);
-- Running: every replica of the current spec is ready;
-- Degraded: it was Running and some replicas are no longer ready;
-- Failed: not available within `spec.progressDeadlineSeconds`, or a permanent error (an invalid spec);
+- Running: the rollout of the current spec is complete (`reconcilers.core.rollout.rollout_status`, kubectl's
+  rules: every replica updated and available, no old replica left);
+- Degraded: it was Running and the rollout is no longer complete (replicas lost);
+- Failed: the Deployment's rollout failed (ProgressDeadlineExceeded: `spec.progressDeadlineSeconds` is the
+  Deployment's own), or it was not complete within that many seconds, or a permanent error (an invalid spec);
 - RollingBack: the engine restored an earlier generation's spec (a rollback) and waits for it to be Running;
 - Terminating / Deleted: set by the engine around deletion.
 
@@ -33,6 +35,7 @@ from pydantic import AfterValidator, Field
 from reconcilers.core.kind import KindModel, PrinterColumn
 from reconcilers.core.meta import parse_rfc3339, rfc3339
 from reconcilers.core.reconciler import Context, KindVersion, Reconciler, ResourceKind
+from reconcilers.core.rollout import rollout_status
 from reconcilers.core.statemachine import StateMachine
 from reconcilers.core.types import Result
 from reconcilers.kinds.names import label_value
@@ -196,6 +199,9 @@ def deployment_manifest(obj: dict[str, Any], spec: MemcachedSpec) -> dict[str, A
         "metadata": {"name": child_name(meta["name"]), "namespace": meta.get("namespace", ""), "labels": labels},
         "spec": {
             "replicas": spec.size,
+            # the Deployment controller marks the rollout failed (ProgressDeadlineExceeded) after this long
+            # without progress: `rollout_status` reads it
+            "progressDeadlineSeconds": spec.progress_deadline_seconds,
             "selector": {"matchLabels": selector_labels(meta["name"])},
             "template": {
                 "metadata": {"labels": labels},
@@ -225,19 +231,6 @@ def service_manifest(obj: dict[str, Any], spec: MemcachedSpec) -> dict[str, Any]
             "ports": [{"name": "memcached", "port": spec.port, "targetPort": "memcached", "protocol": "TCP"}],
         },
     }
-
-
-def _rollout(deployment: dict[str, Any], size: int) -> tuple[bool, int]:
-    """(whether every replica of the Deployment's current spec is ready, ready replica count)."""
-    status = deployment.get("status") or {}
-    generation = (deployment.get("metadata") or {}).get("generation") or 0
-    ready = int(status.get("readyReplicas") or 0)
-    updated = int(status.get("updatedReplicas") or 0)
-    available = int(status.get("availableReplicas") or 0)
-    replicas = int(status.get("replicas") or 0)
-    current = int(status.get("observedGeneration") or 0) >= generation
-    done = current and updated >= size and ready >= size and available >= size and replicas <= size
-    return done, ready
 
 
 def _pod_problems(pods: list[dict[str, Any]]) -> list[str]:
@@ -283,7 +276,8 @@ class MemcachedReconciler(Reconciler):
         deployment = ctx.apply_child(deployment_manifest(obj, spec))
         ctx.apply_child(service_manifest(obj, spec))
         pods = self._pods(ctx, obj)
-        done, ready = _rollout(deployment, spec.size)
+        rollout = rollout_status(deployment)
+        ready = rollout.ready
 
         status = obj.get("status") or {}
         phase = status.get("phase") or ""
@@ -291,13 +285,21 @@ class MemcachedReconciler(Reconciler):
         extra: dict[str, Any] = {"readyReplicas": ready, "nodes": sorted(p["metadata"]["name"] for p in pods)}
         counts = f"{ready}/{spec.size} replicas ready"
 
-        if done:
+        if rollout.complete:
             extra["progressStartedAt"] = None
             return Result(RUNNING, "AllReplicasReady", counts,
                           conditions=[ctx.condition("Available", "True", "AllReplicasReady", counts)], status=extra)
+        problems = _pod_problems(pods)
+        if rollout.failed:
+            message = f"{counts}: {rollout.message}" + (f"; {'; '.join(problems)}" if problems else "")
+            extra["progressStartedAt"] = status.get("progressStartedAt") or _rfc3339(now)
+            return Result(FAILED, rollout.reason, message,
+                          conditions=[ctx.condition("Available", "False", rollout.reason, rollout.message)],
+                          status=extra)
         if phase == FAILED and not ctx.spec_changed:
             return Result(FAILED, status.get("reason") or "ProgressDeadlineExceeded", status.get("message") or counts,
-                          conditions=[ctx.condition("Available", "False", "NotAvailable", counts)], status=extra)
+                          conditions=[ctx.condition("Available", "False", "NotAvailable", rollout.message)],
+                          status=extra)
 
         target = DEGRADED if phase in (RUNNING, DEGRADED) else PENDING
         # a rollback's RollingBack is the Pending of the restored generation: its rollout clock keeps running
@@ -306,17 +308,19 @@ class MemcachedReconciler(Reconciler):
         if started is None or ctx.spec_changed:
             started = now
         extra["progressStartedAt"] = _rfc3339(started)
-        problems = _pod_problems(pods)
         elapsed = now - started
         deadline = float(spec.progress_deadline_seconds)
         if elapsed >= deadline:
             message = f"not available within {deadline:g}s: {counts}" + (f"; {'; '.join(problems)}" if problems else "")
             return Result(FAILED, "ProgressDeadlineExceeded", message,
-                          conditions=[ctx.condition("Available", "False", "ProgressDeadlineExceeded", counts)],
+                          conditions=[ctx.condition("Available", "False", "ProgressDeadlineExceeded",
+                                                    rollout.message)],
                           status=extra)
         reason = "ReplicasNotReady" if target == DEGRADED else "RollingOut"
-        message = counts + (f"; {'; '.join(problems)}" if problems else "")
-        return Result(target, reason, message, conditions=[ctx.condition("Available", "False", reason, counts)],
+        # the condition names where the rollout stands (kubectl's words: "1 of 3 updated replicas are available")
+        message = f"{counts}: {rollout.message}" + (f"; {'; '.join(problems)}" if problems else "")
+        return Result(target, reason, message,
+                      conditions=[ctx.condition("Available", "False", rollout.reason, rollout.message)],
                       status=extra, requeue_after=max(0.05, min(self.poll_seconds, deadline - elapsed + 0.05)))
 
     def _pods(self, ctx: Context, obj: dict[str, Any]) -> list[dict[str, Any]]:

@@ -20,6 +20,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from reconcilers.core.reconciler import ResourceKind
+from reconcilers.core.rollout import COMPLETE, rollout_status
+from reconcilers.core.rollout import FAILED as FAILED_ROLLOUT
 from reconcilers.engine import apiclient, kube, registry
 from reconcilers.models import Resource
 from reconcilers.services.selectors.resources import resource_events
@@ -77,35 +79,15 @@ def _generation_behind(obj: dict[str, Any]) -> bool:
     return generation is not None and observed is not None and int(observed) < int(generation)
 
 
-def deployment_health(obj: dict[str, Any]) -> Health:
-    """A Deployment (or any replicated workload with Deployment-like status): Failed when Progressing is False
-    with ProgressDeadlineExceeded, InProgress while the generation is not observed or replicas are missing,
-    updating, unavailable or not ready, Current otherwise."""
-    spec, status = obj.get("spec") or {}, obj.get("status") or {}
-    desired = int(spec.get("replicas", 1) if spec.get("replicas") is not None else 1)
-    ready = int(status.get("readyReplicas") or 0)
-    count = f"{ready}/{desired} ready"
-    conds = _conditions(obj)
-    progressing = conds.get("Progressing") or {}
-    if progressing.get("status") == "False" and progressing.get("reason") == "ProgressDeadlineExceeded":
-        return Health(FAILED, progressing.get("message") or "progress deadline exceeded", count,
-                      "ProgressDeadlineExceeded")
-    if _generation_behind(obj):
-        return Health(IN_PROGRESS, "the new generation is not observed yet", count)
-    updated = int(status.get("updatedReplicas") or 0)
-    if updated < desired:
-        return Health(IN_PROGRESS, f"{updated} of {desired} replicas updated", count)
-    if int(status.get("replicas") or 0) > updated:
-        return Health(IN_PROGRESS, "old replicas are pending termination", count)
-    available = int(status.get("availableReplicas") or 0)
-    if available < desired:
-        return Health(IN_PROGRESS, f"{available} of {desired} replicas available", count)
-    if ready < desired:
-        return Health(IN_PROGRESS, f"{ready} of {desired} replicas ready", count)
-    available_cond = conds.get("Available") or {}
-    if available_cond.get("status") == "False":
-        return Health(IN_PROGRESS, available_cond.get("message") or "not available", count)
-    return Health(CURRENT, "all replicas updated and available", count)
+def workload_health(obj: dict[str, Any]) -> Health:
+    """A Deployment, StatefulSet or DaemonSet, judged by `reconcilers.core.rollout.rollout_status` (kubectl
+    rollout status' rules, the judgement the kinds use): Failed when the rollout failed (a Deployment's
+    ProgressDeadlineExceeded), InProgress while it progresses, Current once complete; the count is the ready
+    replicas of the current spec ("1/3 ready" while old replicas still serve)."""
+    rollout = rollout_status(obj)
+    status = {COMPLETE: CURRENT, FAILED_ROLLOUT: FAILED}.get(rollout.state, IN_PROGRESS)
+    reason = rollout.reason if rollout.state != COMPLETE else ""
+    return Health(status, rollout.message, rollout.count, reason)
 
 
 def replicaset_health(obj: dict[str, Any]) -> Health:
@@ -190,8 +172,9 @@ def generic_health(obj: dict[str, Any]) -> Health:
 
 
 _BY_KIND = {
-    ("apps", "Deployment"): deployment_health,
-    ("apps", "StatefulSet"): deployment_health,
+    ("apps", "Deployment"): workload_health,
+    ("apps", "StatefulSet"): workload_health,
+    ("apps", "DaemonSet"): workload_health,
     ("apps", "ReplicaSet"): replicaset_health,
     ("", "Pod"): pod_health,
     ("", "Service"): service_health,

@@ -164,3 +164,56 @@ def test_its_state_machine_allows_the_documented_lifecycle():
     assert not machine.allows("", RUNNING)
     assert not machine.allows("Deleted", PENDING)
     assert not machine.allows(PENDING, DEGRADED)
+
+
+def test_its_deployment_carries_the_progress_deadline_of_its_spec(clock):
+    ctx = FakeContext(cr(2, deadline=45))
+    MemcachedReconciler().reconcile(ctx, ctx.obj)
+    assert ctx.find("apps/v1", "Deployment", "apps", "mc")["spec"]["progressDeadlineSeconds"] == 45
+
+
+def broken_rollout(ctx, *, size=3, conditions=()):
+    """An image change to a tag that cannot be pulled: the old pods still serve (3 ready), the new ReplicaSet's
+    one pod does not."""
+    dep = ctx.find("apps/v1", "Deployment", "apps", "mc")
+    dep["metadata"]["generation"] = 2
+    dep["status"] = {"observedGeneration": 2, "replicas": size + 1, "updatedReplicas": 1, "readyReplicas": size,
+                     "availableReplicas": size, "conditions": list(conditions)}
+
+
+def test_old_replicas_ready_while_the_new_one_is_not_is_not_running(clock):
+    ctx = FakeContext(cr(3, generation=2, status={"phase": PENDING, "observedGeneration": 2}))
+    rec = MemcachedReconciler()
+    rec.reconcile(ctx, ctx.obj)
+    broken_rollout(ctx)
+    result = rec.reconcile(ctx, ctx.obj)
+    assert result.phase == PENDING and result.reason == "RollingOut"
+    assert result.status["readyReplicas"] == 0  # none of the current spec
+    assert "1 out of 3 new replicas have been updated" in result.message
+    available = next(c for c in result.conditions if c.type == "Available")
+    assert (available.status, available.reason) == ("False", "ReplicasNotUpdated")
+
+
+def test_a_rollout_past_the_deployments_progress_deadline_is_failed_with_that_reason(clock):
+    ctx = FakeContext(cr(3, generation=2, status={"phase": PENDING, "observedGeneration": 2}))
+    rec = MemcachedReconciler()
+    rec.reconcile(ctx, ctx.obj)
+    broken_rollout(ctx, conditions=[{"type": "Progressing", "status": "False", "reason": "ProgressDeadlineExceeded",
+                                     "message": 'ReplicaSet "mc-abc" has timed out progressing.'}])
+    result = rec.reconcile(ctx, ctx.obj)
+    assert result.phase == FAILED and result.reason == "ProgressDeadlineExceeded"
+    assert "timed out progressing" in result.message
+    assert MemcachedReconciler.state_machine.allows(PENDING, FAILED)
+    assert MemcachedReconciler.state_machine.allows("RollingBack", FAILED)
+
+
+def test_running_with_updated_replicas_unavailable_is_degraded_naming_the_count(clock):
+    ctx = FakeContext(cr(3, status={"phase": RUNNING, "observedGeneration": 1}))
+    rec = MemcachedReconciler()
+    rec.reconcile(ctx, ctx.obj)
+    roll_out(ctx, ready=1, size=3)
+    result = rec.reconcile(ctx, ctx.obj)
+    assert result.phase == DEGRADED
+    assert "1 of 3 updated replicas are available" in result.message
+    available = next(c for c in result.conditions if c.type == "Available")
+    assert available.reason == "UpdatedReplicasUnavailable"

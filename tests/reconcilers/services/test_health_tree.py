@@ -33,11 +33,16 @@ def test_a_deployment_with_all_replicas_available_is_current_with_its_ready_coun
     assert (h.status, h.ready) == (ht.CURRENT, "3/3 ready")
 
 
-def test_a_deployment_rolling_out_is_in_progress():
+def test_a_deployment_rolling_out_is_in_progress_judged_by_the_kinds_rollout_rules():
     assert ht.object_health(deployment(desired=3, ready=2)).status == ht.IN_PROGRESS
-    assert ht.object_health(deployment(desired=3, ready=3, updated=1)).message == "1 of 3 replicas updated"
+    # the broken-image case: 3 old replicas ready, 1 new one not: no replica of the current spec is ready
+    broken = deployment(desired=3, ready=3, updated=1)
+    broken["status"]["replicas"] = 4
+    h = ht.object_health(broken)
+    assert (h.status, h.reason, h.ready) == (ht.IN_PROGRESS, "ReplicasNotUpdated", "0/3 ready")
+    assert h.message == "1 out of 3 new replicas have been updated"
     behind = ht.object_health(deployment(generation=3, observed=2))
-    assert behind.status == ht.IN_PROGRESS and "generation" in behind.message
+    assert behind.status == ht.IN_PROGRESS and "spec update to be observed" in behind.message
 
 
 def test_a_deployment_past_its_progress_deadline_is_failed():
@@ -46,9 +51,14 @@ def test_a_deployment_past_its_progress_deadline_is_failed():
     assert (h.status, h.reason, h.ready) == (ht.FAILED, "ProgressDeadlineExceeded", "1/2 ready")
 
 
-def test_a_deployment_whose_available_condition_is_false_is_in_progress():
-    cond = {"type": "Available", "status": "False", "message": "MinimumReplicasUnavailable"}
-    assert ht.object_health(deployment(conditions=[cond])).status == ht.IN_PROGRESS
+def test_a_statefulset_is_judged_by_its_own_rules_partition_included():
+    sts = {"apiVersion": "apps/v1", "kind": "StatefulSet", "metadata": {"generation": 1},
+           "spec": {"replicas": 3, "updateStrategy": {"type": "RollingUpdate", "rollingUpdate": {"partition": 1}}},
+           "status": {"observedGeneration": 1, "replicas": 3, "readyReplicas": 3, "updatedReplicas": 1}}
+    h = ht.object_health(sts)
+    assert (h.status, h.reason) == (ht.IN_PROGRESS, "PartitionNotUpdated")
+    sts["status"]["updatedReplicas"] = 2
+    assert ht.object_health(sts).status == ht.CURRENT
 
 
 @pytest.mark.parametrize("reason", ["ImagePullBackOff", "ErrImagePull", "CrashLoopBackOff"])
