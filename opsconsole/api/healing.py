@@ -21,7 +21,7 @@ from datetime import timedelta
 from typing import Any
 
 from django.utils import timezone
-from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_view
+from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_field, extend_schema_view
 from rest_framework import serializers, status
 from rest_framework.exceptions import NotFound
 from rest_framework.request import Request
@@ -35,7 +35,7 @@ from opsconsole.api.exceptions import Unavailable, error_body
 from opsconsole.api.reads import ERRORS, NamespacedMixin
 from opsconsole.api.serializers import ActorEstablishedField
 from reconcilers.models import HealingRecord, Resource
-from reconcilers.services import healing
+from reconcilers.services import escalation, healing
 from reconcilers.services.selectors import resources
 
 RECORDS_DEFAULT, RECORDS_MAX = 100, 500
@@ -75,16 +75,37 @@ class SuspendInputSerializer(ReasonInputSerializer):
         return attrs
 
 
+class DeliverySerializer(serializers.Serializer):
+    """One notification of a healing record to a configured receiver (docs/healing.md, Notifications)."""
+
+    receiver = serializers.CharField()
+    url = serializers.CharField(help_text="without user info or query string")
+    state = serializers.ChoiceField(choices=["pending", "retrying", "delivered", "failed"])
+    attempts = serializers.IntegerField()
+    last_status = serializers.IntegerField(allow_null=True, help_text="the receiver's last HTTP status")
+    last_error = serializers.CharField(allow_blank=True)
+    next_attempt_at = serializers.DateTimeField(allow_null=True)
+    delivered_at = serializers.DateTimeField(allow_null=True)
+
+
 class HealingRecordSerializer(serializers.ModelSerializer):
-    """One healing record of the resource's chain."""
+    """One healing record of the resource's chain, with its notifications."""
 
     detail = serializers.JSONField(read_only=True)
     actor_established = ActorEstablishedField()
+    deliveries = serializers.SerializerMethodField()
 
     class Meta:
         model = HealingRecord
         fields = ["id", "seq", "action", "actor", "actor_established", "rule", "reason", "message", "generation",
-                  "target_generation", "detail", "expires_at", "created_at", "hash"]
+                  "target_generation", "detail", "expires_at", "created_at", "hash", "deliveries"]
+
+    @extend_schema_field(DeliverySerializer(many=True))
+    def get_deliveries(self, obj: HealingRecord) -> list[dict[str, Any]]:
+        shown = getattr(obj, "deliveries_shown", None)
+        if shown is None:
+            shown = escalation.record_deliveries([obj]).get(obj.pk, [])
+        return DeliverySerializer(shown, many=True).data
 
 
 class HealingRuleSerializer(serializers.Serializer):
@@ -104,7 +125,8 @@ class HealingSummarySerializer(serializers.Serializer):
         help_text="[{rule, since, message, generation (the one it is about; null when not on record), rollback_ok "
                   "(true, false, null when not on record), why_not, record, recorded_at, recorded_at_generation, "
                   "evidence: {figures, events: [{reason, type, involved, occurrences, first_timestamp, "
-                  "last_timestamp, generation, message}], samples: [{at, value, labels}], metric}}]")
+                  "last_timestamp, generation, message}], samples: [{at, value, labels}], metric}, needs_person, "
+                  "acknowledged: {by, at, note, record}, assignee: {to, by, at, note, record}}]")
     suspended = serializers.BooleanField()
     suspension = serializers.DictField(allow_null=True, help_text="{actor, reason, at, until, source}")
     rollback = serializers.DictField(allow_null=True, help_text="{state, actor, from_generation, to_generation, "
@@ -155,8 +177,14 @@ class HealingQuerySerializer(serializers.Serializer):
 def summary_data(resource: Resource, *, limit: int = RECORDS_DEFAULT) -> dict[str, Any]:
     """The summary of one resource with its records, as the serializer takes it."""
     summary = healing.resource_healing(resource)
-    return {**summary.__dict__, "rolling_back": summary.rolling_back, "escalated": summary.escalated,
-            "records": healing.resource_healing_records(resource, limit=limit)}
+    records = healing.resource_healing_records(resource, limit=limit)
+    deliveries = escalation.record_deliveries(records)
+    for record in records:
+        record.deliveries_shown = deliveries.get(record.pk, [])
+    needing = set(escalation.rules_needing_person(resource))
+    anomalies = [{**a, "needs_person": a.get("rule") in needing} for a in summary.anomalies]
+    return {**summary.__dict__, "anomalies": anomalies, "rolling_back": summary.rolling_back,
+            "escalated": summary.escalated, "records": records}
 
 
 # -- reads --------------------------------------------------------------------------------------------------

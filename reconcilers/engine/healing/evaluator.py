@@ -11,7 +11,9 @@ For each registered kind, one step:
 3. takes the automatic path where it is on (the kind, the settings or the object's annotation) and the resource
    is not suspended: `rollback.rollback_due` says whether to roll back (`rollback_apply`) or to escalate;
 4. enqueues the keys whose conditions changed and those whose suspension has ended;
-5. sets the gauges (`opsconsole_anomalies_active`, `opsconsole_resources_suspended`).
+5. sets the gauges (`opsconsole_anomalies_active`, `opsconsole_resources_suspended`,
+   `opsconsole_anomalies_unacknowledged_seconds`);
+6. sends the notifications due (`notifications.deliver_due`: a few short POSTs, bounded per step).
 
 It imports the database and the API client but no Celery; the controller passes a cache of the objects'
 annotations (its informers; the mirror's copy of the auto-rollback annotation otherwise), so the step makes no
@@ -30,8 +32,9 @@ from django.utils import timezone
 from reconcilers.core.healing import AnomalyRule
 from reconcilers.core.reconciler import Reconciler
 from reconcilers.engine import kube, metrics
-from reconcilers.engine.healing import auto_rollback_enabled, healing_of
+from reconcilers.engine.healing import auto_rollback_enabled, healing_of, notifications
 from reconcilers.engine.healing.automatic import automatic, conclude
+from reconcilers.engine.healing.person import unacknowledged_seconds
 from reconcilers.engine.healing.metric_rules import MetricState
 from reconcilers.engine.healing.report import HealReport
 from reconcilers.engine.healing.rollback import Escalation
@@ -78,6 +81,10 @@ class Evaluator:
                 log.warning("healing: the step for %s failed", rec.resource.kind, exc_info=True)
         for escalation in report.escalations:
             self._post_warning(escalation)
+        try:  # the notifications due (bounded: a few short POSTs per step)
+            notifications.deliver_due()
+        except Exception:
+            log.warning("healing: the notifications could not be sent", exc_info=True)
         if report.keys and self.enqueue is not None:
             try:
                 self.enqueue(sorted(set(report.keys)))
@@ -115,6 +122,7 @@ class Evaluator:
         for rule, n in counts.items():
             metrics.ANOMALIES_ACTIVE.labels(kind, rule).set(n)
         metrics.SUSPENDED.labels(kind).set(live.filter(suspended=True).count())
+        metrics.ANOMALIES_UNACKNOWLEDGED.labels(kind).set(unacknowledged_seconds(rec, rules, live))
 
     # -- around it -----------------------------------------------------------------------------------------------
 
