@@ -34,8 +34,8 @@ from reconcilers.core.reconciler import Reconciler
 from reconcilers.engine import kube, metrics
 from reconcilers.engine.healing import auto_rollback_enabled, healing_of, notifications
 from reconcilers.engine.healing.automatic import automatic, conclude
-from reconcilers.engine.healing.person import unacknowledged_seconds
 from reconcilers.engine.healing.metric_rules import MetricState
+from reconcilers.engine.healing.person import unacknowledged_seconds
 from reconcilers.engine.healing.report import HealReport
 from reconcilers.engine.healing.rollback import Escalation
 from reconcilers.engine.healing.rules import match_rules, record_matches
@@ -98,7 +98,7 @@ class Evaluator:
         healing = healing_of(rec)
         live = Resource.objects.filter(group=rec.resource.group, plural=rec.resource.plural, deleted=False)
         record_matches(live, match_rules(rec, healing.rules or (), live, now, metric_state=self.metric_state), now,
-                       report)
+                       report, api=self.api, rules=healing.rules or ())
         conclude(rec, live, now, report)
         automatic(self.api, rec, live, healing.rollback_after_seconds, now, report, settled=self._settled,
                   enabled=self._auto_rollback)

@@ -440,6 +440,14 @@ def test_an_event_written_in_another_namespace_is_not_filed_under_the_object_it_
 # -- forged Events (issue 38): occurrences and times bounded by what the watch observed --------------------------
 
 
+def _applied(resource: Resource) -> None:
+    """Generation 1 of `resource` reconciled (observedGeneration 1) and its revision recorded a second ago."""
+    from tests.reconcilers.engine.generations_support import revision_at
+
+    Resource.objects.filter(pk=resource.pk).update(generation=1, observed_generation=1)
+    revision_at(resource.uid, 1, timezone.now() - timedelta(seconds=1))
+
+
 def forged(uid: str, count: int = 1000000) -> dict[str, Any]:
     """What anyone who may create Events in `shop` can write about the Memcached's Deployment."""
     made = event(uid, count, involved=("Deployment", "web", "dep-1"), reason="BackOff")
@@ -472,12 +480,15 @@ def test_a_forged_event_raises_no_anomaly_and_forged_ones_that_do_clear_when_the
     once they are older than the window as the controller saw them."""
     evaluator = Evaluator(None, [MemcachedReconciler()], annotations=lambda _rec, _res: {},
                           enqueue=lambda keys: None)
+    _applied(memcached)  # generation 1, reconciled: Events about its Deployment are its evidence (issue 38)
     events_archive([(forged("f1"), None)], resolver)
     assert evaluator.step().detected == 0
     assert Resource.objects.get(pk=memcached.pk).active_anomalies == {}
     events_archive([(forged("f2"), None), (forged("f3"), None)], resolver)
     assert evaluator.step().detected == 1
     assert set(Resource.objects.get(pk=memcached.pk).active_anomalies) == {"backoff"}
+    # nothing of the children's own state corroborates it: it may roll nothing back (issue 38)
+    assert Resource.objects.get(pk=memcached.pk).active_anomalies["backoff"]["rollback_ok"] is False
     later = timezone.now() + timedelta(seconds=301)
     assert evaluator.step(now=later).cleared == 1
     assert Resource.objects.get(pk=memcached.pk).active_anomalies == {}

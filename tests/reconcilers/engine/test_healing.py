@@ -55,12 +55,18 @@ def _revision(uid: str, generation: int, spec: dict[str, Any], at: Any = None) -
 
 def _event(uid: str, *, child: bool = True, n: int = 1, reason: str = "Failed", type_: str = "Warning",
            at: Any = None, event_uid: str = "ev-1", count: int = 1) -> KubeEvent:
+    """An archived Event attributed to the resource's current generation, observed (at `at`) after that generation
+    was applied (its revision is recorded first when there is none)."""
     resource = _resource(uid)
+    when = at or timezone.now()
+    if not SpecRevision.objects.filter(resource_uid=uid, generation=resource.generation).exists():
+        _revision(uid, resource.generation, dict(resource.spec or {}), at=when - timedelta(seconds=1))
     return KubeEvent.objects.create(
         resource=resource, event_uid=event_uid, count=count, occurrences=n, namespace=resource.namespace,
         name=f"{event_uid}.x", type=type_, reason=reason, message="Error: ImagePullBackOff",
         involved_kind="Pod" if child else "Memcached", involved_name="m-pod" if child else resource.name,
-        involved_uid="pod-uid" if child else uid, last_timestamp=at or timezone.now())
+        involved_uid="pod-uid" if child else uid, last_timestamp=when, observed_at=when,
+        generation=resource.generation, attribution="replicaset" if child else "self")
 
 
 # -- the chain -------------------------------------------------------------------------------------------------
