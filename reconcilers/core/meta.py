@@ -209,6 +209,9 @@ SUSPENDED_UNTIL = "opsconsole.io/suspended-until"
 AUTO_ROLLBACK = "opsconsole.io/auto-rollback"
 #: the field manager a rollback writes the restored spec with: the revision it makes names it as the actor
 ROLLBACK_FIELD_MANAGER = "opsconsole-rollback"
+#: the id of the rollback whose PUT wrote the restored spec (a uuid, on record in `rollback.started` before the
+#: write): after a crash between the write and its record, its presence on the object says the write landed
+ROLLBACK_ID = "opsconsole.io/rollback-id"
 #: the digest of the manifest a child was last applied with (`Context.apply_child`): with the child's values it
 #: tells that applying the same manifest again would change nothing, so no PATCH is sent
 APPLIED_DIGEST = "opsconsole.io/applied-digest"

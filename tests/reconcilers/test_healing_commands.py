@@ -39,10 +39,10 @@ def test_rollback_restores_the_spec_with_the_actor_and_reason(cluster):
     res = cluster.gadget(cluster.inside, "g1", generations=2)
     out = run("rollback", "Gadget", f"{cluster.inside}/g1", "--to-generation", "1", "--reason", "size 2 breaks",
               "--as", "ann")
-    assert "rollback.started" in out and "by user:ann" in out
+    assert "rollback.started" in out and "by rollback:user:ann" in out
     assert cluster.live(res)["spec"]["size"] == 1
     record = HealingRecord.objects.get(resource=res, action="rollback.started")
-    assert (record.actor, record.reason, record.target_generation) == ("user:ann", "size 2 breaks", 1)
+    assert (record.actor, record.reason, record.target_generation) == ("rollback:user:ann", "size 2 breaks", 1)
     action = last_record()
     assert (action.action, action.outcome, action.auth, action.actor, action.method, action.target) == (
         "resource.rollback", "allowed", "command", "ann", "CLI", res.key)

@@ -81,7 +81,9 @@ def test_a_broken_image_is_rolled_back_to_the_last_good_generation_and_runs_agai
         return {c["type"]: c for c in live["status"]["conditions"]}
 
     wait_for(lambda: conditions()["RollingBack"]["reason"] == "RolledBack", timeout=10, interval=0.1)
-    assert conditions()["RollingBack"]["status"] == "False" and conditions()["AnomalyDetected"]["status"] == "True"
+    # the anomaly was about generation 2: the restored generation 3 superseded it (issue 38)
+    wait_for(lambda: conditions().get("AnomalyDetected", {}).get("status") == "False", timeout=10, interval=0.1)
+    assert conditions()["RollingBack"]["status"] == "False"
     live = kube.get_object(kapi, MEMCACHED, namespace, "cache")
     assert live["spec"]["image"] == "memcached:1.6.26-alpine" and live["metadata"]["generation"] == 3
     assert live["status"]["phase"] == "Running"
@@ -93,11 +95,19 @@ def test_a_broken_image_is_rolled_back_to_the_last_good_generation_and_runs_agai
     # the rollback's own write returned generation 3: its revision is the rollback's, not a field manager's claim
     assert (revisions[2], revisions[3]) == ("manager:kubectl-edit", "rollback:auto")
     assert actions(uid)[:3] == [HealingAction.ANOMALY_DETECTED, HealingAction.ROLLBACK_STARTED,
-                                HealingAction.ROLLBACK_SUCCEEDED]
+                                HealingAction.ROLLBACK_APPLIED]
+    assert set(actions(uid)[3:]) == {HealingAction.ROLLBACK_SUCCEEDED, HealingAction.ANOMALY_CLEARED}
+    cleared = HealingRecord.objects.get(resource_uid=uid, action=HealingAction.ANOMALY_CLEARED)
+    assert (cleared.rule, cleared.reason) == ("backoff", "superseded by generation 3")
     detected = HealingRecord.objects.get(resource_uid=uid, action=HealingAction.ANOMALY_DETECTED)
+    # about generation 2, corroborated by its Pod's own state (issue 38)
+    assert (detected.detail["generation"], detected.detail["rollback_ok"]) == (2, True)
+    assert any(p["waiting"] for p in detected.detail["corroboration"]["pods"])
     started = HealingRecord.objects.get(resource_uid=uid, action=HealingAction.ROLLBACK_STARTED)
     assert detected.rule == "backoff" and detected.detail["events"]
-    assert (started.actor, started.target_generation, started.detail["from_generation"]) == ("controller", 1, 2)
+    assert (started.actor, started.target_generation, started.detail["from_generation"]) == ("rollback:auto", 1, 2)
+    applied = HealingRecord.objects.get(resource_uid=uid, action=HealingAction.ROLLBACK_APPLIED)
+    assert (applied.actor, applied.detail["generation"], applied.seq) == ("rollback:auto", 3, started.seq + 1)
     third = third_backoff_at(uid)
     assert third is not None and (detected.created_at - third).total_seconds() <= 10
     print(f"anomaly recorded {(detected.created_at - third).total_seconds():.2f}s after the third Warning event "
@@ -115,8 +125,11 @@ def test_when_the_restored_generation_fails_too_it_escalates_once_and_never_loop
     wait_for(lambda: HealingRecord.objects.filter(resource_uid=uid, action=HealingAction.ROLLBACK_FAILED).exists(),
              timeout=30, interval=0.1)
     time.sleep(1.5)  # several healing steps: nothing more may happen
-    assert actions(uid) == [HealingAction.ROLLBACK_STARTED, HealingAction.ROLLBACK_FAILED,
-                            HealingAction.ANOMALY_DETECTED]
+    assert actions(uid) == [HealingAction.ROLLBACK_STARTED, HealingAction.ROLLBACK_APPLIED,
+                            HealingAction.ROLLBACK_FAILED, HealingAction.ANOMALY_DETECTED]
+    # the rollback's failure carries the rollback's actor; the anomaly it raises is the engine's
+    assert list(HealingRecord.objects.filter(resource_uid=uid).order_by("seq").values_list("actor", flat=True)) == [
+        "rollback:auto", "rollback:auto", "rollback:auto", "controller"]
     live = kube.get_object(kapi, GADGET, namespace, "worn")
     assert live["metadata"]["generation"] == 3 and live["spec"]["mode"] == "ok"  # one rollback, no second
     resource = Resource.objects.get(uid=uid)

@@ -1,54 +1,83 @@
-"""Rolling a resource back to an earlier generation's spec: applying it, verifying it, escalating when it fails.
+"""Rolling a resource back to an earlier generation's spec: on record before acting, written, verified, escalated.
 
-`rollback_apply` restores the spec recorded for a generation (`SpecRevision`) with a PUT under its own field
-manager (`opsconsole-rollback`), so the generation it makes is recorded as a revision whose actor is the
-rollback. In the same transaction, with the resource's row locked, it appends a `rollback.started` healing record
-and sets the rollback state (in progress, its deadline). The runs of the restored generation then go through the
-kind's rollback phase with the rollback as actor (`step`); `rollback_verify_locked` (called by the recording, in
-the run's transaction) concludes it: a ready phase → `rollback.succeeded`; the failed phase → escalation. The
-evaluator escalates when the deadline passes.
+A rollback (`rollback_apply`, for the automatic path and for a person alike) goes through phases, each its own
+transaction with the resource's row locked:
+1. **On record.** `rollback.started` (who, why, from which generation to which, the trigger, a rollback id: a
+   uuid) is committed and the rollback state is `writing` — before anything is written to the cluster.
+2. **Written.** With the row locked again (a run recording the new generation waits for it), the spec recorded
+   for the target generation is PUT under the field manager `opsconsole-rollback`, conditional on the version
+   read in phase 1, carrying the rollback id in the annotation `opsconsole.io/rollback-id`; then
+   `rollback.applied` with the generation the PUT returned, and the state `in_progress` (its deadline). That
+   generation's revision is the rollback's (`provenance.revision_actor`). A PUT the API server refused (409, 4xx)
+   is `rollback.failed` ("not written"; the automatic path escalates, except on a conflict, tried again later).
+3. **Verified.** The runs of the restored generation go through the kind's rollback phase with the rollback as
+   actor (`step`); `rollback_verify_locked` (called by the recording, in the run's transaction) concludes it: a
+   ready phase → `rollback.succeeded`; the failed phase → escalation. The evaluator escalates when the deadline
+   passes.
+
+A crash between 1 and 2 (the process, the database, the API server's answer lost) leaves `writing`; the evaluator
+resolves it after `WRITING_GRACE_SECONDS` (`rollback_resolve`) by reading the object with the row locked: this
+rollback's id on it → the write landed (`rollback.applied`, proof: the annotation, at the generation after the
+one read in phase 1 — the PUT was conditional on it); absent → `rollback.failed`, "the restored spec was never
+written", escalated. A revision the runner recorded while the rollback was `writing` keeps the actor it got then
+(the field manager as a claim): the proof came later, and the chain is not rewritten.
+
+The rollback's actor is one everywhere: `rollback:auto` or `rollback:user:<name>` (`transition_actor`) on
+`rollback.started`, `.applied`, `.succeeded`, `.failed` and on the transitions of its verification; the engine's
+own escalations (`rollback.refused`, the `rollback_failed` anomaly) are `controller`.
 
 Escalation (`escalate_locked`): a `rollback.failed` (or `rollback.refused`) record, the state that says so (the
 `RollbackFailed` condition follows), the `rollback_failed` anomaly (counted in opsconsole_anomalies_total, so the
 alert fires) and a Warning Event. Never a second rollback in a row: the generation a rollback made is never
-rolled back by the automatic path.
-
-`rollback_due` decides the automatic path for one resource: a spec change (a generation that never reached a
-ready phase) that led to the failed phase, to an anomaly, or to no ready phase within the kind's
-`rollback_after_seconds`; the target is the newest earlier generation that reached a ready phase, never one older
-than a pinned generation.
+rolled back by the automatic path. When (`rollback_due`) and how often (`repeats`) the automatic path acts is
+decided elsewhere; `automatic` runs it.
 """
 
 from __future__ import annotations
 
 import logging
+import uuid
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
 from django.db import transaction
-from django.db.models import Max
 from django.utils import timezone
 
-from reconcilers.core.meta import ROLLBACK_FIELD_MANAGER
+from reconcilers.core.meta import ROLLBACK_FIELD_MANAGER, ROLLBACK_ID
 from reconcilers.core.reconciler import Reconciler
 from reconcilers.engine import kube, metrics
 from reconcilers.engine.healing import healing_of
+from reconcilers.engine.healing.due import (  # noqa: F401 - re-exported: callers know them from here
+    Due,
+    generation_reached_ready,
+    last_good_generation,
+    revision_spec,
+    rollback_due,
+    spec_digest,
+)
 from reconcilers.engine.healing.records import healing_append
-from reconcilers.engine.healing.state import FAILED, IN_PROGRESS, REFUSED, SUCCEEDED
-from reconcilers.models import HealingAction, HealingRecord, Resource, SpecRevision, Transition
+from reconcilers.engine.healing.state import FAILED, IN_PROGRESS, REFUSED, SUCCEEDED, WRITING
+from reconcilers.models import HealingAction, HealingRecord, Resource
 
 AUTO = "auto"
+#: how long a rollback may stay `writing` before the evaluator resolves it by reading the object
+WRITING_GRACE_SECONDS = 5.0
+#: the API answers that say for sure the PUT did not happen (anything else: the object says, later)
+_NOT_WRITTEN = (400, 403, 404, 409, 422, 429)
+_SAVED = ["rollback", "active_anomalies", "last_healing_seq", "last_transition_hash", "updated_at"]
 
 log = logging.getLogger(__name__)
 
 
 class RollbackRefused(Exception):
-    """A rollback that cannot be done; `field` names the input at fault (for a 4xx naming it)."""
+    """A rollback that cannot be done; `field` names the input at fault (for a 4xx naming it). `escalation`: the
+    escalation it led to (the automatic path's write refused), for what follows the commit."""
 
-    def __init__(self, message: str, *, field: str = "generation", status: int = 409) -> None:
+    def __init__(self, message: str, *, field: str = "generation", status: int = 409,
+                 escalation: Escalation | None = None) -> None:
         super().__init__(message)
-        self.message, self.field, self.status = message, field, status
+        self.message, self.field, self.status, self.escalation = message, field, status, escalation
 
 
 @dataclass(frozen=True)
@@ -62,44 +91,39 @@ class Escalation:
 
 
 def transition_actor(actor: str, auto: bool) -> str:
-    """The actor of the transitions a rollback's verification records: `rollback:auto` or `rollback:<actor>`."""
+    """The rollback's actor, on its records and its transitions: `rollback:auto` or `rollback:<actor>`."""
     return f"rollback:{AUTO}" if auto else f"rollback:{actor}"
 
 
-def last_good_generation(resource_id: int, reconciler: Reconciler, *, below: int | None = None) -> int | None:
-    """The newest generation (below `below`) that reached one of the kind's ready phases, or None."""
-    rows = Transition.objects.filter(resource_id=resource_id, to_phase__in=reconciler.ready_phases)
-    if below is not None:
-        rows = rows.filter(generation__lt=below)
-    return rows.aggregate(top=Max("generation"))["top"]
-
-
-def generation_reached_ready(resource_id: int, reconciler: Reconciler, generation: int) -> bool:
-    """Whether that generation of the resource reached a ready phase."""
-    return Transition.objects.filter(resource_id=resource_id, generation=generation,
-                                     to_phase__in=reconciler.ready_phases).exists()
-
-
-def revision_spec(resource: Resource, generation: int) -> dict[str, Any] | None:
-    """The spec recorded for one generation of the resource, or None."""
-    return (SpecRevision.objects.filter(resource_uid=resource.uid, generation=generation)
-            .values_list("spec", flat=True).first())
-
-
 def rollback_apply(api: Any, reconciler: Reconciler, resource_id: int, to_generation: int, *, actor: str,
-                   reason: str, auto: bool = False, now: datetime | None = None) -> HealingRecord:
-    """Restore the spec of `to_generation` (see the module docstring). `actor` is who asked (`controller` for
-    the automatic path, `user:<name>`). Raises RollbackRefused (nothing written) when it cannot be done."""
+                   reason: str, auto: bool = False, now: datetime | None = None,
+                   trigger: dict[str, Any] | None = None) -> HealingRecord:
+    """Restore the spec of `to_generation` (see the module docstring); the `rollback.started` record. `actor` is
+    who asked (`controller` for the automatic path, `user:<name>`); `trigger` what made the automatic path act.
+    Raises RollbackRefused when it cannot be done (nothing written to the cluster)."""
     now = now or timezone.now()
+    started, obj, spec = _record_started(api, reconciler, resource_id, to_generation, actor=actor, reason=reason,
+                                         auto=auto, now=now, trigger=trigger)
+    _write(api, reconciler, resource_id, obj, spec, str(started.detail["rollback_id"]), now)
+    log.info("%s: %s (by %s)", started.resource_id, started.message, started.actor)
+    return started
+
+
+def _record_started(api: Any, reconciler: Reconciler, resource_id: int, to_generation: int, *, actor: str,
+                    reason: str, auto: bool, now: datetime, trigger: dict[str, Any] | None
+                    ) -> tuple[HealingRecord, dict[str, Any], dict[str, Any]]:
+    """Phase 1: the checks, then `rollback.started` and the state `writing`, committed."""
     with transaction.atomic():
         resource = Resource.objects.select_for_update().get(pk=resource_id)
         if resource.deleted:
             raise RollbackRefused("the resource is deleted", field="resource", status=409)
         if auto and resource.suspended:
             raise RollbackRefused("the resource is suspended", field="resource")
-        if (resource.rollback or {}).get("state") == IN_PROGRESS:
-            raise RollbackRefused(f"a rollback to generation {resource.rollback.get('to_generation')} is being "
-                                  "verified", field="resource")
+        previous = dict(resource.rollback or {})
+        if previous.get("state") in (IN_PROGRESS, WRITING):
+            doing = "verified" if previous["state"] == IN_PROGRESS else "written"
+            raise RollbackRefused(f"a rollback to generation {previous.get('to_generation')} is being {doing}",
+                                  field="resource")
         if to_generation >= resource.generation or to_generation < 1:
             raise RollbackRefused(f"generation must be an earlier generation than the current "
                                   f"{resource.generation} (got {to_generation})", status=400)
@@ -112,38 +136,140 @@ def rollback_apply(api: Any, reconciler: Reconciler, resource_id: int, to_genera
         current = int(obj["metadata"].get("generation") or 0)
         if (obj.get("spec") or {}) == spec:
             raise RollbackRefused(f"the current spec is already generation {to_generation}'s", status=400)
-        meta = {k: v for k, v in obj["metadata"].items() if k != "managedFields"}
-        try:
-            written = kube.request_json(api, "PUT", kube.object_path(reconciler.resource, resource.namespace or None,
-                                                                       resource.name),
-                                        query={"fieldManager": ROLLBACK_FIELD_MANAGER},
-                                        body={**obj, "metadata": meta, "spec": spec})
-        except kube.ApiException as exc:
-            if exc.status == 409:
-                raise RollbackRefused("the object changed meanwhile; try again", field="resource") from exc
-            if exc.status in (400, 422):
-                raise RollbackRefused(f"the API server refused the restored spec: {exc.reason}", status=400) from exc
-            raise
-        generation = int(written["metadata"].get("generation") or 0)
-        healing = healing_of(reconciler)
-        deadline = now + timedelta(seconds=healing.verify_seconds)
-        message = (f"rolled back from generation {current} to the spec of generation {to_generation}: "
-                   f"generation {generation}")
-        record = healing_append(resource, HealingAction.ROLLBACK_STARTED, actor=actor, reason=reason,
-                                message=message, target_generation=to_generation, at=now,
-                                detail={"from_generation": current, "to_generation": to_generation,
-                                        "generation": generation, "auto": auto, "deadline": deadline.isoformat(),
-                                        "field_manager": ROLLBACK_FIELD_MANAGER})
+        rollback_id, who = uuid.uuid4().hex, transition_actor(actor, auto)
+        version = str(obj["metadata"].get("resourceVersion") or "")
+        from_digest = spec_digest(obj.get("spec") or {})
+        detail = {"rollback_id": rollback_id, "from_generation": current, "to_generation": to_generation,
+                  "auto": auto, "by": actor, "field_manager": ROLLBACK_FIELD_MANAGER, "annotation": ROLLBACK_ID,
+                  "resource_version": version, "from_digest": from_digest}
+        if trigger:
+            detail["trigger"] = trigger
+        record = healing_append(resource, HealingAction.ROLLBACK_STARTED, actor=who, reason=reason,
+                                message=f"rolling back from generation {current} to the spec of generation "
+                                        f"{to_generation} (rollback {rollback_id}): on record before the write",
+                                target_generation=to_generation, at=now, detail=detail)
+        previous.pop("previous", None)
         resource.rollback = {
-            "state": IN_PROGRESS, "actor": transition_actor(actor, auto), "by": actor, "auto": auto,
-            "from_generation": current, "to_generation": to_generation, "generation": generation,
-            "started_at": now.isoformat(), "deadline": deadline.isoformat(), "reason": reason, "record": record.seq,
+            "state": WRITING, "id": rollback_id, "actor": who, "by": actor, "auto": auto,
+            "from_generation": current, "to_generation": to_generation, "from_digest": from_digest,
+            "resource_version": version, "started_at": now.isoformat(), "reason": reason, "record": record.seq,
+            "trigger": trigger or None, "previous": previous or None,
         }
         resource.save(update_fields=["rollback", "last_healing_seq", "last_transition_hash", "updated_at"])
         kind = resource.kind
         transaction.on_commit(lambda: metrics.ROLLBACKS.labels(kind, "started").inc())
-    log.info("%s: %s (by %s)", resource, message, actor)
+    return record, obj, spec
+
+
+def _write(api: Any, reconciler: Reconciler, resource_id: int, obj: dict[str, Any], spec: dict[str, Any],
+           rollback_id: str, now: datetime) -> None:
+    """Phase 2: the PUT and `rollback.applied` with the row locked (or `rollback.failed` when it was refused).
+    Any other failure leaves the state `writing` for `rollback_resolve`."""
+    refusal: RollbackRefused | None = None
+    with transaction.atomic():
+        row = Resource.objects.select_for_update().get(pk=resource_id)
+        rollback = row.rollback or {}
+        if rollback.get("state") != WRITING or rollback.get("id") != rollback_id:
+            raise RollbackRefused(f"the rollback was concluded before its write: {rollback.get('outcome') or '?'}",
+                                  field="resource")
+        meta = {k: v for k, v in obj["metadata"].items() if k != "managedFields"}
+        meta["annotations"] = {**(meta.get("annotations") or {}), ROLLBACK_ID: rollback_id}
+        path = kube.object_path(reconciler.resource, row.namespace or None, row.name)
+        try:
+            written = kube.request_json(api, "PUT", path, query={"fieldManager": ROLLBACK_FIELD_MANAGER},
+                                        body={**obj, "metadata": meta, "spec": spec})
+        except kube.ApiException as exc:
+            if exc.status not in _NOT_WRITTEN:
+                raise  # the write may have landed: the object will say (`rollback_resolve`)
+            refusal = _not_written_locked(row, exc, now)
+        else:
+            written_meta = written.get("metadata") or {}
+            applied_locked(row, reconciler, int(written_meta.get("generation") or 0), now,
+                           proof="the generation the PUT returned",
+                           resource_version=str(written_meta.get("resourceVersion") or ""))
+        row.save(update_fields=_SAVED)
+    if refusal is not None:
+        raise refusal
+
+
+def applied_locked(row: Resource, reconciler: Reconciler, generation: int, now: datetime, *, proof: str,
+                   resource_version: str = "", extra: dict[str, Any] | None = None) -> HealingRecord:
+    """`rollback.applied` for the `writing` rollback of `row` (locked; the caller saves it): the restored spec is
+    generation `generation`, verified from now until the deadline."""
+    rollback = {k: v for k, v in (row.rollback or {}).items() if k != "previous"}
+    deadline = now + timedelta(seconds=healing_of(reconciler).verify_seconds)
+    to_generation = rollback.get("to_generation")
+    record = healing_append(row, HealingAction.ROLLBACK_APPLIED, actor=str(rollback.get("actor") or "controller"),
+                            reason=str(rollback.get("reason") or ""),
+                            message=f"the spec of generation {to_generation} was written: generation {generation}",
+                            target_generation=to_generation, at=now,
+                            detail={"rollback_id": rollback.get("id"), "generation": generation,
+                                    "from_generation": rollback.get("from_generation"),
+                                    "from_digest": rollback.get("from_digest"), "resource_version": resource_version,
+                                    "proof": proof, "deadline": deadline.isoformat(), **(extra or {})})
+    row.rollback = {**rollback, "state": IN_PROGRESS, "generation": generation, "applied_at": now.isoformat(),
+                    "deadline": deadline.isoformat(), "applied": record.seq}
     return record
+
+
+def _not_written_locked(row: Resource, exc: kube.ApiException, now: datetime) -> RollbackRefused:
+    """The API server refused the PUT: `rollback.failed` ("not written"). The automatic path escalates, except on
+    a conflict (tried again at its next step); a person's rollback leaves the state as it was before it."""
+    rollback = dict(row.rollback or {})
+    why = f"the restored spec was not written: the API server answered {exc.status} {exc.reason}".strip()
+    escalation = None
+    if rollback.get("auto") and exc.status != 409:
+        escalation = escalate_locked(row, HealingAction.ROLLBACK_FAILED, why, now)
+    else:
+        healing_append(row, HealingAction.ROLLBACK_FAILED, actor=str(rollback.get("actor") or "controller"),
+                       reason=why, message=f"rollback {rollback.get('id')}: {why}",
+                       target_generation=rollback.get("to_generation"), at=now,
+                       detail={"rollback_id": rollback.get("id"), "written": False, "status": exc.status})
+        row.rollback = rollback.get("previous") or None
+        kind = row.kind
+        transaction.on_commit(lambda: metrics.ROLLBACKS.labels(kind, "failed").inc())
+    if exc.status == 409:
+        return RollbackRefused("the object changed meanwhile; try again", field="resource")
+    if exc.status in (400, 422):
+        return RollbackRefused(f"the API server refused the restored spec: {exc.reason}", status=400,
+                               escalation=escalation)
+    return RollbackRefused(f"the API server refused the write: {exc.status} {exc.reason}", field="resource",
+                           escalation=escalation)
+
+
+def rollback_resolve(api: Any, reconciler: Reconciler, resource_id: int, now: datetime) -> Escalation | None:
+    """A rollback left `writing` (see the module docstring): read the object with the row locked and record
+    what became of the write. The escalation when it was never written; None otherwise (or when the row moved on).
+    An API error propagates: the next step tries again."""
+    with transaction.atomic():
+        row = Resource.objects.select_for_update().get(pk=resource_id)
+        rollback = row.rollback or {}
+        if rollback.get("state") != WRITING:
+            return None
+        obj = kube.get_object(api, reconciler.resource, row.namespace or None, row.name)
+        escalation = None
+        if obj is None or (obj.get("metadata") or {}).get("uid") != row.uid:
+            escalation = escalate_locked(row, HealingAction.ROLLBACK_FAILED, "the object is gone from the cluster: "
+                                         "the restored spec's write cannot be confirmed", now)
+        else:
+            meta = obj.get("metadata") or {}
+            live = int(meta.get("generation") or 0)
+            expected = int(rollback.get("from_generation") or 0) + 1
+            if (meta.get("annotations") or {}).get(ROLLBACK_ID) == rollback.get("id"):
+                landed = expected if live >= expected else live
+                applied_locked(row, reconciler, landed, now, proof=f"the annotation {ROLLBACK_ID} on the object",
+                               resource_version=str(meta.get("resourceVersion") or ""),
+                               extra={"recovered": True, "live_generation": live})
+            elif live == int(rollback.get("from_generation") or 0):
+                escalation = escalate_locked(row, HealingAction.ROLLBACK_FAILED, f"the restored spec was never "
+                                             f"written (generation {live} carries no rollback id "
+                                             f"{rollback.get('id')})", now)
+            else:
+                escalation = escalate_locked(row, HealingAction.ROLLBACK_FAILED, f"the restored spec's write cannot "
+                                             f"be confirmed: generation {live} carries no rollback id "
+                                             f"{rollback.get('id')}", now)
+        row.save(update_fields=_SAVED)
+    return escalation
 
 
 def rollback_verify_locked(resource: Resource, reconciler: Reconciler, now: datetime) -> Escalation | None:
@@ -172,11 +298,13 @@ def rollback_verify_locked(resource: Resource, reconciler: Reconciler, now: date
 
 def escalate_locked(resource: Resource, action: str, why: str, now: datetime) -> Escalation:
     """Stop and hand over to a person (see the module docstring); the row locked, the caller saves it."""
-    rollback = dict(resource.rollback or {})
+    rollback = {k: v for k, v in (resource.rollback or {}).items() if k != "previous"}
     failed = action == HealingAction.ROLLBACK_FAILED
-    record = healing_append(resource, action, actor="controller", reason=why,
-                            message=("the rollback did not bring the resource back: " if failed
-                                     else "no automatic rollback: ") + why,
+    # a rollback's own failure carries its actor; the engine's refusal to roll back is the controller's
+    actor = str(rollback.get("actor") or "controller") if failed else "controller"
+    prefix = ("no automatic rollback: " if not failed else "the rollback was not done: "
+              if rollback.get("state") == WRITING else "the rollback did not bring the resource back: ")
+    record = healing_append(resource, action, actor=actor, reason=why, message=prefix + why,
                             target_generation=rollback.get("to_generation"), at=now,
                             detail={"generation": resource.generation, "rollback": rollback or None})
     resource.rollback = {**rollback, "state": FAILED if failed else REFUSED, "generation": resource.generation,
@@ -189,14 +317,16 @@ def escalate_locked(resource: Resource, action: str, why: str, now: datetime) ->
 
 
 def anomaly_raise_locked(resource: Resource, rule: str, message: str, now: datetime,
-                         evidence: dict[str, Any] | None = None) -> HealingRecord | None:
-    """Record that `rule` matches the resource (once while it keeps matching); the caller saves the row."""
+                         evidence: dict[str, Any] | None = None, *, entry: dict[str, Any] | None = None
+                         ) -> HealingRecord | None:
+    """Record that `rule` matches the resource (once while it keeps matching); the caller saves the row. `entry`:
+    more fields of its `active_anomalies` entry (e.g. `generation`, `rollback_ok`: what `due` reads)."""
     active = dict(resource.active_anomalies or {})
     if rule in active:
         return None
     record = healing_append(resource, HealingAction.ANOMALY_DETECTED, actor="controller", rule=rule,
                             reason=f"rule {rule} matched", message=message, at=now, detail=evidence or {})
-    active[rule] = {"since": now.isoformat(), "message": message[:500], "record": record.seq}
+    active[rule] = {**(entry or {}), "since": now.isoformat(), "message": message[:500], "record": record.seq}
     resource.active_anomalies = active
     kind = resource.kind
     transaction.on_commit(lambda: metrics.ANOMALIES.labels(kind, rule).inc())
@@ -213,46 +343,6 @@ def anomaly_clear_locked(resource: Resource, rule: str, why: str, now: datetime)
                             message=f"rule {rule} no longer matches", at=now, detail={"since": since})
     resource.active_anomalies = active
     return record
-
-
-def rollback_due(resource: Resource, reconciler: Reconciler, now: datetime) -> tuple[str, str] | None:
-    """Why the automatic path should act on this resource now — ("rollback", why) or ("refuse", why) — or None.
-    The caller checked that automatic rollback is on and the resource is not suspended."""
-    healing = healing_of(reconciler)
-    rollback = resource.rollback or {}
-    if rollback.get("state") == IN_PROGRESS:
-        return None
-    if rollback and rollback.get("generation") == resource.generation:
-        return None  # this generation is a rollback's, or was escalated already: never twice in a row
-    if resource.phase in reconciler.ready_phases or resource.generation <= 1:
-        return None
-    if generation_reached_ready(resource.id, reconciler, resource.generation):
-        return None  # it broke after it had worked: not a bad spec change
-    why = _trigger(resource, reconciler, healing.rollback_after_seconds, now)
-    if why is None:
-        return None
-    target = last_good_generation(resource.id, reconciler, below=resource.generation)
-    if target is None:
-        return "refuse", f"{why}; no earlier generation reached a ready phase"
-    if resource.pinned_generation is not None and target < resource.pinned_generation:
-        return "refuse", (f"{why}; the last good generation {target} is older than generation "
-                          f"{resource.pinned_generation}, which is pinned")
-    return "rollback", why
-
-
-def _trigger(resource: Resource, reconciler: Reconciler, after_seconds: float, now: datetime) -> str | None:
-    generation = resource.generation
-    if resource.phase == reconciler.failed_phase:
-        return f"generation {generation} led to {resource.phase} ({resource.reason})"
-    rules = {rule.name: rule for rule in healing_of(reconciler).rules or ()}
-    matched = [name for name in sorted(resource.active_anomalies or {}) if rules.get(name) and rules[name].rollback]
-    if matched:
-        return f"generation {generation} led to the anomaly {', '.join(matched)}"
-    seen = (SpecRevision.objects.filter(resource_uid=resource.uid, generation=generation)
-            .values_list("created_at", flat=True).first())
-    if seen is not None and now - seen > timedelta(seconds=after_seconds):
-        return f"generation {generation} reached no ready phase within {after_seconds:g}s"
-    return None
 
 
 def _since(rollback: dict[str, Any], now: datetime) -> float | None:

@@ -2,9 +2,10 @@
 
 The state lives on the `Resource` row (changed with the row locked, next to the healing record that says why):
 `active_anomalies` ({rule: {since, message, record}}), `suspended` / `suspension` ({actor, reason, at, until}),
-`rollback` ({state, actor, by, from_generation, to_generation, generation, started_at, deadline, reason, ...}) and
-`pinned_generation`. `resource_state` reads it with the phase in one query; `healing_view` turns it into what the
-reconcile step needs (`step.HealingView`).
+`rollback` ({state, actor, by, from_generation, to_generation, generation, started_at, deadline, reason, ...}; its
+states: writing, in_progress, succeeded, failed, refused, deferred — `healing.rollback`) and `pinned_generation`.
+`resource_state` reads it with the phase in one query; `healing_view` turns it into what the reconcile step needs
+(`step.HealingView`).
 
 Conditions (metav1.Condition, set by every status write while they apply, turned False when they no longer do):
 - `AnomalyDetected`: True while a rule matches (reason: the rule, CamelCase; message: each rule's evidence);
@@ -27,6 +28,8 @@ from reconcilers.engine.step import HealingView
 from reconcilers.models import Resource, SpecRevision
 
 IN_PROGRESS, SUCCEEDED, FAILED, REFUSED = "in_progress", "succeeded", "failed", "refused"
+#: on record, its write not yet confirmed (`rollback.started`, no `rollback.applied`); a re-apply not rolled back yet
+WRITING, DEFERRED = "writing", "deferred"
 ANOMALY_DETECTED, ROLLING_BACK, ROLLBACK_FAILED = "AnomalyDetected", "RollingBack", "RollbackFailed"
 
 

@@ -77,12 +77,16 @@ def test_a_rollback_restores_the_earlier_spec_and_records_who_and_why(cluster, o
     assert response.status_code == 202, response.content
     body = response.json()
     assert (body["action"], body["actor"], body["reason"], body["target_generation"]) == (
-        "rollback.started", f"user:{operator.user.username}", "size 2 breaks", 1)
+        "rollback.started", f"rollback:user:{operator.user.username}", "size 2 breaks", 1)
     live = cluster.live(res)
     assert live["spec"] == {"mode": "ok", "size": 1}
     assert int(live["metadata"]["generation"]) == 3
     record = HealingRecord.objects.get(resource=res, action=HealingAction.ROLLBACK_STARTED)
-    assert (record.actor, record.reason) == (f"user:{operator.user.username}", "size 2 breaks")
+    assert (record.actor, record.reason) == (f"rollback:user:{operator.user.username}", "size 2 breaks")
+    assert record.detail["by"] == f"user:{operator.user.username}"
+    applied = HealingRecord.objects.get(resource=res, action=HealingAction.ROLLBACK_APPLIED)
+    assert (applied.actor, applied.detail["generation"]) == (f"rollback:user:{operator.user.username}", 3)
+    assert live["metadata"]["annotations"]["opsconsole.io/rollback-id"] == record.detail["rollback_id"]
     res.refresh_from_db()
     assert res.rollback["state"] == "in_progress"
     assert queue.sent.keys == [res.key]

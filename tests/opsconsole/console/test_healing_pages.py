@@ -72,7 +72,7 @@ def test_suspend_and_resume_through_the_forms_and_a_refusal_is_shown_and_recorde
                      ).status_code == 302
     assert cluster.live(res)["spec"]["size"] == 1
     assert list(HealingRecord.objects.filter(resource=res).order_by("seq").values_list("action", flat=True)) == [
-        "suspended", "resumed", "rollback.started"]
+        "suspended", "resumed", "rollback.started", "rollback.applied"]
     viewer = as_role("viewer")
     forged = csrf_post(viewer, f"/resources/{res.pk}/suspend", {"reason": "x", "duration": ""})
     assert forged.status_code == 403
