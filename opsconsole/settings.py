@@ -263,6 +263,11 @@ OPSCONSOLE_HEALING_INTERVAL = env_number("OPSCONSOLE_HEALING_INTERVAL", 2)
 OPSCONSOLE_ANOMALY_RULES = json.loads(os.environ["OPSCONSOLE_ANOMALY_RULES"]) \
     if os.environ.get("OPSCONSOLE_ANOMALY_RULES") else None
 OPSCONSOLE_HEALING = json.loads(os.environ.get("OPSCONSOLE_HEALING") or "{}")
+# After an automatic rollback, a re-apply of the same spec is rolled back again only after this back-off (seconds,
+# doubling per repeat); the second repeat goes to a person (docs/healing.md, No fights).
+OPSCONSOLE_ROLLBACK_BACKOFF_SECONDS = env_number("OPSCONSOLE_ROLLBACK_BACKOFF_SECONDS", 300)
+# A metric rule's query waits at most this many seconds for PROMETHEUS_URL (docs/healing.md, Metric rules).
+OPSCONSOLE_METRIC_RULES_TIMEOUT = env_number("OPSCONSOLE_METRIC_RULES_TIMEOUT", 3)
 # Notifications of the healing records that need a person (docs/healing.md, Notifications): a JSON list of receivers
 # [{"name", "url", "format": "alertmanager"|"json", "headers": {...}, "timeout", "retries", "backoff"}]; the
 # healing step sends at most OPSCONSOLE_NOTIFICATION_BATCH per step, for OPSCONSOLE_NOTIFICATION_STEP_SECONDS at
@@ -271,8 +276,6 @@ OPSCONSOLE_NOTIFICATIONS = json.loads(os.environ.get("OPSCONSOLE_NOTIFICATIONS")
 OPSCONSOLE_NOTIFICATION_BATCH = env_number("OPSCONSOLE_NOTIFICATION_BATCH", 10, int)
 OPSCONSOLE_NOTIFICATION_STEP_SECONDS = env_number("OPSCONSOLE_NOTIFICATION_STEP_SECONDS", 5)
 OPSCONSOLE_CONSOLE_URL = os.environ.get("OPSCONSOLE_CONSOLE_URL", "")
-# A metric rule's query waits at most this many seconds for PROMETHEUS_URL (docs/healing.md, Metric rules).
-OPSCONSOLE_METRIC_RULES_TIMEOUT = env_number("OPSCONSOLE_METRIC_RULES_TIMEOUT", 3)
 # /metrics of a worker host (aggregate of its prefork children) and of the controller; 0 turns one off.
 OPSCONSOLE_METRICS_ADDR = os.environ.get("OPSCONSOLE_METRICS_ADDR", "127.0.0.1")
 OPSCONSOLE_WORKER_METRICS_PORT = env_number("OPSCONSOLE_WORKER_METRICS_PORT", 9101, int)

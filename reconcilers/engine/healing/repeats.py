@@ -11,12 +11,11 @@ repeat (n earlier rollbacks of that spec):
   who re-applied it (the revision's actor: `kube:<user>` when the webhook server admitted the write, else the
   field manager's claim `manager:<name>`).
 
-`OPSCONSOLE_ROLLBACK_BACKOFF_SECONDS` (a setting or the environment; default 300) is the first back-off.
+`OPSCONSOLE_ROLLBACK_BACKOFF_SECONDS` (a setting; default 300) is the first back-off.
 """
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -37,10 +36,8 @@ DEFAULT_BACKOFF_SECONDS = 300.0
 
 
 def backoff_seconds() -> float:
-    """The first repeat's back-off: OPSCONSOLE_ROLLBACK_BACKOFF_SECONDS (a setting, else the environment), 300."""
-    value = getattr(settings, "OPSCONSOLE_ROLLBACK_BACKOFF_SECONDS", None)
-    if value is None:
-        value = os.environ.get("OPSCONSOLE_ROLLBACK_BACKOFF_SECONDS") or DEFAULT_BACKOFF_SECONDS
+    """The first repeat's back-off: settings.OPSCONSOLE_ROLLBACK_BACKOFF_SECONDS (default 300)."""
+    value = getattr(settings, "OPSCONSOLE_ROLLBACK_BACKOFF_SECONDS", DEFAULT_BACKOFF_SECONDS)
     try:
         return max(0.0, float(value))
     except (TypeError, ValueError):
