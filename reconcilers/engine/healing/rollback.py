@@ -35,6 +35,7 @@ decided elsewhere; `automatic` runs it.
 
 from __future__ import annotations
 
+import json
 import logging
 import uuid
 from dataclasses import dataclass
@@ -43,7 +44,9 @@ from typing import Any
 
 from django.db import transaction
 from django.utils import timezone
+from pydantic import ValidationError
 
+from reconcilers.core.kind import spec_errors
 from reconcilers.core.meta import ROLLBACK_FIELD_MANAGER, ROLLBACK_ID
 from reconcilers.core.reconciler import Reconciler
 from reconcilers.engine import kube, metrics
@@ -130,6 +133,9 @@ def _record_started(api: Any, reconciler: Reconciler, resource_id: int, to_gener
         spec = revision_spec(resource, to_generation)
         if spec is None:
             raise RollbackRefused(f"no spec is on record for generation {to_generation}", status=400)
+        if (invalid := spec_invalid(reconciler, spec)) is not None:
+            raise RollbackRefused(f"the spec of generation {to_generation} no longer validates against the kind's "
+                                  f"current model: {invalid}", status=422)
         obj = kube.get_object(api, reconciler.resource, resource.namespace or None, resource.name)
         if obj is None or obj["metadata"].get("uid") != resource.uid:
             raise RollbackRefused("the object is gone from the cluster", field="resource")
@@ -159,6 +165,19 @@ def _record_started(api: Any, reconciler: Reconciler, resource_id: int, to_gener
         kind = resource.kind
         transaction.on_commit(lambda: metrics.ROLLBACKS.labels(kind, "started").inc())
     return record, obj, spec
+
+
+def spec_invalid(reconciler: Reconciler, spec: dict[str, Any]) -> str | None:
+    """Why a recorded spec fails the kind's current `spec_model` (each bad field named), or None: the kind may
+    have changed since the generation was recorded, and the engine never writes a spec its own model refuses."""
+    model = reconciler.spec_model
+    if model is None:
+        return None
+    try:
+        model.model_validate_json(json.dumps(spec))
+    except ValidationError as exc:
+        return "; ".join(spec_errors(exc))
+    return None
 
 
 def _write(api: Any, reconciler: Reconciler, resource_id: int, obj: dict[str, Any], spec: dict[str, Any],

@@ -281,3 +281,21 @@ def test_only_this_generations_anomalies_that_may_roll_back_trigger_a_rollback(k
     started = HealingRecord.objects.get(resource_uid=res.uid, action=HealingAction.ROLLBACK_STARTED)
     assert started.detail["trigger"]["anomalies"] == [{"rule": "backoff", "record": 7}]
     assert "evidence: healing record #7" in started.reason and started.actor == "rollback:auto"
+
+
+def test_a_rollback_target_whose_spec_the_kind_no_longer_accepts_is_refused_with_the_reason_and_nothing_written():
+    """The kind's model changed since generation 1 was recorded (here: a size it now refuses): a rollback to it is
+    refused before anything is on record or written, naming the field."""
+    from reconcilers.engine.healing.rollback import RollbackRefused, rollback_apply
+    from tests.reconcilers.audit_support import observed, record
+    from tests.reconcilers.engine.test_healing import REC, _revision
+
+    record(observed("bad-target", generation=1, observed_generation=1), "Running")
+    _revision("bad-target", 1, {"size": 1000})  # recorded when the kind allowed it; the model now says <= 100
+    record(observed("bad-target", generation=2, observed_generation=2, spec={"size": 3}), "Failed")
+    _revision("bad-target", 2, {"size": 3})
+    with pytest.raises(RollbackRefused) as refused:
+        rollback_apply(None, REC, Resource.objects.get(uid="bad-target").id, 1, actor="user:alice", reason="try")
+    assert refused.value.status == 422
+    assert "no longer validates" in refused.value.message and "size" in refused.value.message
+    assert not HealingRecord.objects.filter(resource_uid="bad-target").exists()
