@@ -131,7 +131,9 @@ def shown_url(url: str) -> str:
 def needs_notice(resource: Resource, record: HealingRecord) -> bool:
     """Whether `record` is one a person must hear about (see the module docstring)."""
     if record.action in (HealingAction.ROLLBACK_FAILED, HealingAction.ROLLBACK_REFUSED):
-        return True
+        # a write refused without escalation (a conflict the automatic path tries again; a person's own rollback,
+        # whose answer told them) needs nobody else
+        return not (isinstance(record.detail, dict) and record.detail.get("escalated") is False)
     if record.action != HealingAction.ANOMALY_DETECTED or record.rule == metrics.ROLLBACK_FAILED_RULE:
         return False
     rules, auto = object_rules(resource)

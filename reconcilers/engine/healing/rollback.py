@@ -243,7 +243,8 @@ def _not_written_locked(row: Resource, exc: kube.ApiException, now: datetime) ->
         healing_append(row, HealingAction.ROLLBACK_FAILED, actor=str(rollback.get("actor") or "controller"),
                        reason=why, message=f"rollback {rollback.get('id')}: {why}",
                        target_generation=rollback.get("to_generation"), at=now,
-                       detail={"rollback_id": rollback.get("id"), "written": False, "status": exc.status})
+                       detail={"rollback_id": rollback.get("id"), "written": False, "status": exc.status,
+                               "escalated": False})
         row.rollback = rollback.get("previous") or None
         kind = row.kind
         transaction.on_commit(lambda: metrics.ROLLBACKS.labels(kind, "failed").inc())

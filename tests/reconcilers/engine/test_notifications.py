@@ -183,3 +183,22 @@ def test_a_bad_receiver_setting_names_the_field(settings):
     settings.OPSCONSOLE_NOTIFICATIONS = [{"name": "x", "url": "https://a.example", "format": "slack"}]
     with pytest.raises(notifications.ReceiverError, match=r"\.format"):
         notifications.receivers()
+
+
+def test_a_refused_write_the_automatic_path_tries_again_is_not_notified(settings, receiver):
+    """A conflict on the rollback's write (`rollback.failed`, not escalated: the next step tries again) needs
+    nobody; the escalation after it does."""
+    from reconcilers.engine.healing.records import healing_append
+
+    _configure(settings, receiver([200]).url)
+    record(observed("conflict"), "Pending")
+    with transaction.atomic():
+        row = Resource.objects.select_for_update().get(uid="conflict")
+        quiet = healing_append(row, HealingAction.ROLLBACK_FAILED, actor="rollback:auto", reason="409 Conflict",
+                               detail={"written": False, "status": 409, "escalated": False})
+        loud = rollback.escalate_locked(row, HealingAction.ROLLBACK_FAILED, "the restored spec was refused",
+                                        timezone.now())
+        row.save()
+    assert not NotificationDelivery.objects.filter(record=quiet).exists()
+    assert NotificationDelivery.objects.filter(record__resource=row, record__seq__gt=quiet.seq).count() == 1
+    assert loud.reason == "RollbackFailed"
