@@ -94,7 +94,7 @@ def automatic(api: Any, rec: Reconciler, live: Any, after_seconds: float, now: d
               settled: set[tuple[int, int]], enabled: Callable[[Reconciler, Resource], bool]) -> None:
     """The automatic path, where it is on (`enabled`) and the resource is not suspended: `rollback_due` says
     whether to roll back (`rollback_apply`) or to escalate; a re-apply of a spec rolled back before is deferred,
-    then escalated (`repeats`). `settled` remembers (resource, generation) pairs that reached a ready phase (not a
+    then escalated if still due when the back-off ends, never rolled back again (`repeats`). `settled` remembers (resource, generation) pairs that reached a ready phase (not a
     bad change), across steps. Rollbacks left `writing` are resolved first (`resolve_writing`)."""
     resolve_writing(api, rec, live, now, report)
     stale = SpecRevision.objects.filter(resource_uid=OuterRef("uid"), generation=OuterRef("generation"),
@@ -129,11 +129,15 @@ def automatic(api: Any, rec: Reconciler, live: Any, after_seconds: float, now: d
                             report.keys.append(resource.key)
                         continue
                     if now < until:
-                        continue  # deferred: rolled back, if still due, once the back-off has passed
-                refused = _roll_back(api, rec, resource, due.detail, why, now, report)
-                if refused is None:
-                    continue
-                why = refused
+                        continue  # deferred: a fix may supersede it meanwhile
+                    # still due when the back-off ended: rolling back again would only resume the fight
+                    why = (f"{why}; {repeat.describe(resource.generation)}; still due when its back-off ended at "
+                           f"{until.isoformat()}: a person must decide")
+                else:
+                    refused = _roll_back(api, rec, resource, due.detail, why, now, report)
+                    if refused is None:
+                        continue
+                    why = refused
         _escalate(resource, why, now, report)
 
 

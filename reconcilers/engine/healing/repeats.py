@@ -5,8 +5,9 @@ A re-apply is a generation whose spec (its `SpecRevision`, by canonical digest) 
 rollback replaced (`rollback.applied` records within `REPEAT_WINDOW_SECONDS`, their `from_digest`). The n-th
 repeat (n earlier rollbacks of that spec):
 - below `ESCALATE_AT_REPEAT`: deferred — `rollback.deferred` (until when: `backoff_seconds() * 2 ** (n - 1)` from
-  now) and the rollback state `deferred`; it is rolled back only once the back-off has passed and it still is
-  due;
+  now) and the rollback state `deferred`: a fix applied meanwhile (a new generation) supersedes it; still due when
+  the back-off has passed, it is escalated, not rolled back again (the re-applier would only apply it again: one
+  automatic rollback per bad spec, then a person);
 - from `ESCALATE_AT_REPEAT` on: no rollback — the caller escalates (`rollback.refused`) with the repeat count and
   who re-applied it (the revision's actor: `kube:<user>` when the webhook server admitted the write, else the
   field manager's claim `manager:<name>`).

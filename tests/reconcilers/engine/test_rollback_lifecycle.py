@@ -236,21 +236,49 @@ def test_a_re_applied_bad_spec_is_deferred_then_escalated_naming_the_re_applier(
     until = deferred.detail["until"]
     assert until in deferred.message and datetime.fromisoformat(until) == now + timedelta(seconds=300)
     assert step(kapi, now + timedelta(seconds=299)).rollbacks == 0  # within the back-off: still deferred
-    assert live_of(kapi, res)["metadata"]["generation"] == 4
+    assert not HealingRecord.objects.filter(resource_uid=res.uid, action=HealingAction.ROLLBACK_REFUSED).exists()
     later = now + timedelta(seconds=301)
-    assert step(kapi, later).rollbacks == 1  # the back-off passed and it is still bad: rolled back again
-    mirror(live_of(kapi, res), "Running", actor="rollback:auto")
-    res = mirror(apply(kapi, ns, "fight", {"mode": "permanent"}), "Failed")  # repeat 2: generation 6
-    report = step(kapi, later)
+    report = step(kapi, later)  # the back-off passed and it is still bad: a person, not a second rollback
     assert report.rollbacks == 0 and [e.reason for e in report.escalations] == ["RollbackRefused"]
     refused = HealingRecord.objects.get(resource_uid=res.uid, action=HealingAction.ROLLBACK_REFUSED)
-    assert "repeat 2" in refused.reason and "manager:argocd-controller" in refused.reason
-    assert refused.actor == "controller"
+    assert "repeat 1" in refused.reason and "manager:argocd-controller" in refused.reason
+    assert "back-off ended" in refused.reason and refused.actor == "controller"
     assert step(kapi, later + timedelta(seconds=3600)).rollbacks == 0
-    assert live_of(kapi, res)["metadata"]["generation"] == 6
-    assert actions(res).count(HealingAction.ROLLBACK_APPLIED) == 2 and actions(res).count(
+    assert live_of(kapi, res)["metadata"]["generation"] == 4
+    assert actions(res).count(HealingAction.ROLLBACK_APPLIED) == 1 and actions(res).count(
         HealingAction.ROLLBACK_DEFERRED) == 1
     assert chain_verify().ok
+
+
+def test_a_fix_applied_during_the_deferral_supersedes_it(kapi, ns):
+    res = broken(kapi, ns, "fixed")
+    now = timezone.now()
+    assert step(kapi, now).rollbacks == 1
+    mirror(live_of(kapi, res), "Running", actor="rollback:auto")
+    mirror(apply(kapi, ns, "fixed", {"mode": "permanent"}), "Failed")  # repeat 1: deferred
+    assert step(kapi, now).rollbacks == 0
+    res = mirror(apply(kapi, ns, "fixed", {"mode": "ok", "size": 2}), "Running")  # the source fixed: generation 5
+    report = step(kapi, now + timedelta(seconds=301))
+    assert report.rollbacks == 0 and report.escalations == []
+    assert not HealingRecord.objects.filter(resource_uid=res.uid, action=HealingAction.ROLLBACK_REFUSED).exists()
+
+
+def test_a_second_repeat_is_escalated_at_once(kapi, ns):
+    """The spec rolled back twice (automatically, then by a person) and re-applied again: no deferral."""
+    res = broken(kapi, ns, "twice")
+    now = timezone.now()
+    assert step(kapi, now).rollbacks == 1
+    mirror(live_of(kapi, res), "Running", actor="rollback:auto")
+    res = mirror(apply(kapi, ns, "twice", {"mode": "permanent"}), "Failed")  # generation 4, deferred
+    assert step(kapi, now).rollbacks == 0
+    rollback.rollback_apply(kapi, REC, res.id, 3, actor="user:alice", reason="not waiting")  # generation 5
+    mirror(live_of(kapi, res), "Running", actor="rollback:user:alice")
+    res = mirror(apply(kapi, ns, "twice", {"mode": "permanent"}), "Failed")  # generation 6: repeat 2
+    report = step(kapi, now + timedelta(seconds=1))
+    assert report.rollbacks == 0 and [e.reason for e in report.escalations] == ["RollbackRefused"]
+    refused = HealingRecord.objects.get(resource_uid=res.uid, action=HealingAction.ROLLBACK_REFUSED)
+    assert "repeat 2" in refused.reason and refused.generation == 6
+    assert actions(res).count(HealingAction.ROLLBACK_DEFERRED) == 1
 
 
 # -- the anomaly trigger -----------------------------------------------------------------------------------------
