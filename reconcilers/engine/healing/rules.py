@@ -45,10 +45,11 @@ EVIDENCE_EVENTS = 20
 Match = tuple[str, dict[str, Any]]
 
 
-def applied_at(resource_field: str = "resource_id", generation_field: str = "resource__generation") -> Subquery:
+def applied_at(uid_field: str = "resource__uid", generation_field: str = "resource__generation") -> Subquery:
     """When the current generation was applied: its `SpecRevision`'s time (written by the engine after the first
-    run of that generation applied its children; a generation with none yet has not been applied)."""
-    return Subquery(SpecRevision.objects.filter(resource_id=OuterRef(resource_field),
+    run of that generation applied its children; a generation with none yet has not been applied). By uid and
+    generation: the revisions' unique index."""
+    return Subquery(SpecRevision.objects.filter(resource_uid=OuterRef(uid_field),
                                                 generation=OuterRef(generation_field))
                     .values("created_at")[:1])
 
@@ -83,7 +84,7 @@ def match_rules(rec: Reconciler, rules: Sequence[AnomalyRule], live: Any, now: d
             # since the current generation was applied, when that is later than the phase's start (no revision
             # on record: the phase's start)
             rows = (live.filter(phase=rule.phase, phase_since__lt=cutoff)
-                    .annotate(applied=applied_at("id", "generation"))
+                    .annotate(applied=applied_at("uid", "generation"))
                     .filter(Q(applied__isnull=True) | Q(applied__lt=cutoff))
                     .values_list("id", "phase_since", "applied", "generation"))
             for rid, phase_since, applied, generation in rows:
