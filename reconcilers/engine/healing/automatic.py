@@ -94,8 +94,10 @@ def automatic(api: Any, rec: Reconciler, live: Any, after_seconds: float, now: d
               settled: set[tuple[int, int]], enabled: Callable[[Reconciler, Resource], bool]) -> None:
     """The automatic path, where it is on (`enabled`) and the resource is not suspended: `rollback_due` says
     whether to roll back (`rollback_apply`) or to escalate; a re-apply of a spec rolled back before is deferred,
-    then escalated if still due when the back-off ends, never rolled back again (`repeats`). `settled` remembers (resource, generation) pairs that reached a ready phase (not a
-    bad change), across steps. Rollbacks left `writing` are resolved first (`resolve_writing`)."""
+    then escalated if still due when the back-off ends, never rolled back again (`repeats`). `settled` remembers
+    (resource, generation) pairs that reached a ready phase (not a bad change), across steps. Rollbacks left
+    `writing` are resolved first (`resolve_writing`). A rollback is only ever about the generation it was decided
+    for: the object moved on meanwhile, nothing is done (`rollback_apply`'s `about_generation`)."""
     resolve_writing(api, rec, live, now, report)
     stale = SpecRevision.objects.filter(resource_uid=OuterRef("uid"), generation=OuterRef("generation"),
                                         created_at__lt=now - timedelta(seconds=after_seconds))
@@ -147,7 +149,8 @@ def _roll_back(api: Any, rec: Reconciler, resource: Resource, trigger: dict[str,
     rollback itself), else why it could not be done (the caller escalates)."""
     try:
         rollback_apply(api, rec, resource.id, int(trigger.get("target") or 0), actor="controller", reason=why,
-                       auto=True, now=now, trigger={k: v for k, v in trigger.items() if k != "target"})
+                       auto=True, now=now, trigger={k: v for k, v in trigger.items() if k != "target"},
+                       about_generation=resource.generation)
     except RollbackRefused as exc:
         if exc.escalation is not None:
             report.escalations.append(exc.escalation)

@@ -100,26 +100,29 @@ def transition_actor(actor: str, auto: bool) -> str:
 
 def rollback_apply(api: Any, reconciler: Reconciler, resource_id: int, to_generation: int, *, actor: str,
                    reason: str, auto: bool = False, now: datetime | None = None,
-                   trigger: dict[str, Any] | None = None) -> HealingRecord:
+                   trigger: dict[str, Any] | None = None, about_generation: int | None = None) -> HealingRecord:
     """Restore the spec of `to_generation` (see the module docstring); the `rollback.started` record. `actor` is
-    who asked (`controller` for the automatic path, `user:<name>`); `trigger` what made the automatic path act.
-    Raises RollbackRefused when it cannot be done (nothing written to the cluster)."""
+    who asked (`controller` for the automatic path, `user:<name>`); `trigger` what made the automatic path act;
+    `about_generation` the generation that decision was about: when the record or the object has moved past it (a
+    newer change, which the decision never judged), nothing is done (409, "changed"). Raises RollbackRefused when
+    it cannot be done (nothing written to the cluster)."""
     now = now or timezone.now()
     started, obj, spec = _record_started(api, reconciler, resource_id, to_generation, actor=actor, reason=reason,
-                                         auto=auto, now=now, trigger=trigger)
+                                         auto=auto, now=now, trigger=trigger, about_generation=about_generation)
     _write(api, reconciler, resource_id, obj, spec, str(started.detail["rollback_id"]), now)
     log.info("%s: %s (by %s)", started.resource_id, started.message, started.actor)
     return started
 
 
 def _record_started(api: Any, reconciler: Reconciler, resource_id: int, to_generation: int, *, actor: str,
-                    reason: str, auto: bool, now: datetime, trigger: dict[str, Any] | None
-                    ) -> tuple[HealingRecord, dict[str, Any], dict[str, Any]]:
+                    reason: str, auto: bool, now: datetime, trigger: dict[str, Any] | None,
+                    about_generation: int | None) -> tuple[HealingRecord, dict[str, Any], dict[str, Any]]:
     """Phase 1: the checks, then `rollback.started` and the state `writing`, committed."""
     with transaction.atomic():
         resource = Resource.objects.select_for_update().get(pk=resource_id)
         if resource.deleted:
             raise RollbackRefused("the resource is deleted", field="resource", status=409)
+        _same_generation(about_generation, resource.generation, "the record")
         if auto and resource.suspended:
             raise RollbackRefused("the resource is suspended", field="resource")
         previous = dict(resource.rollback or {})
@@ -140,6 +143,7 @@ def _record_started(api: Any, reconciler: Reconciler, resource_id: int, to_gener
         if obj is None or obj["metadata"].get("uid") != resource.uid:
             raise RollbackRefused("the object is gone from the cluster", field="resource")
         current = int(obj["metadata"].get("generation") or 0)
+        _same_generation(about_generation, current, "the object")
         if (obj.get("spec") or {}) == spec:
             raise RollbackRefused(f"the current spec is already generation {to_generation}'s", status=400)
         rollback_id, who = uuid.uuid4().hex, transition_actor(actor, auto)
@@ -165,6 +169,14 @@ def _record_started(api: Any, reconciler: Reconciler, resource_id: int, to_gener
         kind = resource.kind
         transaction.on_commit(lambda: metrics.ROLLBACKS.labels(kind, "started").inc())
     return record, obj, spec
+
+
+def _same_generation(about: int | None, now_at: int, where: str) -> None:
+    """Refuse (409, "changed": the automatic path looks again at its next step) when `where` is no longer at the
+    generation the decision to roll back was about."""
+    if about is not None and now_at != about:
+        raise RollbackRefused(f"the object changed meanwhile: {where} is at generation {now_at}, the rollback was "
+                              f"decided about generation {about}", field="resource")
 
 
 def spec_invalid(reconciler: Reconciler, spec: dict[str, Any]) -> str | None:

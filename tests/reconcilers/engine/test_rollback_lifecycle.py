@@ -281,6 +281,18 @@ def test_a_second_repeat_is_escalated_at_once(kapi, ns):
     assert actions(res).count(HealingAction.ROLLBACK_DEFERRED) == 1
 
 
+def test_a_newer_generation_than_the_one_the_rollback_was_decided_about_is_never_rolled_back(kapi, ns):
+    """The record still says generation 2 (Failed) when the step decides, but a person's valid change (generation
+    3) has reached the cluster: that change was never judged, so nothing is written or recorded."""
+    res = broken(kapi, ns, "raced")
+    apply(kapi, ns, "raced", {"mode": "ok", "size": 2}, manager="kubectl-edit")  # generation 3, not mirrored yet
+    report = step(kapi)
+    assert report.rollbacks == 0 and report.escalations == []
+    live = live_of(kapi, res)
+    assert (live["metadata"]["generation"], live["spec"]) == (3, {"mode": "ok", "size": 2})
+    assert not HealingRecord.objects.filter(resource_uid=res.uid, action=HealingAction.ROLLBACK_STARTED).exists()
+
+
 # -- the anomaly trigger -----------------------------------------------------------------------------------------
 
 
