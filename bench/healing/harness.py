@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import re
 import secrets
+import signal
 import subprocess
 import sys
 import time
@@ -101,6 +102,8 @@ class Stack:
         self.api: Any = None
 
     def __enter__(self) -> Stack:
+        # a SIGTERM (a timeout, a `kill`) unwinds through __exit__ like Ctrl-C, so no process is left behind
+        signal.signal(signal.SIGTERM, lambda _sig, _frame: sys.exit(128 + signal.SIGTERM))
         try:
             self._start()
         except BaseException:
