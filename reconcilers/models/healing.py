@@ -81,6 +81,7 @@ class HealingAction(models.TextChoices):
     UNPINNED = "unpinned"
     ROLLBACK_APPLIED = "rollback.applied"  # the restored spec was written (the write that `rollback.started` announced)
     ROLLBACK_DEFERRED = "rollback.deferred"  # a re-apply of a rolled-back spec inside its back-off: not rolled back
+    ROLLBACK_SUPERSEDED = "rollback.superseded"  # a later generation ended a rollback's verification or deferral
     ANOMALY_ACKNOWLEDGED = "anomaly.acknowledged"  # a person took note of an anomaly that needs one
     ANOMALY_ASSIGNED = "anomaly.assigned"
     ANOMALY_RESOLVED = "anomaly.resolved"  # a person resolved it, with a note

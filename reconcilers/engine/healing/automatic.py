@@ -19,6 +19,7 @@ from django.db.models import Exists, OuterRef, Q
 from reconcilers.core.reconciler import Reconciler
 from reconcilers.engine import metrics
 from reconcilers.engine.healing.due import generation_reached_ready, rollback_due
+from reconcilers.engine.healing.records import healing_append
 from reconcilers.engine.healing.repeats import defer, deferred_until, repeat_of
 from reconcilers.engine.healing.report import HealReport
 from reconcilers.engine.healing.rollback import (
@@ -68,9 +69,25 @@ def conclude(rec: Reconciler, live: Any, now: datetime, report: HealReport) -> N
                 if later_ready and anomaly_clear_locked(row, metrics.ROLLBACK_FAILED_RULE,
                                                         f"generation {row.generation} is {row.phase}", now):
                     report.cleared += 1
+                if superseded and state in (IN_PROGRESS, DEFERRED):
+                    _superseded_locked(row, rollback, now)
                 row.rollback = None
             row.save(update_fields=_SAVED)
             report.keys.append(row.key)
+
+
+def _superseded_locked(row: Resource, rollback: dict[str, Any], now: datetime) -> None:
+    """`rollback.superseded`: a later generation (someone's change) ended a rollback being verified, or a deferral,
+    before it concluded; the story ends on record, neither a success nor a failure."""
+    what = "being verified" if rollback.get("state") == IN_PROGRESS else "deferred"
+    by = (SpecRevision.objects.filter(resource_uid=row.uid, generation=row.generation)
+          .values_list("actor", flat=True).first()) or "unknown"
+    healing_append(row, HealingAction.ROLLBACK_SUPERSEDED, actor="controller",
+                   reason=f"generation {row.generation} (by {by}) superseded generation {rollback.get('generation')}",
+                   message=f"the rollback {what} ended unconcluded: generation {row.generation} came after it",
+                   target_generation=rollback.get("to_generation"), at=now,
+                   detail={"state": rollback.get("state"), "generation": rollback.get("generation"),
+                           "by": by, "rollback_id": rollback.get("id")})
 
 
 def resolve_writing(api: Any, rec: Reconciler, live: Any, now: datetime, report: HealReport) -> None:

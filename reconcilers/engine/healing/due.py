@@ -101,7 +101,9 @@ def rollback_anomalies(resource: Resource) -> list[tuple[str, dict[str, Any]]]:
 def _trigger(resource: Resource, reconciler: Reconciler, after_seconds: float, now: datetime
              ) -> tuple[str, dict[str, Any]] | None:
     generation = resource.generation
-    if resource.phase == reconciler.failed_phase:
+    # the failed phase counts only as this generation's: the run that reconciled it said so (observedGeneration),
+    # not a phase an older generation reached that the record still shows while the new one's first run is on its way
+    if resource.phase == reconciler.failed_phase and (resource.observed_generation or 0) >= generation:
         return (f"generation {generation} led to {resource.phase} ({resource.reason})",
                 {"cause": "failed_phase", "generation": generation, "phase": resource.phase,
                  "reason": resource.reason})

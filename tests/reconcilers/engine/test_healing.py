@@ -175,7 +175,7 @@ def _broken_change(uid: str, *, good: bool = True) -> Resource:
     """Generation 1 (Running when `good`), then generation 2 Failed."""
     record(observed(uid), "Running" if good else "Pending")
     _revision(uid, 1, {"size": 1})
-    record(observed(uid, generation=2), "Failed", reason="ProgressDeadlineExceeded")
+    record(observed(uid, generation=2, observed_generation=2), "Failed", reason="ProgressDeadlineExceeded")
     _revision(uid, 2, {"size": 1, "image": "memcached:broken"})
     return _resource(uid)
 
@@ -185,6 +185,17 @@ def test_a_spec_change_that_led_to_failed_is_due_for_rollback_to_the_last_good_g
     due = rollback.rollback_due(resource, REC, timezone.now())
     assert due is not None and due[0] == "rollback" and "generation 2 led to Failed" in due[1]
     assert rollback.last_good_generation(resource.id, REC, below=2) == 1
+
+
+def test_a_failed_phase_an_older_generation_reached_is_no_reason_to_roll_back_a_newer_one():
+    """Generation 3 is on record (the watch saw it) while the phase is still generation 2's Failed: generation 3's
+    first run has not said anything yet."""
+    _broken_change("r1b")
+    record(observed("r1b", generation=3, observed_generation=2), None)
+    _revision("r1b", 3, {"size": 2})
+    resource = _resource("r1b")
+    assert (resource.generation, resource.phase, resource.observed_generation) == (3, "Failed", 2)
+    assert rollback.rollback_due(resource, REC, timezone.now()) is None
 
 
 def test_never_past_a_pinned_generation_and_never_without_a_good_one():

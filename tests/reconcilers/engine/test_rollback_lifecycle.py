@@ -33,7 +33,10 @@ REC = GadgetReconciler()
 
 
 def mirror(live: dict[str, Any], phase: str | None = None, actor: str = "controller") -> Resource:
-    """Record a run of the live object as the runner does (its spec revision, the phase, the verification)."""
+    """Record a run of the live object as the runner does (its spec revision, the phase, the verification); a run
+    that records a phase reconciled this generation (observedGeneration)."""
+    if phase is not None:
+        live = {**live, "status": {**(live.get("status") or {}), "observedGeneration": live["metadata"]["generation"]}}
     obs = ObservedObject.from_api(GADGET, live)
     change = PhaseChange(phase, "Test", f"now {phase}", actor=actor) if phase else None
     reconcile_record(run_for(obs), obs, change, MACHINE, live=live, reconciler=REC)
@@ -291,6 +294,18 @@ def test_a_newer_generation_than_the_one_the_rollback_was_decided_about_is_never
     live = live_of(kapi, res)
     assert (live["metadata"]["generation"], live["spec"]) == (3, {"mode": "ok", "size": 2})
     assert not HealingRecord.objects.filter(resource_uid=res.uid, action=HealingAction.ROLLBACK_STARTED).exists()
+
+
+def test_a_later_change_during_the_verification_ends_the_rollback_on_record(kapi, ns):
+    res = broken(kapi, ns, "replaced")
+    assert step(kapi).rollbacks == 1  # generation 3 restored, being verified
+    res = mirror(apply(kapi, ns, "replaced", {"mode": "ok", "size": 3}, manager="kubectl-edit"))  # generation 4
+    step(kapi)
+    superseded = HealingRecord.objects.get(resource_uid=res.uid, action=HealingAction.ROLLBACK_SUPERSEDED)
+    assert superseded.reason == "generation 4 (by manager:kubectl-edit) superseded generation 3"
+    assert superseded.detail["state"] == state.IN_PROGRESS and superseded.actor == "controller"
+    assert Resource.objects.get(uid=res.uid).rollback is None
+    assert chain_verify().ok
 
 
 # -- the anomaly trigger -----------------------------------------------------------------------------------------
