@@ -102,3 +102,4 @@ def audited_action(
         target=target, reason=reason, detail=detail, remote_addr=client_address(request),
     )
     return outcome
+

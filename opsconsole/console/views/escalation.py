@@ -11,15 +11,13 @@ from typing import Any
 from django.contrib.auth import get_user_model
 from django.db.models import Q
 from django.http import HttpRequest, HttpResponse
-from django.shortcuts import redirect
-from django.urls import reverse
 from django.views.decorators.http import require_POST
 
 from opsconsole.accounts.assignees import assignee_refusal
 from opsconsole.accounts.roles import ADMIN, OPERATOR, namespace_allowed
-from opsconsole.console.access import Refused, audited_action, resource_for_action
-from opsconsole.console.live import page
+from opsconsole.console.access import Refused, resource_for_action
 from opsconsole.console.security import console_action
+from opsconsole.console.views.answer import healing_answer
 from reconcilers.models import HealingRecord, Resource
 from reconcilers.services import escalation
 
@@ -61,14 +59,7 @@ def _step(request: HttpRequest, pk: int, rule: str, step: str) -> HttpResponse:
         detail.update({"healing_record": record.seq, "healing_action": record.action})
         return record
 
-    result = audited_action(request, action=f"anomaly.{step}", role=OPERATOR,
-                            target=obj.key if obj else f"resource:{pk}", reason=note, do=do,
-                            namespace=obj.namespace if obj else None)
-    back = reverse("console:resource", args=[pk]) if obj else reverse("console:resources")
-    if result.status >= 400:
-        return page(request, "console/refused.html", {"message": result.message, "back": back + "#healing"},
-                    status=result.status)
-    return redirect(back + "#healing")
+    return healing_answer(request, pk, obj, action=f"anomaly.{step}", reason=note, do=do)
 
 
 @console_action

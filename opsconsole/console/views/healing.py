@@ -10,15 +10,12 @@ from datetime import timedelta
 from typing import Any
 
 from django.http import HttpRequest, HttpResponse
-from django.shortcuts import redirect
-from django.urls import reverse
 from django.utils import timezone
 from django.views.decorators.http import require_POST
 
-from opsconsole.accounts.roles import OPERATOR
-from opsconsole.console.access import Refused, audited_action, resource_for_action
-from opsconsole.console.live import page
+from opsconsole.console.access import Refused, resource_for_action
 from opsconsole.console.security import console_action
+from opsconsole.console.views.answer import healing_answer
 from opsconsole.console.views.escalation import escalation_context
 from reconcilers.models import HealingRecord, Resource
 from reconcilers.services import healing
@@ -76,13 +73,7 @@ def _run(request: HttpRequest, pk: int, action: str, call: Callable[[Resource, s
         detail.update({"healing_record": record.seq, "healing_action": record.action})
         return record
 
-    result = audited_action(request, action=action, role=OPERATOR, target=obj.key if obj else f"resource:{pk}",
-                            reason=reason, do=do, namespace=obj.namespace if obj else None)
-    back = reverse("console:resource", args=[pk]) if obj else reverse("console:resources")
-    if result.status >= 400:
-        return page(request, "console/refused.html", {"message": result.message, "back": back + "#healing"},
-                    status=result.status)
-    return redirect(back + "#healing")
+    return healing_answer(request, pk, obj, action=action, reason=reason, do=do)
 
 
 @console_action

@@ -30,7 +30,7 @@ from reconcilers.engine.healing.rollback import (
     rollback_apply,
     rollback_resolve,
 )
-from reconcilers.engine.healing.state import DEFERRED, FAILED, IN_PROGRESS, REFUSED, SUCCEEDED, WRITING
+from reconcilers.engine.healing.state import DEFERRED, FAILED, IN_PROGRESS, REFUSED, SUCCEEDED, WRITING, moment
 from reconcilers.models import HealingAction, Resource, SpecRevision
 
 _SAVED = ["rollback", "active_anomalies", "last_healing_seq", "last_transition_hash", "updated_at"]
@@ -46,7 +46,7 @@ def conclude(rec: Reconciler, live: Any, now: datetime, report: HealReport) -> N
     for rid, rollback, generation, phase in live.exclude(rollback__isnull=True).values_list(
             "id", "rollback", "generation", "phase"):
         state = (rollback or {}).get("state")
-        deadline = _parse((rollback or {}).get("deadline"))
+        deadline = moment((rollback or {}).get("deadline"))
         overdue = (state == IN_PROGRESS and deadline is not None and deadline <= now
                    and generation == int(rollback.get("generation") or 0))
         later_ready = (state in (FAILED, REFUSED) and generation > int(rollback.get("generation") or 0)
@@ -94,7 +94,7 @@ def resolve_writing(api: Any, rec: Reconciler, live: Any, now: datetime, report:
     """Every rollback (automatic or a person's) left `writing` for `WRITING_GRACE_SECONDS`: what became of its
     write, from the object (`rollback.rollback_resolve`). One that cannot be read yet is tried again next step."""
     for rid, key, rollback in live.filter(rollback__state=WRITING).values_list("id", "key", "rollback"):
-        started = _parse((rollback or {}).get("started_at"))
+        started = moment((rollback or {}).get("started_at"))
         if started is not None and now - started < timedelta(seconds=WRITING_GRACE_SECONDS):
             continue
         try:
@@ -192,11 +192,3 @@ def _escalate(resource: Resource, why: str, now: datetime, report: HealReport) -
         row.save(update_fields=_SAVED)
         report.keys.append(row.key)
 
-
-def _parse(value: Any) -> datetime | None:
-    if not value:
-        return None
-    try:
-        return datetime.fromisoformat(str(value))
-    except ValueError:
-        return None

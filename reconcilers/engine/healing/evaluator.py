@@ -39,6 +39,7 @@ from reconcilers.engine.healing.person import unacknowledged_seconds
 from reconcilers.engine.healing.report import HealReport
 from reconcilers.engine.healing.rollback import Escalation
 from reconcilers.engine.healing.rules import match_rules, record_matches
+from reconcilers.engine.healing.state import moment
 from reconcilers.models import Resource
 
 log = logging.getLogger(__name__)
@@ -108,8 +109,8 @@ class Evaluator:
     def _expiries(self, live: Any, now: datetime, report: HealReport) -> None:
         for rid, key, suspension in live.filter(suspended=True).values_list("id", "key", "suspension"):
             until = (suspension or {}).get("until")
-            moment = _parse(until)
-            if moment is not None and moment <= now and self._expiry_sent.get(rid) != until:
+            ends = moment(until)
+            if ends is not None and ends <= now and self._expiry_sent.get(rid) != until:
                 self._expiry_sent[rid] = until
                 report.keys.append(key)
 
@@ -152,11 +153,3 @@ class Evaluator:
         except Exception:
             log.warning("healing: could not post the %s event for %s", escalation.reason, resource, exc_info=True)
 
-
-def _parse(value: Any) -> datetime | None:
-    if not value:
-        return None
-    try:
-        return datetime.fromisoformat(str(value))
-    except ValueError:
-        return None

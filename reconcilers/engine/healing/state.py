@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 from django.db import connection
@@ -153,3 +154,14 @@ def healing_view(state: RecordedState | None, live: dict[str, Any]) -> HealingVi
     if not conditions:
         return None
     return HealingView(conditions=conditions)
+
+
+def moment(value: Any) -> datetime | None:
+    """A time the healing state holds (an ISO 8601 string: a deadline, a start, a suspension's end), or None when
+    it holds none or one that does not parse."""
+    if not value:
+        return None
+    try:
+        return datetime.fromisoformat(str(value))
+    except ValueError:
+        return None
