@@ -9,6 +9,7 @@ look (`--database-url`, only a database of your own: its content is replaced).
 
 from __future__ import annotations
 
+import argparse
 import os
 import re
 import secrets
@@ -57,6 +58,23 @@ class StackConfig:
         if os.environ.get("OPSCONSOLE_HEALING_INTERVAL"):
             return f"{os.environ['OPSCONSOLE_HEALING_INTERVAL']} s (OPSCONSOLE_HEALING_INTERVAL from the environment)"
         return f"{product_default_interval()} s (the product's default)"
+
+
+def add_stack_arguments(p: argparse.ArgumentParser) -> None:
+    """The options every healing bench takes for its stack."""
+    d = StackConfig()
+    p.add_argument("--healing-interval", type=float, default=None,
+                   help="OPSCONSOLE_HEALING_INTERVAL for the controller (default: the product's)")
+    p.add_argument("--workers", type=int, default=d.workers)
+    p.add_argument("--database-url", default=d.database_url,
+                   help="a PostgreSQL database of your own: dropped, created and migrated")
+    p.add_argument("--redis-url", default=d.redis_url)
+
+
+def stack_config(a: argparse.Namespace) -> StackConfig:
+    """The stack the options of `add_stack_arguments` describe."""
+    return StackConfig(database_url=a.database_url, redis_url=a.redis_url, workers=a.workers,
+                       healing_interval=a.healing_interval)
 
 
 def product_default_interval() -> str:

@@ -14,7 +14,7 @@ import math
 import sys
 import time
 
-from .harness import BROKEN_IMAGE, GOOD_IMAGE, Stack, StackConfig, log, median
+from .harness import BROKEN_IMAGE, GOOD_IMAGE, Stack, add_stack_arguments, log, median, stack_config
 
 NAMESPACE = "bench-rollback"
 
@@ -53,18 +53,11 @@ def one_run(stack: Stack, i: int, timeout: float) -> dict[str, float]:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m bench.healing.rollback_time", description=__doc__.splitlines()[0])
-    d = StackConfig()
     p.add_argument("--runs", type=int, default=5)
     p.add_argument("--timeout", type=float, default=120.0, help="seconds a run may take after the patch")
-    p.add_argument("--healing-interval", type=float, default=None,
-                   help="OPSCONSOLE_HEALING_INTERVAL for the controller (default: the product's)")
-    p.add_argument("--workers", type=int, default=d.workers)
-    p.add_argument("--database-url", default=d.database_url,
-                   help="a PostgreSQL database of your own: dropped, created and migrated")
-    p.add_argument("--redis-url", default=d.redis_url)
+    add_stack_arguments(p)
     a = p.parse_args(argv)
-    cfg = StackConfig(database_url=a.database_url, redis_url=a.redis_url, workers=a.workers,
-                      healing_interval=a.healing_interval)
+    cfg = stack_config(a)
     print("time to a verified rollback")
     print(f"  runs: {a.runs}; healing interval: {cfg.interval_shown()}; workers: {cfg.workers}; "
           f"kubesim's default pod delays; good image {GOOD_IMAGE} -> {BROKEN_IMAGE}")

@@ -18,7 +18,7 @@ import time
 from collections import Counter
 from typing import Any
 
-from .harness import BROKEN_IMAGE, GOOD_IMAGE, OTHER_GOOD_IMAGE, Stack, StackConfig, log
+from .harness import BROKEN_IMAGE, GOOD_IMAGE, OTHER_GOOD_IMAGE, Stack, add_stack_arguments, log, stack_config
 
 NAMESPACE, NAME = "bench-soak", "soak"
 
@@ -60,21 +60,14 @@ def setup_broken_generation(stack: Stack) -> tuple[str, dict[str, Any], int]:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m bench.healing.soak", description=__doc__.splitlines()[0])
-    d = StackConfig()
     p.add_argument("--minutes", type=float, default=30.0)
     p.add_argument("--change-every", type=float, default=20.0, help="seconds between spec changes")
     p.add_argument("--event-every", type=float, default=5.0,
                    help="seconds between Warning Events about the broken generation's Pod")
     p.add_argument("--broken-every", type=int, default=0, help="every K-th change is a broken image (0: none)")
-    p.add_argument("--healing-interval", type=float, default=None,
-                   help="OPSCONSOLE_HEALING_INTERVAL for the controller (default: the product's)")
-    p.add_argument("--workers", type=int, default=d.workers)
-    p.add_argument("--database-url", default=d.database_url,
-                   help="a PostgreSQL database of your own: dropped, created and migrated")
-    p.add_argument("--redis-url", default=d.redis_url)
+    add_stack_arguments(p)
     a = p.parse_args(argv)
-    cfg = StackConfig(database_url=a.database_url, redis_url=a.redis_url, workers=a.workers,
-                      healing_interval=a.healing_interval)
+    cfg = stack_config(a)
     print("false rollbacks soak")
     print(f"  {a.minutes:g} min; a change every {a.change_every:g} s"
           f"{f', every {a.broken_every}th a broken image' if a.broken_every else ', all valid'}; "
