@@ -1,7 +1,7 @@
 """The opsconsole Django project: settings, URLs, the Celery app and the web apps (console, api).
 
 The Celery app (`opsconsole.celery.app`, also `opsconsole.celery_app`) is imported when Django starts
-(`reconcilers.apps`), not when this package is: importing `opsconsole.testing`, the pytest plugin a kind author
+(`opsconsole.apps`), not when this package is: importing `opsconsole.testing`, the pytest plugin a kind author
 gets by installing opsconsole, must not set DJANGO_SETTINGS_MODULE in the author's test process.
 """
 

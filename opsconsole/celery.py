@@ -10,6 +10,10 @@ tracing in `worker_process_init`, with the trace context carried in the task hea
 
 Both the main process (before it forks) and each child (after its initialisation) freeze their start-up objects out
 of the garbage collector's reach (`opsconsole.gcsettle`).
+
+The app is created as Django starts (`opsconsole.apps`) and is then Celery's current and default app: the engine
+(`reconcilers.engine.dispatch`) and the services reach it as `celery.current_app`, so nothing in `reconcilers`
+imports this module.
 """
 
 import logging
@@ -43,6 +47,10 @@ if _running_as_worker():
 app = Celery("opsconsole", include=["opsconsole.tasks"])
 app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks()
+# The app of every thread: the engine and services send and inspect through `celery.current_app` (they never
+# import this module), and a thread of their own (a drain thread, a background read) must not get Celery's
+# fallback app, which is current only where no app was created.
+app.set_default()
 
 
 @signals.worker_init.connect

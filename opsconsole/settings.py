@@ -72,6 +72,7 @@ INSTALLED_APPS = [
     "rest_framework",
     "drf_spectacular",
     "drf_spectacular_sidecar",
+    "opsconsole.apps.OpsconsoleConfig",  # creates the Celery app as Django starts
     "reconcilers",
     "opsconsole.console",
     "opsconsole.api",

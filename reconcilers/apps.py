@@ -1,4 +1,8 @@
-"""Django app configuration for the reconcile engine (its models and management commands)."""
+"""Django app configuration for the reconcile engine (its models and management commands).
+
+The Celery app is the project's: `opsconsole.apps` creates it as Django starts, and the engine reaches it as
+`celery.current_app`.
+"""
 
 from django.apps import AppConfig
 
@@ -9,8 +13,3 @@ class ReconcilersConfig(AppConfig):
     name = "reconcilers"
     label = "reconcilers"
     verbose_name = "Reconcilers"
-
-    def ready(self) -> None:
-        """Create the Celery app as Django starts, so that tasks sent from any process (web, controller, a
-        management command, the tests) go to it rather than to Celery's default app."""
-        import opsconsole.celery  # noqa: F401

@@ -2,7 +2,8 @@
 
 The workqueue (`reconcilers.engine.workqueue`) decides *when* a key must be reconciled; this module sends
 the `reconcilers.reconcile` task for it, by name (so it does not import the task module), onto the Celery
-queue the app is configured with (`task_default_queue`), never with an ETA or countdown: delays live in the
+queue the app is configured with (`task_default_queue`; the app is `celery.current_app`, which the project makes
+`opsconsole.celery.app` as Django starts), never with an ETA or countdown: delays live in the
 workqueue's delayed set and `pump()` releases them when due.
 
 Settings read here (all optional): `REDIS_URL`; `OPSCONSOLE_WORKQUEUE_NAME` (default: the Celery queue name,
@@ -22,9 +23,9 @@ import threading
 from collections.abc import Iterable
 
 import redis
+from celery import current_app as app
 from django.conf import settings
 
-from opsconsole.celery import app
 from reconcilers.engine.workqueue import WorkQueue
 
 TASK_NAME = "reconcilers.reconcile"

@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from celery import current_app
 from django.core.cache import cache
 from django.db.models import Count, Q
 from django.db.models.functions import TruncMinute
@@ -41,11 +42,10 @@ RECONCILE_TASK = "reconcilers.reconcile"
 
 
 def _default_inspect(timeout: float, destination: list[str] | None = None) -> Any:
-    from opsconsole.celery import app
-
+    """The remote-control inspector of the project's Celery app (`celery.current_app`, set as Django starts)."""
     if destination is None:
-        return app.control.inspect(timeout=timeout)
-    return app.control.inspect(timeout=timeout, destination=destination, limit=len(destination))
+        return current_app.control.inspect(timeout=timeout)
+    return current_app.control.inspect(timeout=timeout, destination=destination, limit=len(destination))
 
 
 def _pool_name(pool: dict[str, Any]) -> str:

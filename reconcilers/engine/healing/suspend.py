@@ -31,7 +31,7 @@ from django.utils import timezone
 from reconcilers.core import actors
 from reconcilers.core.meta import FIELD_MANAGER, SUSPENDED, SUSPENDED_UNTIL, last_writer, parse_rfc3339, rfc3339
 from reconcilers.core.reconciler import Reconciler
-from reconcilers.engine import kube, provenance
+from reconcilers.engine import dispatch, kube, provenance
 from reconcilers.engine.healing.records import healing_append
 from reconcilers.engine.healing.rollback import RollbackRefused
 from reconcilers.engine.healing.state import RecordedState
@@ -170,8 +170,7 @@ def resume_apply(api: Any, reconciler: Reconciler, resource_id: int, *, actor: s
 
 
 def _enqueue(key: str) -> None:
-    from reconcilers.engine import dispatch  # the workqueue (Redis): only once the record is committed
-
+    """Queue `key` on the workqueue (Redis), only once the record is committed."""
     transaction.on_commit(lambda: dispatch.enqueue_many([key]))
 
 

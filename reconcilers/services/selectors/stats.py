@@ -14,6 +14,7 @@ from collections.abc import Iterable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from celery import current_app
 from django.conf import settings
 from django.db import connection
 from django.db.models import (
@@ -295,9 +296,7 @@ def workers_alive(*, ttl: float = 10.0, timeout: float = 0.3) -> dict[str, Any]:
 
     def read() -> dict[str, Any]:
         try:
-            from opsconsole.celery import app
-
-            replies = app.control.ping(timeout=timeout) or []
+            replies = current_app.control.ping(timeout=timeout) or []
         except Exception as exc:  # the broker did not answer
             return {"workers": [], "error": f"the broker did not answer: {type(exc).__name__}"}
         return {"workers": sorted(name for reply in replies for name in reply), "error": ""}
