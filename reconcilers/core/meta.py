@@ -1,7 +1,7 @@
 """Conventions over Kubernetes objects that every part of opsconsole shares, each defined once.
 
-- `RECONCILE_REQUESTED_AT`: the manual-reconcile annotation (Flux's convention, DESIGN §3); a reconcile that
-  handles its token writes `status.lastHandledReconcileAt`.
+- `RECONCILE_REQUESTED_AT`: the manual-reconcile annotation (Flux's convention; docs/architecture.md, *Manual
+  reconcile*); a reconcile that handles its token writes `status.lastHandledReconcileAt`.
 - `controller_ref(obj)`: the ownerReference with controller=true of an object (or of its metadata).
 - `rfc3339(moment)`, `now_rfc3339()`, `parse_rfc3339(text)`: timestamps as Kubernetes writes and reads them
   (UTC, `Z`; seconds, or microseconds as MicroTime where asked).
