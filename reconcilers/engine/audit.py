@@ -47,7 +47,7 @@ from typing import Any
 from django.db import connection, transaction
 from django.db.models import Q
 
-from reconcilers.models import HealingRecord, Resource, SpecRevision, Transition
+from reconcilers.models import ActionRecord, HealingRecord, Resource, SpecRevision, Transition
 
 #: the fields covered by a transition's hash, in the canonical encoding (prev_hash is added to them)
 HASHED_FIELDS: tuple[str, ...] = (
@@ -141,76 +141,86 @@ def _canonical_value(value: Any) -> Any:
     return value
 
 
-def canonical_encoding(fields: Mapping[str, Any], prev_hash: str) -> bytes:
-    """The bytes a transition's hash covers: a JSON object of the hashed fields of its format
-    (`fields["hash_version"]`, 1 when absent: HASHED_FIELDS; 2: HASHED_FIELDS_V2) + prev_hash + the format
-    as `v`, keys sorted, no whitespace, UTF-8, times as UTC ISO-8601 with microseconds."""
-    version = _version(fields)
-    names = hashed_fields(version)
+def link_encoding(fields: Mapping[str, Any], prev_hash: str, names: tuple[str, ...], *, version: int,
+                  link: str | None = None, noun: str = TRANSITION, lenient: bool = False) -> bytes:
+    """The canonical encoding of one link of a chain, the one encoder of every link kind: a JSON object of the
+    `names` of `fields` + prev_hash + the hash format as `v` (+ the link kind as `link`, when given: a transition
+    has none), keys sorted (JSON values such as a spec too), no whitespace, UTF-8, times as UTC ISO-8601 with
+    microseconds. A field missing from `fields` is a KeyError naming the `noun`; `lenient` encodes a value JSON
+    does not know as its str() (a healing record's evidence) instead of refusing it."""
     missing = [name for name in names if name not in fields]
     if missing:
-        raise KeyError(f"missing transition fields: {missing}")
+        raise KeyError(f"missing {noun} fields: {missing}")
     doc = {name: _canonical_value(fields[name]) for name in names}
     doc["prev_hash"] = prev_hash
+    if link is not None:
+        doc["link"] = link
     doc["v"] = version
-    return json.dumps(doc, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+    return json.dumps(doc, sort_keys=True, separators=(",", ":"), ensure_ascii=False,
+                      default=str if lenient else None).encode("utf-8")
+
+
+def _sha256(encoded: bytes) -> str:
+    return hashlib.sha256(encoded).hexdigest()
+
+
+def canonical_encoding(fields: Mapping[str, Any], prev_hash: str) -> bytes:
+    """The bytes a transition's hash covers: `link_encoding` of the hashed fields of its format
+    (`fields["hash_version"]`, 1 when absent: HASHED_FIELDS; 2: HASHED_FIELDS_V2), no `link`."""
+    version = _version(fields)
+    return link_encoding(fields, prev_hash, hashed_fields(version), version=version)
 
 
 def transition_hash(fields: Mapping[str, Any], prev_hash: str) -> str:
     """sha256 (hex) of `canonical_encoding(fields, prev_hash)`."""
-    return hashlib.sha256(canonical_encoding(fields, prev_hash)).hexdigest()
+    return _sha256(canonical_encoding(fields, prev_hash))
 
 
 def revision_encoding(fields: Mapping[str, Any], prev_hash: str) -> bytes:
-    """The bytes a spec revision's hash covers: as `canonical_encoding`, over REVISION_HASHED_FIELDS, with
-    `"link": "revision"` (JSON values such as the spec are encoded with sorted keys too)."""
+    """The bytes a spec revision's hash covers: `link_encoding` of REVISION_HASHED_FIELDS (_V2 in format 2), with
+    `"link": "revision"`."""
     version = _version(fields)
-    names = hashed_fields(version, revision=True)
-    missing = [name for name in names if name not in fields]
-    if missing:
-        raise KeyError(f"missing revision fields: {missing}")
-    doc = {name: _canonical_value(fields[name]) for name in names}
-    doc["prev_hash"] = prev_hash
-    doc["link"] = REVISION
-    doc["v"] = version
-    return json.dumps(doc, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+    return link_encoding(fields, prev_hash, hashed_fields(version, revision=True), version=version, link=REVISION,
+                         noun=REVISION)
 
 
 def revision_hash(fields: Mapping[str, Any], prev_hash: str) -> str:
     """sha256 (hex) of `revision_encoding(fields, prev_hash)`."""
-    return hashlib.sha256(revision_encoding(fields, prev_hash)).hexdigest()
+    return _sha256(revision_encoding(fields, prev_hash))
 
 
 def healing_encoding(fields: Mapping[str, Any], prev_hash: str) -> bytes:
-    """The bytes a healing record's hash covers: HEALING_HASHED_FIELDS + prev_hash, `"link": "healing"`, format 2
-    (JSON values such as the evidence are encoded with sorted keys)."""
-    missing = [name for name in HEALING_HASHED_FIELDS if name not in fields]
-    if missing:
-        raise KeyError(f"missing healing record fields: {missing}")
-    doc = {name: _canonical_value(fields[name]) for name in HEALING_HASHED_FIELDS}
-    doc["prev_hash"] = prev_hash
-    doc["link"] = HEALING
-    doc["v"] = HASH_VERSION
-    return json.dumps(doc, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str).encode("utf-8")
+    """The bytes a healing record's hash covers: `link_encoding` of HEALING_HASHED_FIELDS, `"link": "healing"`,
+    format 2, lenient (the evidence may hold values JSON does not know)."""
+    return link_encoding(fields, prev_hash, HEALING_HASHED_FIELDS, version=HASH_VERSION, link=HEALING,
+                         noun="healing record", lenient=True)
 
 
 def healing_hash(fields: Mapping[str, Any], prev_hash: str) -> str:
     """sha256 (hex) of `healing_encoding(fields, prev_hash)`."""
-    return hashlib.sha256(healing_encoding(fields, prev_hash)).hexdigest()
+    return _sha256(healing_encoding(fields, prev_hash))
+
+
+def _get(row: Any, name: str, default: Any = None) -> Any:
+    return row.get(name, default) if isinstance(row, Mapping) else getattr(row, name, default)
+
+
+def link_fields(row: Any, names: tuple[str, ...]) -> dict[str, Any]:
+    """The `names` of a link: a model instance's attributes or a `.values()` dict's items (a name it lacks
+    raises)."""
+    if isinstance(row, Mapping):
+        return {name: row[name] for name in names}
+    return {name: getattr(row, name) for name in names}
 
 
 def healing_fields(row: Any) -> dict[str, Any]:
     """The hashed fields of a HealingRecord instance (or of a dict from `.values()`)."""
-    if isinstance(row, Mapping):
-        return {name: row[name] for name in HEALING_HASHED_FIELDS}
-    return {name: getattr(row, name) for name in HEALING_HASHED_FIELDS}
+    return link_fields(row, HEALING_HASHED_FIELDS)
 
 
 def _fields_of(row: Any, revision: bool) -> dict[str, Any]:
-    get = row.get if isinstance(row, Mapping) else lambda name, default=None: getattr(row, name, default)
-    version = get("hash_version", ENCODING_VERSION) or ENCODING_VERSION
-    fields = {name: (row[name] if isinstance(row, Mapping) else getattr(row, name))
-              for name in hashed_fields(version, revision=revision)}
+    version = _get(row, "hash_version", ENCODING_VERSION) or ENCODING_VERSION
+    fields = link_fields(row, hashed_fields(version, revision=revision))
     fields["hash_version"] = version
     return fields
 
@@ -225,6 +235,16 @@ def row_fields(row: Any) -> dict[str, Any]:
     """The hashed fields of a Transition instance (or of a dict from `.values()`), for its hash format
     (`hash_version`, included)."""
     return _fields_of(row, revision=False)
+
+
+def link_hash(row: Transition | SpecRevision | HealingRecord) -> str:
+    """The hash of a link built in memory (a Transition, SpecRevision or HealingRecord instance), chained onto
+    its `prev_hash`, in its own hash format."""
+    if isinstance(row, SpecRevision):
+        return revision_hash(revision_fields(row), row.prev_hash)
+    if isinstance(row, HealingRecord):
+        return healing_hash(healing_fields(row), row.prev_hash)
+    return transition_hash(row_fields(row), row.prev_hash)
 
 
 @dataclass(frozen=True)
@@ -583,7 +603,6 @@ class RecordProblem:
 def actions_verify() -> list[RecordProblem]:
     """Walk the action record's chain in seq order: the first edited, removed or reordered record (one problem
     at most: what follows a break cannot be trusted either). A cut tail is found against a checkpoint only."""
-    from opsconsole.accounts.models import ActionRecord
     from reconcilers.models.chain import ACTION_HASHED_FIELDS, action_hash
 
     expected_prev, expected_seq = "", 1

@@ -14,7 +14,7 @@ about itself, and for an Event about a Pod or ReplicaSet only while its workload
 template, a StatefulSet Pod's controller revision) is the one the workload makes now.
 
 Cost per batch, whatever its size: one query for the mirrored uids, one for the counts archived before, one
-INSERT (`recording_sql.insert_rows`, `bulk_create(ignore_conflicts=True)` in one JSON parameter on PostgreSQL:
+INSERT (`sqljson.insert_rows`, `bulk_create(ignore_conflicts=True)` in one JSON parameter on PostgreSQL:
 the unique (event_uid, count) makes a repeated observation a no-op).
 
 One row per observation (an Event's uid and its `count`). Its `occurrences` (the anomaly rules sum them) and its
@@ -37,7 +37,7 @@ from reconcilers.engine.healing.attribution import Attribution, attribute
 from reconcilers.engine.healing.event_bounds import observed_occurrences, observed_times
 from reconcilers.engine.healing.lineage import ObjectRef
 from reconcilers.engine.healing.owners import LIST_AT, LIST_PAGE_MIN, MAX_DEPTH, OwnerResolver
-from reconcilers.engine.recording_sql import insert_rows, pairs_by_key
+from reconcilers.engine.sqljson import insert_rows, pairs_by_key
 from reconcilers.models import KubeEvent
 
 __all__ = ["LIST_AT", "LIST_PAGE_MIN", "MAX_DEPTH", "EventPair", "ObjectRef", "OwnerResolver", "event_count",

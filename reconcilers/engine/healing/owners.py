@@ -22,7 +22,7 @@ from reconcilers.core.meta import controller_ref
 from reconcilers.engine import kube
 from reconcilers.engine.healing.attribution import CurrentRevisions
 from reconcilers.engine.healing.lineage import Anchor, Lineage, ObjectRef, anchor_of
-from reconcilers.engine.recording_sql import pairs_by_key
+from reconcilers.engine.sqljson import pairs_by_key
 from reconcilers.models import Resource
 
 log = logging.getLogger(__name__)

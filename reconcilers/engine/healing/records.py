@@ -2,7 +2,8 @@
 
 The caller holds the resource's row locked (`select_for_update`) inside its transaction and saves the row after:
 the record chains onto the chain's newest link (`last_transition_hash`), follows the current transition and
-revision counts, and moves the head, as a transition or a revision does (`reconcilers.engine.audit`). A record that
+revision counts, and moves the head, as a transition or a revision does (`reconcilers.engine.chain_link`, hashed
+by `reconcilers.engine.audit`). A record that
 needs a person gets its pending notifications in the same transaction (`notifications.outbox_add_locked`).
 """
 
@@ -14,7 +15,7 @@ from typing import Any
 
 from django.utils import timezone
 
-from reconcilers.engine.audit import healing_fields, healing_hash
+from reconcilers.engine.chain_link import link_append, link_row
 from reconcilers.engine.healing.notifications import outbox_add_locked
 from reconcilers.models import HealingRecord, Resource
 
@@ -37,16 +38,10 @@ def healing_append(
         raise ValueError("a healing record needs an actor")
     # the evidence is stored as JSON: hash what the database will give back
     evidence = json.loads(json.dumps(detail or {}, default=str))
-    prev_hash = resource.last_transition_hash
-    row = HealingRecord(
-        resource=resource, resource_uid=resource.uid, kind=resource.kind, namespace=resource.namespace,
-        name=resource.name, seq=resource.last_healing_seq + 1, chain_after=resource.last_transition_seq,
-        revision_after=resource.last_revision_seq, action=action, rule=rule[:63], actor=actor[:255], reason=reason,
-        message=message, generation=resource.generation, target_generation=target_generation, detail=evidence,
-        expires_at=expires_at, created_at=at or timezone.now(), prev_hash=prev_hash,
-    )
-    row.hash = healing_hash(healing_fields(row), prev_hash)
-    row.save(force_insert=True)
-    resource.last_healing_seq, resource.last_transition_hash = row.seq, row.hash
+    row = link_append(resource, link_row(
+        resource, HealingRecord, action=action, rule=rule[:63], actor=actor[:255], reason=reason, message=message,
+        generation=resource.generation, target_generation=target_generation, detail=evidence, expires_at=expires_at,
+        created_at=at or timezone.now(),
+    ))
     outbox_add_locked(resource, row)  # a record that needs a person: its notifications, in the same transaction
     return row

@@ -24,7 +24,8 @@ from django.db import connection
 from django.db.models import OuterRef, Subquery
 
 from reconcilers.core.types import Condition
-from reconcilers.engine.recording_sql import ChainHead, execute, reserve_run_id_sql
+from reconcilers.engine.recording_reads import ChainHead, reserve_run_id_sql
+from reconcilers.engine.sqljson import execute
 from reconcilers.engine.step import HealingView
 from reconcilers.models import Resource, SpecRevision
 
@@ -61,7 +62,7 @@ _HEAD_FIELDS = ("kind", "namespace", "name", "phase_since", "last_transition_seq
 
 def resource_state(uid: str, *, head: bool = False) -> RecordedState | None:
     """The phase and healing state on record for the object `uid` (None: no record yet). `head`: with the chain
-    head and a reserved run id in the same query (`recording_sql.ChainHead`, for a run's one-statement record)."""
+    head and a reserved run id in the same query (`recording_reads.ChainHead`, for a run's one-statement record)."""
     if head and (reserve := reserve_run_id_sql()) is not None:
         row = _state_with_head(uid, reserve)  # every run asks: one fixed statement, not the ORM's query building
     else:

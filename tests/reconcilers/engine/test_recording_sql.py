@@ -334,13 +334,13 @@ def test_lookups_by_key_are_one_query_with_the_keys_as_one_parameter(django_asse
 
 
 def test_a_row_s_json_is_each_column_as_save_prepares_it(monkeypatch) -> None:
-    """`_json_row` (its field plan found once per model) gives what `pre_save` + `_json_value` give for every
+    """`json_row` (its field plan found once per model) gives what `pre_save` + `json_value` give for every
     column: auto_now and auto_now_add dates filled in, an unset primary key left out unless named."""
     from datetime import UTC, datetime
 
     from django.utils import timezone
 
-    from reconcilers.engine.recording_sql import _json_row, _json_value
+    from reconcilers.engine.sqljson import json_row, json_value
 
     monkeypatch.setattr(timezone, "now", lambda: datetime(2026, 12, 2, tzinfo=UTC))  # auto_now: one instant
     resource = recording.new_resource(KIND, "uid-json", "ns", "name")
@@ -348,8 +348,8 @@ def test_a_row_s_json_is_each_column_as_save_prepares_it(monkeypatch) -> None:
     run = ReconcileRun(key="k", kind="Memcached", started_at=datetime(2026, 12, 1, tzinfo=UTC),
                        duration_seconds=0.5, result="success", attempt=1, worker="w", trace_id="t")
     for row in (resource, run, Transition(resource_uid="uid-json", seq=1, from_phase="", to_phase="Pending")):
-        expected = {f.column: _json_value(f, f.pre_save(row, True)) for f in row._meta.concrete_fields
+        expected = {f.column: json_value(f, f.pre_save(row, True)) for f in row._meta.concrete_fields
                     if not (f.primary_key and f.value_from_object(row) is None)}
-        assert _json_row(row) == expected and "id" not in expected
-    assert _json_row(resource)["created_at"] == "2026-12-02T00:00:00+00:00"  # auto_now_add, as save() fills it
-    assert _json_row(resource, ["id", "phase"]) == {"id": None, "phase": resource.phase}
+        assert json_row(row) == expected and "id" not in expected
+    assert json_row(resource)["created_at"] == "2026-12-02T00:00:00+00:00"  # auto_now_add, as save() fills it
+    assert json_row(resource, ["id", "phase"]) == {"id": None, "phase": resource.phase}
