@@ -47,7 +47,7 @@ def fill(rows: int) -> None:
     """`rows` chained action records by COPY (in batches), then ANALYZE."""
     from django.db import connection
 
-    from opsconsole.accounts.models import Outcome
+    from reconcilers.models import Outcome
     from reconcilers.models.chain import action_hash
 
     start = datetime(2026, 1, 1, tzinfo=UTC)
@@ -114,7 +114,7 @@ def page_query_ms(count: int) -> float:
 def plan() -> str:
     from django.db import connection
 
-    from opsconsole.accounts.models import ActionRecord
+    from reconcilers.models import ActionRecord
 
     query = ActionRecord.objects.filter(action="admission.validate", detail__uid=str(uuid.uuid4()))
     sql, params = query.query.sql_with_params()

@@ -6,7 +6,8 @@ from typing import Any
 
 from django.contrib import admin
 
-from opsconsole.accounts.models import ActionRecord, ApiToken, NamespaceGrant
+from opsconsole.accounts.models import ApiToken, NamespaceGrant
+from reconcilers.models import ActionRecord
 
 
 @admin.register(ApiToken)

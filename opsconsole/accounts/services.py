@@ -17,7 +17,7 @@ from typing import Any
 from django.db.models import Q, QuerySet
 from django.utils import timezone
 
-from opsconsole.accounts.models import ActionRecord, ApiToken, NamespaceGrant, Outcome
+from opsconsole.accounts.models import ApiToken, NamespaceGrant
 from opsconsole.accounts.roles import (
     ADMIN,
     ROLES,
@@ -29,6 +29,7 @@ from opsconsole.accounts.roles import (
     user_role,
 )
 from reconcilers.engine.admission import object_target as admission_target
+from reconcilers.models import ActionRecord, Outcome
 
 TOKEN_PREFIX = "oc_"
 #: last_used_at is written at most this often per token (one UPDATE per request would be wasteful)

@@ -10,9 +10,9 @@ from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from opsconsole.accounts.models import ActionRecord, ApiToken
+from opsconsole.accounts.models import ApiToken
 from reconcilers.core import actors
-from reconcilers.models import ReconcileRequest, ReconcileRun, Resource, Transition
+from reconcilers.models import ActionRecord, ReconcileRequest, ReconcileRun, Resource, Transition
 
 NAME_MAX = 253
 

@@ -45,9 +45,9 @@ import redis
 from django.conf import settings
 from django.db import DatabaseError, close_old_connections, connections
 
-from opsconsole.accounts.models import ActionRecord
 from opsconsole.accounts.services import action_record
 from reconcilers.engine.admission import Decision
+from reconcilers.models import ActionRecord
 
 log = logging.getLogger(__name__)
 RETRY_SECONDS = 0.5

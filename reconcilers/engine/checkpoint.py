@@ -65,6 +65,7 @@ from reconcilers.engine.checkpoint_requests import request_leaves, requests_agai
 from reconcilers.engine.merkle import canonical as _canonical
 from reconcilers.engine.merkle import leaf_hash, merkle_root
 from reconcilers.models import (
+    ActionRecord,
     Anomaly,
     HealingRecord,
     KubeEvent,
@@ -160,8 +161,6 @@ def database_identity() -> str:
 
 def _state() -> dict[str, Any]:
     """The record's heads and counts, read in one snapshot."""
-    from opsconsole.accounts.models import ActionRecord
-
     with _consistent_read():
         leaves = _leaves()
         counts = {name: model.objects.count() for name, model in _COUNTED.items()}
@@ -297,8 +296,6 @@ def _in_batches(items: list[str], size: int = 1000) -> Iterable[list[str]]:
 
 def checkpoint_verify(doc: dict[str, Any] | None = None) -> CheckpointReport:
     """Check the newest checkpoint (or `doc`): signature, leaves, then the database against it."""
-    from opsconsole.accounts.models import ActionRecord
-
     if doc is None:
         try:
             found = newest()

@@ -1,9 +1,10 @@
-"""The engine's tables: the Resource mirror, the audit trail and runs, manual requests, spans.
+"""The engine's tables: the Resource mirror, the audit trail and runs, manual requests, spans, the action record.
 
-`Transition`, `SpecRevision`, `HealingRecord`, `KubeEvent` and `ReconcileRun` are append-only (see
+`Transition`, `SpecRevision`, `HealingRecord`, `KubeEvent`, `ReconcileRun` and `ActionRecord` are append-only (see
 `reconcilers.models.base`).
 """
 
+from reconcilers.models.actions import ActionRecord, Outcome
 from reconcilers.models.audit import Anomaly, AnomalyCategory, SpecRevision, Transition
 from reconcilers.models.base import AppendOnlyError, AppendOnlyModel
 from reconcilers.models.healing import HealingAction, HealingRecord, KubeEvent, NotificationDelivery
@@ -12,6 +13,7 @@ from reconcilers.models.runs import ReconcileRequest, ReconcileRun, RequestState
 from reconcilers.models.spans import Span
 
 __all__ = [
+    "ActionRecord",
     "Anomaly",
     "AnomalyCategory",
     "AppendOnlyError",
@@ -20,6 +22,7 @@ __all__ = [
     "HealingRecord",
     "KubeEvent",
     "NotificationDelivery",
+    "Outcome",
     "ReconcileRequest",
     "ReconcileRun",
     "RequestState",

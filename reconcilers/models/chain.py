@@ -1,5 +1,5 @@
 """The canonical encoding shared by the hashed records outside the per-resource chains: the action record's
-global chain (`opsconsole.accounts.models.ActionRecord`) and a reconcile request's identity
+global chain (`reconcilers.models.actions.ActionRecord`) and a reconcile request's identity
 (`ReconcileRequest.identity_hash`). Pure functions (hashlib, json): the models call them at insert time, and
 `reconcilers.engine.audit` when it verifies.
 

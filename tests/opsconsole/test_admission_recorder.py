@@ -13,11 +13,11 @@ from django.conf import settings
 from django.db import OperationalError
 
 from kubesim.testing import wait_for
-from opsconsole.accounts.models import ActionRecord
 from opsconsole.webhooks import recorder as recorder_module
 from opsconsole.webhooks.recorder import DecisionRecorder
 from reconcilers.core.reconciler import AdmissionUser
 from reconcilers.engine.admission import Decision
+from reconcilers.models import ActionRecord
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 PATH = "/validate/cache.example.com/memcacheds"

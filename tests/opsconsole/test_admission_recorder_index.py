@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 from django.db import connection, transaction
 
-from opsconsole.accounts.models import ActionRecord
+from reconcilers.models import ActionRecord
 
 pytestmark = pytest.mark.django_db
 

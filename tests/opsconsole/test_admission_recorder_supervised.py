@@ -15,12 +15,12 @@ import redis as redis_lib
 from django.conf import settings
 
 from kubesim.testing import wait_for
-from opsconsole.accounts.models import ActionRecord
 from opsconsole.webhooks import recorder as recorder_module
 from opsconsole.webhooks import server as server_module
 from opsconsole.webhooks.recorder import UNREADABLE, DecisionRecorder
 from reconcilers.core.reconciler import AdmissionUser
 from reconcilers.engine.admission import Decision
+from reconcilers.models import ActionRecord
 from tests.support.redis_server import RedisServer
 from tests.support.webhooks_mtls import mtls_server
 

@@ -24,10 +24,10 @@ import redis as redis_lib
 from django.conf import settings
 
 from kubesim.testing import wait_for
-from opsconsole.accounts.models import ActionRecord
 from opsconsole.webhooks.server import WebhookServer, tls_context
 from opsconsole.webhooks.tls import CLIENT_CN, ensure_certificates, ensure_client_certificates
 from reconcilers.engine.admitted import admitted_find, signing_key
+from reconcilers.models import ActionRecord
 from tests.support import workers
 from tests.support.webhooks_mtls import Mtls, mtls_server
 

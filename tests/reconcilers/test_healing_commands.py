@@ -10,9 +10,8 @@ import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
 
-from opsconsole.accounts.models import ActionRecord
 from reconcilers.engine.healing.suspend import SUSPENDED, SUSPENDED_UNTIL
-from reconcilers.models import HealingRecord
+from reconcilers.models import ActionRecord, HealingRecord
 from tests.opsconsole.api.conftest import queue  # noqa: F401 - the API tests' private workqueue
 from tests.opsconsole.api.test_healing_api import Cluster
 

@@ -19,13 +19,13 @@ import pytest
 import yaml
 
 from kubesim.testing import KubesimHandle, running_kubesim, wait_for
-from opsconsole.accounts.models import ActionRecord
 from opsconsole.testing.cluster import CrdInstaller
 from opsconsole.webhooks.server import WebhookServer
 from reconcilers.core.reconciler import ResourceKind
 from reconcilers.engine import audit, kube, registry
 from reconcilers.engine.webhook_config import webhook_configurations
 from reconcilers.kinds.memcached import MEMCACHED, MemcachedReconciler
+from reconcilers.models import ActionRecord
 from tests.reconcilers.testkinds import AdmittedMemcachedReconciler
 from tests.support.webhooks_mtls import Mtls, mtls_server
 

@@ -27,7 +27,6 @@ from django.contrib.auth.models import User
 from django.db import connection, transaction
 
 from kubesim.testing import running_kubesim, wait_for
-from opsconsole.accounts.models import ActionRecord
 from opsconsole.testing.cluster import CrdInstaller
 from opsconsole.webhooks.install import CRD, KINDS
 from opsconsole.webhooks.recorder import DecisionRecorder
@@ -37,6 +36,7 @@ from reconcilers.core.reconciler import ResourceKind
 from reconcilers.engine import kube
 from reconcilers.engine.controller.bootstrap import install_crds
 from reconcilers.kinds.memcached import MEMCACHED, MemcachedReconciler
+from reconcilers.models import ActionRecord
 from tests.support import workers
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]

@@ -12,8 +12,8 @@ import pytest
 from django.conf import settings as django_settings
 from rest_framework.test import APIClient
 
-from opsconsole.accounts.models import ActionRecord, ApiToken
-from reconcilers.models import ReconcileRequest
+from opsconsole.accounts.models import ApiToken
+from reconcilers.models import ActionRecord, ReconcileRequest
 from tests.opsconsole.api import factories as f
 from tests.reconcilers.testkinds import GADGET, gadget
 

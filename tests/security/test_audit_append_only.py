@@ -6,8 +6,7 @@ from __future__ import annotations
 import pytest
 from django.db import DatabaseError, connection, transaction
 
-from opsconsole.accounts.models import ActionRecord
-from reconcilers.models import Anomaly, AppendOnlyError, Resource
+from reconcilers.models import ActionRecord, Anomaly, AppendOnlyError, Resource
 from tests.reconcilers.audit_support import observed, record
 
 pytestmark = pytest.mark.django_db

@@ -11,10 +11,9 @@ import pytest
 from django.core.management import CommandError, call_command
 from django.db import connection
 
-from opsconsole.accounts.models import ActionRecord
 from reconcilers.engine import checkpoint
 from reconcilers.engine.audit import chain_verify, record_verify, row_fields, transition_hash
-from reconcilers.models import ReconcileRequest, Resource, Transition
+from reconcilers.models import ActionRecord, ReconcileRequest, Resource, Transition
 from tests.reconcilers.audit_support import record_phases
 
 pytestmark = pytest.mark.django_db

@@ -7,9 +7,8 @@ import pytest
 from django.core.management import CommandError, call_command
 from django.db import DatabaseError, connection, transaction
 
-from opsconsole.accounts.models import ActionRecord
 from reconcilers.engine.audit import record_verify
-from reconcilers.models import ReconcileRequest, RequestState
+from reconcilers.models import ActionRecord, ReconcileRequest, RequestState
 from tests.reconcilers.audit_support import tamper
 
 pytestmark = pytest.mark.django_db

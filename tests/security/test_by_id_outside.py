@@ -11,8 +11,7 @@ import uuid
 import pytest
 from django.test import Client
 
-from opsconsole.accounts.models import ActionRecord
-from reconcilers.models import HealingRecord, ReconcileRequest
+from reconcilers.models import ActionRecord, HealingRecord, ReconcileRequest
 from tests.opsconsole.api import factories as f
 
 pytestmark = pytest.mark.django_db

@@ -11,8 +11,7 @@ import time
 
 import pytest
 
-from opsconsole.accounts.models import ActionRecord
-from reconcilers.models import ReconcileRequest
+from reconcilers.models import ActionRecord, ReconcileRequest
 from tests.opsconsole.api import factories as f
 from tests.opsconsole.console.conftest import csrf_post
 

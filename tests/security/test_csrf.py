@@ -17,9 +17,8 @@ from django.contrib.auth.models import User
 from django.test import Client
 from rest_framework.test import APIClient
 
-from opsconsole.accounts.models import ActionRecord
 from reconcilers.engine import kube
-from reconcilers.models import ReconcileRequest
+from reconcilers.models import ActionRecord, ReconcileRequest
 from tests.opsconsole.api import factories as f
 from tests.reconcilers.testkinds import GADGET, gadget
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 from django.test import Client, RequestFactory
 
-from opsconsole.accounts.models import ActionRecord
+from reconcilers.models import ActionRecord
 from tests.opsconsole.api import factories as f
 
 pytestmark = pytest.mark.django_db

@@ -10,8 +10,8 @@ import pytest
 from axes.models import AccessAttempt
 from django.test import Client
 
-from opsconsole.accounts.models import ActionRecord
 from opsconsole.accounts.services import token_create
+from reconcilers.models import ActionRecord
 from tests.opsconsole.api import factories as f
 
 pytestmark = pytest.mark.django_db

@@ -16,12 +16,12 @@ from django.contrib.auth.models import User
 from django.test import Client
 from rest_framework.test import APIClient
 
-from opsconsole.accounts.models import ActionRecord, ApiToken, NamespaceGrant
+from opsconsole.accounts.models import ApiToken, NamespaceGrant
 from opsconsole.accounts.services import token_create
 from reconcilers.core.meta import RECONCILE_REQUESTED_AT as ANNOTATION
 from reconcilers.core.reconciler import ResourceKind
 from reconcilers.engine import kube
-from reconcilers.models import ReconcileRequest
+from reconcilers.models import ActionRecord, ReconcileRequest
 from tests.opsconsole.api import factories as f
 from tests.reconcilers.testkinds import GADGET, gadget
 
@@ -200,7 +200,7 @@ def test_the_console_allows_and_refuses_exactly_as_designed(cluster, identity, m
         check_record(before, "audit.verify", user, want.may(3), "session")
 
     # Django's admin: staff only (the superuser); everyone else is sent to its login
-    for path in ("/admin/", "/admin/accounts/apitoken/", "/admin/accounts/actionrecord/",
+    for path in ("/admin/", "/admin/accounts/apitoken/", "/admin/reconcilers/actionrecord/",
                  "/admin/accounts/namespacegrant/add/", "/admin/auth/user/"):
         response = client.get(path)
         if identity == "superuser":

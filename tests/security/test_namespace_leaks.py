@@ -12,8 +12,7 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from opsconsole.accounts.models import ActionRecord
-from reconcilers.models import Resource, Span
+from reconcilers.models import ActionRecord, Resource, Span
 from reconcilers.services import audit_status
 from tests.opsconsole.api import factories as f
 from tests.opsconsole.console.conftest import csrf_post

@@ -27,9 +27,8 @@ from schemathesis.specs.openapi.checks import (
     status_code_conformance,
 )
 
-from opsconsole.accounts.models import ActionRecord
 from opsconsole.accounts.services import token_create
-from reconcilers.models import ReconcileRequest
+from reconcilers.models import ActionRecord, ReconcileRequest
 from tests.opsconsole.api import factories as f
 from tests.opsconsole.api.test_schemathesis import wsgi_app  # noqa: F401 - the fixture
 

@@ -9,10 +9,9 @@ import pytest
 from django.db import transaction
 from django.utils import timezone
 
-from opsconsole.accounts.models import ActionRecord
 from reconcilers.engine.audit import chain_verify
 from reconcilers.engine.healing import rollback
-from reconcilers.models import HealingAction, HealingRecord, NotificationDelivery, Resource
+from reconcilers.models import ActionRecord, HealingAction, HealingRecord, NotificationDelivery, Resource
 from tests.opsconsole.api import factories as f
 
 pytestmark = pytest.mark.django_db

@@ -11,12 +11,11 @@ import pytest
 from django.db import transaction
 from django.utils import timezone
 
-from opsconsole.accounts.models import ActionRecord
 from reconcilers.core.reconciler import ResourceKind
 from reconcilers.engine import kube
 from reconcilers.engine.healing.suspend import SUSPENDED
 from reconcilers.engine.recording import revision_record
-from reconcilers.models import HealingAction, HealingRecord, Resource
+from reconcilers.models import ActionRecord, HealingAction, HealingRecord, Resource
 from tests.opsconsole.api import factories as f
 from tests.reconcilers.testkinds import GADGET, gadget
 

@@ -9,8 +9,7 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from opsconsole.accounts.models import ActionRecord
-from reconcilers.models import ReconcileRequest, Resource
+from reconcilers.models import ActionRecord, ReconcileRequest, Resource
 from tests.opsconsole.api import factories as f
 
 MC = "/api/v1/kinds/cache.example.com/{kind}/namespaces/{ns}/{name}"

@@ -11,7 +11,8 @@ from django.contrib.auth.models import Group
 from django.utils import timezone
 from rest_framework.test import APIClient
 
-from opsconsole.accounts.models import ActionRecord, ApiToken
+from opsconsole.accounts.models import ApiToken
+from reconcilers.models import ActionRecord
 from tests.opsconsole.api import factories as f
 
 pytestmark = pytest.mark.django_db

@@ -8,11 +8,10 @@ import uuid
 
 import pytest
 
-from opsconsole.accounts.models import ActionRecord
 from reconcilers.core.meta import RECONCILE_REQUESTED_AT as ANNOTATION
 from reconcilers.core.reconciler import ResourceKind
 from reconcilers.engine import kube
-from reconcilers.models import ReconcileRequest
+from reconcilers.models import ActionRecord, ReconcileRequest
 from tests.opsconsole.api import factories as f
 from tests.opsconsole.console.conftest import csrf_post
 from tests.reconcilers.testkinds import GADGET, gadget

@@ -10,9 +10,8 @@ from django.db import transaction
 from django.utils import timezone
 from playwright.sync_api import expect
 
-from opsconsole.accounts.models import ActionRecord
 from reconcilers.engine.healing import rollback
-from reconcilers.models import HealingAction, HealingRecord, NotificationDelivery, Resource
+from reconcilers.models import ActionRecord, HealingAction, HealingRecord, NotificationDelivery, Resource
 from tests.opsconsole.api import factories as f
 from tests.opsconsole.console.conftest import csrf_post, signed_in
 

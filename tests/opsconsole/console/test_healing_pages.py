@@ -9,9 +9,8 @@ import re
 
 import pytest
 
-from opsconsole.accounts.models import ActionRecord
 from reconcilers.engine.healing.suspend import SUSPENDED
-from reconcilers.models import HealingRecord
+from reconcilers.models import ActionRecord, HealingRecord
 from tests.opsconsole.api import factories as f
 from tests.opsconsole.api.test_healing_api import Cluster
 from tests.opsconsole.console.conftest import csrf_post

@@ -11,8 +11,9 @@ import pytest
 from django.utils import timezone
 from rest_framework.test import APIClient
 
-from opsconsole.accounts.models import ActionRecord, ApiToken
+from opsconsole.accounts.models import ApiToken
 from opsconsole.accounts.services import token_create
+from reconcilers.models import ActionRecord
 from tests.opsconsole.api import factories
 from tests.opsconsole.console.conftest import csrf_post
 

@@ -292,7 +292,7 @@ def test_a_forged_phase_is_an_out_of_band_anomaly_not_a_transition():
 
 @pytest.mark.django_db
 def test_an_annotation_request_gets_a_row_an_action_record_and_is_never_doubled():
-    from opsconsole.accounts.models import ActionRecord
+    from reconcilers.models import ActionRecord
 
     token = "2030-01-01T00:00:03Z"
     key = KIND.request("default", "m-uid-a").key()

@@ -135,7 +135,7 @@ def test_the_anomaly_command_acknowledges_assigns_and_resolves_with_an_action_re
     from django.core.management import call_command
     from django.core.management.base import CommandError
 
-    from opsconsole.accounts.models import ActionRecord
+    from reconcilers.models import ActionRecord
 
     carol = User.objects.create_user("carol")
     carol.groups.add(Group.objects.get_or_create(name="operator")[0])

@@ -12,12 +12,11 @@ import pytest
 import redis
 from django.conf import settings
 
-from opsconsole.accounts.models import ActionRecord
 from reconcilers.core import actors, meta
 from reconcilers.core.meta import FIELD_MANAGER, RECONCILE_REQUESTED_AT, ROLLBACK_FIELD_MANAGER, now_rfc3339, rfc3339
 from reconcilers.engine import admitted, provenance, recording, step
 from reconcilers.engine.recording import Deletion, resource_deletions_record
-from reconcilers.models import Resource, SpecRevision, Transition
+from reconcilers.models import ActionRecord, Resource, SpecRevision, Transition
 from tests.reconcilers.audit_support import KIND, observed, record
 from tests.reconcilers.engine.test_audit_completeness import PHASE, T1, T2, _Ctx, entry, live_obj
 from tests.reconcilers.engine.test_recording_deletion import Plain, api_object
