@@ -244,8 +244,8 @@ def test_at_most_cap_lingerers_of_one_worker_node_wait_at_once(queue):
 
 def test_a_long_linger_blocks_in_slices_and_is_still_woken_by_a_key(queue, monkeypatch):
     """A linger longer than the Redis client's socket timeout (redis-py's default: 5 s) blocks in slices of
-    `_BLOCK_SLICE`; a key held for it in a later slice still wakes it."""
-    from reconcilers.engine import workqueue as wq
+    `_BLOCK_SLICE` (reconcilers.engine.workqueue.lingering); a key held for it in a later slice still wakes it."""
+    from reconcilers.engine.workqueue import lingering as wq
 
     monkeypatch.setattr(wq, "_BLOCK_SLICE", 0.1)
     q = queue(max_sent=32)
