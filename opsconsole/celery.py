@@ -78,8 +78,8 @@ def _serve_worker_metrics(**_: object) -> None:
 @signals.celeryd_after_setup.connect
 def _linger_slots(sender: str = "", instance: object = None, **_: object) -> None:
     """Main process, before the pool starts: how many of this node's processes may linger for the next key at once
-    (`reconcilers.engine.runner.linger_slots`: all but one; a solo pool runs one task at a time)."""
-    from reconcilers.engine.runner import linger_slots
+    (`reconcilers.engine.drain.linger_slots`: all but one; a solo pool runs one task at a time)."""
+    from reconcilers.engine.drain import linger_slots
 
     linger_slots(f"{sender}/{os.getpid()}", worker_processes(instance))  # the pid: two nodes never share a name
 
@@ -102,7 +102,7 @@ def _init_child_telemetry(**_: object) -> None:
     """Each prefork child: its own TracerProvider, and the Celery instrumentation reading task headers."""
     from opsconsole.telemetry.metrics import reconciler_metrics_init
     from opsconsole.telemetry.tracing import celery_instrument, tracing_setup
-    from reconcilers.engine.runner import drain_threads
+    from reconcilers.engine.drain import drain_threads
 
     reconciler_metrics_init(concurrency=drain_threads())  # a child runs a reconcile per drain thread at once
     if tracing_setup("opsconsole-worker") is not None:

@@ -13,13 +13,22 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
 from reconcilers.core import actors
-from reconcilers.core.meta import last_writer, parse_rfc3339
+from reconcilers.core.meta import FLUX_REQUESTED_AT, RECONCILE_REQUESTED_AT, last_writer, parse_rfc3339
 from reconcilers.engine import provenance
-from reconcilers.models import ReconcileRequest, Resource
+from reconcilers.models import ActionRecord, Outcome, ReconcileRequest, Resource
+
+
+def request_annotations() -> tuple[str, ...]:
+    """The annotations that ask for a manual reconcile: opsconsole's, and Flux's `reconcile.fluxcd.io/requestedAt`
+    unless `OPSCONSOLE_FLUX_REQUESTED_AT` is off."""
+    if getattr(settings, "OPSCONSOLE_FLUX_REQUESTED_AT", True):
+        return (RECONCILE_REQUESTED_AT, FLUX_REQUESTED_AT)
+    return (RECONCILE_REQUESTED_AT,)
 
 
 def annotation_request_ensure(key: str, obj: dict[str, Any], annotation: str, token: str) -> ReconcileRequest | None:
@@ -36,8 +45,6 @@ def annotation_request_ensure(key: str, obj: dict[str, Any], annotation: str, to
     claimed = f"field manager {manager or '(unknown: no managedFields)'}"
     by = f"{actor} (authenticated by the API server; {claimed})" if entry is not None else f"{claimed} (a claim)"
     reason = f"annotation {annotation}={token} set by {by}"
-    from opsconsole.accounts.models import ActionRecord, Outcome  # the accounts app's append-only action log
-
     with transaction.atomic():
         request = ReconcileRequest.objects.create(
             resource=Resource.objects.filter(uid=meta.get("uid") or "").first(), key=key, token=token[:128],

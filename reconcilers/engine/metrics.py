@@ -234,6 +234,14 @@ def reconciler_label_pairs_init(reconciler: object) -> None:
     )
 
 
+def child_applies_observed(controller: str, applied: int, unchanged: int) -> None:
+    """Count a run's children: `applied` server-side applies sent, `unchanged` skipped (the object cache showed they
+    would change nothing), in opsconsole_child_applies_total."""
+    for result, count in (("applied", applied), ("unchanged", unchanged)):
+        if count:
+            CHILD_APPLIES.labels(controller, result).inc(count)
+
+
 def reconcile_observed(controller: str, result: str, seconds: float, queued_seconds: float,
                        error_class: str = "") -> None:
     """controller-runtime's reconcile and workqueue metrics for one finished run, and ours for failures."""

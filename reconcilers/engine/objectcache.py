@@ -33,7 +33,8 @@ every child is applied.
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
+from typing import Any, Protocol, TypeVar
 
 from django.conf import settings
 
@@ -99,3 +100,32 @@ class ChildCache:
     def put(self, key: str, obj: dict[str, Any]) -> None:
         """Move `key`'s entry forward to `obj` (only an entry that exists, only to a newer version)."""
         self.queue.cache_refresh(key, *encode(obj))
+
+
+class Recorded(Protocol):
+    """What `read` needs of the state on record: the newest resourceVersion of the object the record has seen."""
+
+    resource_version: str
+
+
+R = TypeVar("R", bound=Recorded)
+
+
+def read(cached: bytes | str | None, get: Callable[[], dict[str, Any]], recorded: Callable[[str], R | None]
+         ) -> tuple[dict[str, Any], R | None, str]:
+    """A run's object and its state on record (`recorded(uid)`), and where the object came from (CACHE, API or
+    STALE). The object `cached` with the claim is taken when the cache is on and it is `usable`; else `get()` (the
+    live object). A cached object older than the record's version is read again with `get()` (STALE), and, when
+    that finds another object of the same name (deleted and made again meanwhile), its own state on record."""
+    obj = decode(cached) if cached and enabled() else None
+    if obj is not None and usable(obj, ""):
+        source = CACHE
+    else:
+        obj, source = get(), API
+    state = recorded(obj["metadata"]["uid"])
+    if source == CACHE and state is not None and not usable(obj, state.resource_version):
+        uid = obj["metadata"]["uid"]
+        obj, source = get(), STALE  # the cache fell behind the record: the live one
+        if obj["metadata"]["uid"] != uid:  # deleted and made again meanwhile: another record
+            state = recorded(obj["metadata"]["uid"])
+    return obj, state, source

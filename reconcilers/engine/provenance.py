@@ -41,6 +41,7 @@ from reconcilers.core import actors
 from reconcilers.core.meta import last_writer, parse_rfc3339
 from reconcilers.core.reconciler import ResourceKind
 from reconcilers.engine import admitted
+from reconcilers.engine.step.outcome import EventSpec, OutOfBand
 
 #: the per-object note of the engine's last phase-changing status write: `<resourceVersion> <phase>`
 WROTE_PREFIX = "opsconsole:wrote:"
@@ -251,6 +252,14 @@ def outcome_noted(client: Any, kind: ResourceKind, obj: dict[str, Any], recorded
         actor, entry = status_actor(kind, obj, foreign.phase, foreign.manager)
         if entry is not None:
             outcome.out_of_band = dataclasses.replace(foreign, established_by=actor)
+
+
+def out_of_band_event(foreign: OutOfBand, anomaly_id: int) -> EventSpec:
+    """The Warning a recorded out-of-band phase posts on the object: who wrote it (established or claimed) and the
+    anomaly it is on record as."""
+    return EventSpec("Warning", "OutOfBandStatusChange",
+                     f"status.phase {foreign.phase} was not written by the engine (by {foreign.actor}; anomaly "
+                     f"{anomaly_id}); not recorded as a transition")
 
 
 def kind_of(obj: dict[str, Any]) -> ResourceKind:

@@ -87,6 +87,18 @@ def tracer(name: str) -> trace.Tracer:
     return found
 
 
+def keep_notable(name: str, start_time_ns: int, duration: float, slow_seconds: float, result: str, error_class: str,
+                 token: str | None, attributes: Mapping[str, Any]) -> str:
+    """Tail sampling of a run its head sampling left out: one that ended in an error, was slow (`slow_seconds`,
+    0: never) or handled a manual request (`token`) gets its one span (`keep_unsampled`, named `name`, the token
+    among its attributes); its trace id for the record, '' when it need not be kept or tracing is off."""
+    why = why_keep(result, duration, slow_seconds, token is not None)
+    if not why:
+        return ""
+    extra = {"opsconsole.request.token": token} if token else {}
+    return keep_unsampled(name, start_time_ns, {**attributes, **extra}, why, error_class if result == "error" else "")
+
+
 def keep_unsampled(name: str, start_time_ns: int, attributes: Mapping[str, Any], why: str,
                    error: str = "") -> str:
     """Write the one span of a run that was not sampled but must be kept (a root of its own trace, started at

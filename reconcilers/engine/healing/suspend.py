@@ -43,6 +43,13 @@ _OFF = ("", "false", "0", "no", "off")
 log = logging.getLogger(__name__)
 
 
+#: how long after a suspension's expiry its key is looked at again: the run compares the expiry with its own clock
+#: (`until <= now`), so a look due exactly at `until` may come a hair early (the workqueue's delays are rounded to
+#: milliseconds, and the process that computed the delay is not the one that runs the key) and find it still on,
+#: which costs one more skipped run and another wait
+EXPIRY_MARGIN_SECONDS = 0.05
+
+
 @dataclass(frozen=True)
 class SuspendCheck:
     """What the runner does: `skip` the reconcile (and look again after `delay` seconds, when it expires), or
@@ -51,6 +58,12 @@ class SuspendCheck:
     skip: bool
     obj: dict[str, Any]
     delay: float | None = None
+
+    @property
+    def look_again_after(self) -> float | None:
+        """When a skipped key is looked at again: just after the suspension expires (`EXPIRY_MARGIN_SECONDS`);
+        None for a suspension with no end (the next change of the object, or its resumption, queues it)."""
+        return None if self.delay is None else self.delay + EXPIRY_MARGIN_SECONDS
 
 
 def annotated(obj: dict[str, Any]) -> tuple[str, datetime | None] | None:

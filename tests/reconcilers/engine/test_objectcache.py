@@ -124,7 +124,7 @@ def gets(monkeypatch):
         seen.append(name)
         return real(api, kind, namespace, name)
 
-    monkeypatch.setattr(runner.kube, "get_object", spy)
+    monkeypatch.setattr(kube, "get_object", spy)
     return seen
 
 

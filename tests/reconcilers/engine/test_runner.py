@@ -12,7 +12,7 @@ from django.db import connections
 
 from reconcilers.core.meta import FIELD_MANAGER, RECONCILE_REQUESTED_AT
 from reconcilers.core.types import Request
-from reconcilers.engine import dispatch, kube, provenance, runner, step
+from reconcilers.engine import claimed, dispatch, drain, kube, provenance, runner, step
 from reconcilers.models import ReconcileRequest, ReconcileRun, RequestState, Resource, Transition
 from tests.reconcilers.testkinds import GADGET, trace
 
@@ -310,7 +310,7 @@ def test_a_drain_does_not_linger_while_its_worker_node_s_other_processes_linger_
     """`linger_slots`: a node of two processes lets one linger; the other's task ends when no key waits, so the
     node has a process free for a task it is sent. A node of one process never lingers."""
     settings.OPSCONSOLE_DRAIN_LINGER_SECONDS = 5
-    monkeypatch.setattr(runner, "_linger_node", None)
+    monkeypatch.setattr(drain, "_linger_node", None)
     runner.linger_slots("node-a", 2)
     workqueue._run("linger", "node-a|other", "30", "node-a|", "1")  # the node's other process lingers
     (first, _), (second, _) = make(name="s1", mode="ok"), make(name="s2", mode="ok")
@@ -359,7 +359,7 @@ def test_a_drain_runs_waiting_keys_on_several_threads_each_once(make, capped_que
     monkeypatch.setitem(connections.settings["default"], "CONN_MAX_AGE", 0)
     made = [make(name=f"s{i}", mode="slow", sleepSeconds=0.3) for i in range(5)]
     running, most, lock = set(), [0], threading.Lock()
-    real = runner._execute_claimed
+    real = claimed.execute_claimed
 
     def spy(queue, claim, **kwargs):
         with lock:
@@ -371,7 +371,7 @@ def test_a_drain_runs_waiting_keys_on_several_threads_each_once(make, capped_que
             with lock:
                 running.discard(claim.key)
 
-    monkeypatch.setattr(runner, "_execute_claimed", spy)
+    monkeypatch.setattr(claimed, "execute_claimed", spy)
     for key, _ in made:
         capped_queue.add(key)
     assert runner.drain_ready(capped_queue) == 5

@@ -1,0 +1,260 @@
+"""One run of one claimed key: `Run(claim, …).execute()` → its result label; the caller holds the lease
+(`reconcilers.engine.claimed`). It orchestrates; each decision is made by the module that owns it:
+
+1. Read: the object and its state on record (`objectcache.read`: the claim's cached object, or a GET); gone →
+   the mirror marked deleted; suspended → not reconciled, looked at again at expiry (`healing.suspend`).
+2. Step (`step.reconcile_step`): the reconcile and the status write → an `Outcome` with one queue action; a
+   manual request (`annotation_requests.request_annotations`) gets its row first.
+3. Record (`recording.reconcile_record`, one transaction): the run, transitions, the mirror, requests, a
+   rollback's verification (a concluded one runs the key once more, to write its conditions).
+4. Complete (`step.complete`): the Events of what was recorded (`provenance.out_of_band_event` for an
+   out-of-band phase), the finalizer removed when the cleanup is done.
+5. Queue: the outcome's `QueueAction`; a forget or RequeueAfter goes with the lease's release. A run that breaks
+   outside the reconcile (the database away: nothing recorded) is an error retried with backoff too.
+6. Telemetry: the span `reconcile <Kind>` (tail sampling: `sampling.keep_notable`), the object read and the child
+   applies (`metrics.child_applies_observed`), controller-runtime's metrics at the end.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import time
+from typing import Any
+
+from django.conf import settings
+from django.utils import timezone
+from opentelemetry.trace import Status, StatusCode
+
+from reconcilers.core.types import Request
+from reconcilers.engine import apiclient, kube, metrics, objectcache, provenance, recording, registry, sampling, step
+from reconcilers.engine.annotation_requests import request_annotations
+from reconcilers.engine.healing import state as healing_state
+from reconcilers.engine.healing import suspend
+from reconcilers.engine.lease_renewal import LeaseRenewer
+from reconcilers.engine.step import Outcome, QueueAction
+from reconcilers.engine.workqueue import Claim, WorkQueue
+
+SUSPENDED = "suspended"  # the object's reconciles are suspended (not a run: nothing is recorded)
+
+log = logging.getLogger(__name__)
+
+
+def worker() -> str:
+    """`host:pid` of this process (computed per call: prefork children are forked after import)."""
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+class _NotRead(Exception):
+    """The run ends before its reconcile: its object could not be read (`result` 'error') or is gone ('success')."""
+
+    def __init__(self, result: str) -> None:
+        super().__init__(result)
+        self.result = result
+
+
+class Run:
+    """One run of one key (see the module docstring for the steps)."""
+
+    def __init__(self, key: str, claim: Claim, queue: WorkQueue, renewer: LeaseRenewer) -> None:
+        self.key, self.claim, self.queue, self.renewer = key, claim, queue, renewer
+        self.started_at = timezone.now()
+        self.t0 = time.monotonic()
+        self.t0_ns = time.time_ns()
+        self.error_class = ""
+        self.trace_id = ""
+        self.forget = False  # reset the key's failure count when the lease is released (one round trip less)
+        self.requeue_after: float | None = None  # RequeueAfter, applied as the lease is released (the same trip)
+        self.read_from = objectcache.API  # where the object came from (objectcache.CACHE, API or STALE)
+        self.result = "error"  # the run's result label, once it ended
+
+    def execute(self) -> str:
+        try:
+            reconciler = registry.for_key(self.key)
+            self.request = Request.from_key(self.key)
+        except (registry.UnknownKind, ValueError) as exc:
+            log.error("dropping %s: %s", self.key, exc)
+            self.queue.forget(self.key)
+            return "error"
+        self.reconciler = reconciler
+        metrics.ACTIVE_WORKERS.labels(reconciler.name).inc()
+        try:
+            with sampling.tracer("opsconsole.reconcilers").start_as_current_span(
+                    f"reconcile {reconciler.resource.kind}", attributes={"opsconsole.key": self.key}) as span:
+                self.trace_id = sampling.sampled_trace_id(span)  # '' when this run is not sampled
+                try:
+                    result = self._execute(span)
+                except Exception as exc:
+                    result = self._failed(exc)
+                span.set_attribute("opsconsole.result", result)
+                if result == "error":
+                    span.set_status(Status(StatusCode.ERROR, self.error_class or "error"))
+        finally:
+            metrics.ACTIVE_WORKERS.labels(reconciler.name).dec()
+        if result == SUSPENDED:
+            return result
+        metrics.reconcile_observed(reconciler.name, result, time.monotonic() - self.t0,
+                                   self.claim.claimed_at - self.claim.queued_at, self.error_class)
+        return result
+
+    def _execute(self, span: Any) -> str:
+        rec = self.reconciler
+        api = apiclient.get_api_client()
+        try:
+            obj, state = self._read(api)
+        except _NotRead as stop:
+            return stop.result
+        span.set_attributes({**self._attributes(obj), "opsconsole.read": self.read_from})
+        if state is None and suspend.annotated(obj) is not None:  # a suspension needs a record to be on
+            recording.resource_mirror_upsert(rec.resource, obj)
+            state = healing_state.resource_state(obj["metadata"]["uid"], head=True)
+        check = suspend.suspension_check(api, rec, obj, state)
+        if check.skip:
+            span.set_attribute("opsconsole.suspended", True)
+            self.queue.forget(self.key)
+            if (after := check.look_again_after) is not None:
+                self.queue.add_after(self.key, after)
+            return SUSPENDED
+        obj = check.obj
+        recorded = state.phase if state is not None else None
+        annotations = request_annotations()
+        if asked := step.unhandled_request(obj, annotations):
+            # an annotation set by someone else than opsconsole (kubectl annotate, flux) gets its request row here
+            recording.annotation_request_ensure(self.key, obj, *asked)
+            recording.requests_picked_up(self.key, asked[1])
+            if span.is_recording() and (others := recording.request_trace_ids(self.key, asked[1], self.trace_id)):
+                span.set_attribute("opsconsole.request.trace_id", others)
+
+        # a run of an object with no phase on record yet (its first) applies its children without looking them up:
+        # they are not there yet (in a burst, half of all lookups would find nothing); an apply is always safe
+        children = objectcache.ChildCache(self.queue) if recorded and objectcache.enabled() else None
+        outcome = step.reconcile_step(rec, api, obj, recorded, span=span, lease_held=lambda: not self.renewer.lost,
+                                      request_annotations=annotations,
+                                      healing=healing_state.healing_view(state, obj), child_cache=children,
+                                      engine_wrote=provenance.engine_wrote_checker(self.queue.redis))
+        provenance.outcome_noted(self.queue.redis, rec.resource, obj, recorded, outcome)
+        sent, unchanged = (outcome.ctx.applies_sent, outcome.ctx.applies_unchanged) if outcome.ctx else (0, 0)
+        if sent or unchanged:
+            span.set_attributes({"opsconsole.children.applied": sent, "opsconsole.children.unchanged": unchanged})
+            metrics.child_applies_observed(rec.name, sent, unchanged)
+        if not span.is_recording():
+            self._keep_notable(outcome.result, outcome.error_class, outcome.token, {
+                **self._attributes(obj), "opsconsole.error": f"{outcome.error_class}: {outcome.error_message}"[:500]
+                if outcome.error_class else ""})
+        record = recording.reconcile_record(
+            self._run_record(outcome.result, outcome.error_class, outcome.error_message, outcome.token),
+            recording.ObservedObject.from_api(rec.resource, outcome.obj), outcome.change, rec.state_machine,
+            live=outcome.obj, out_of_band=outcome.out_of_band, reconciler=rec,
+            head=state.head if state is not None else None)
+        self.error_class = outcome.error_class
+        span.set_attributes({"opsconsole.phase.from": record.from_phase, "opsconsole.phase.to": record.to_phase})
+        step.complete(outcome, self._events(outcome, record))
+        self._queue(outcome)
+        if record.rollback_concluded:
+            span.set_attribute("opsconsole.rollback", record.rollback_concluded)
+            self.queue.add(self.key)  # the next run writes the rollback's conditions
+        return outcome.result
+
+    def _attributes(self, obj: dict[str, Any]) -> dict[str, Any]:
+        """The span attributes naming the object."""
+        meta = obj["metadata"]
+        return {"opsconsole.kind": self.reconciler.resource.kind, "opsconsole.namespace": self.request.namespace,
+                "opsconsole.name": self.request.name, "opsconsole.uid": meta.get("uid") or "",
+                "opsconsole.generation": int(meta.get("generation") or 0)}
+
+    def _read(self, api: Any) -> tuple[dict[str, Any], healing_state.RecordedState | None]:
+        """The object and its state on record (`objectcache.read`: the cache's object, or a GET, `_get`)."""
+        obj, state, self.read_from = objectcache.read(
+            self.claim.cached, lambda: self._get(api), lambda uid: healing_state.resource_state(uid, head=True))
+        metrics.OBJECT_READS.labels(self.reconciler.name, self.read_from).inc()
+        return obj, state
+
+    def _get(self, api: Any) -> dict[str, Any]:
+        """GET the live object: a failure is recorded and retried, a 404 marks the mirror deleted (`_NotRead`)."""
+        rec = self.reconciler
+        try:
+            obj = kube.get_object(api, rec.resource, self.request.namespace or None, self.request.name)
+        except Exception as exc:
+            self.error_class = "ApiError" if isinstance(exc, kube.ApiException) else type(exc).__name__
+            delay = self._retry(QueueAction.BACKOFF)
+            log.warning("GET %s failed (%s); retrying in %.3fs", self.key, exc, delay)
+            self._record_unobserved(f"GET failed: {exc}"[:2000])
+            raise _NotRead("error") from exc
+        if obj is None:
+            recording.resource_mirror_gone(self.key)
+            self.queue.forget(self.key)
+            raise _NotRead("success")
+        return obj
+
+    def _events(self, outcome: Outcome, record: recording.RecordOutcome) -> list[step.EventSpec]:
+        """The Events of what was recorded (the record, not the plan, is the truth when they differ)."""
+        events = step.events_for(self.reconciler, record.transitions)
+        if record.anomaly_id is not None and outcome.change is not None:
+            events.append(step.refused_event(record.from_phase, outcome.change.to_phase, record.anomaly_id))
+        if record.escalation is not None:
+            events.append(step.EventSpec("Warning", record.escalation.reason, record.escalation.message))
+        if outcome.out_of_band is not None and record.out_of_band_id is not None:
+            events.append(provenance.out_of_band_event(outcome.out_of_band, record.out_of_band_id))
+        return events
+
+    def _queue(self, outcome: Outcome) -> None:
+        action = outcome.queue
+        if action in (QueueAction.BACKOFF, QueueAction.RETRY_AFTER):
+            delay = self._retry(action, outcome.delay)
+            log.info("%s: %s, retrying in %.3fs", self.key, outcome.error_class or outcome.result, delay)
+            return
+        if action is QueueAction.KEEP:
+            return
+        self.forget = True  # with done(): the failures reset as the lease goes
+        if action is QueueAction.REQUEUE_NOW:
+            self.queue.add(self.key)  # processing: marked dirty, dispatched by done()
+        elif action is QueueAction.REQUEUE_AFTER:
+            self.requeue_after = outcome.delay or 0.0  # with done()
+
+    def _retry(self, action: QueueAction, delay: float | None = None) -> float:
+        """Put the key back after a failure (backoff, or a TemporaryError's `delay`), counted; returns the delay."""
+        if action is QueueAction.RETRY_AFTER:
+            self.queue.add_after(self.key, delay or 0.0)
+        else:
+            delay = self.queue.add_rate_limited(self.key)
+        metrics.WORKQUEUE_RETRIES.labels(self.reconciler.name, self.reconciler.name).inc()
+        return delay or 0.0
+
+    def _failed(self, exc: Exception) -> str:
+        """The run broke outside the reconcile itself (the database or Redis away): nothing of it was recorded
+        (the recording is one transaction), so the key is retried with backoff, as an error would be."""
+        self.error_class = type(exc).__name__
+        try:
+            delay = self._retry(QueueAction.BACKOFF)
+        except Exception:  # Redis too: the lease expires and reap_expired() re-queues the key
+            log.warning("%s: the run failed (%s: %s) and no retry could be queued", self.key, self.error_class, exc,
+                        exc_info=True)
+            return "error"
+        log.warning("%s: the run failed (%s: %s); retrying in %.3fs", self.key, self.error_class, exc, delay)
+        return "error"
+
+    def _keep_notable(self, result: str, error_class: str, token: str | None, attributes: dict[str, Any]) -> None:
+        """Tail sampling (`sampling.keep_notable`); the record links to the span kept."""
+        self.trace_id = sampling.keep_notable(
+            f"reconcile {self.reconciler.resource.kind}", self.t0_ns, time.monotonic() - self.t0,
+            float(getattr(settings, "OPSCONSOLE_TRACE_SLOW_SECONDS", 1.0)), result, error_class, token,
+            {**attributes, "opsconsole.key": self.key, "opsconsole.result": result,
+             "opsconsole.attempt": self.claim.failures + 1}) or self.trace_id
+
+    def _run_record(self, result: str, error_class: str, error_message: str, token: str | None = None
+                    ) -> recording.RunRecord:
+        return recording.RunRecord(key=self.key, kind=self.reconciler.resource.kind, started_at=self.started_at,
+                                   duration_seconds=time.monotonic() - self.t0, result=result,
+                                   error_class=error_class, error_message=error_message,
+                                   attempt=self.claim.failures + 1, worker=worker(), trace_id=self.trace_id,
+                                   request_token=token)
+
+    def _record_unobserved(self, message: str) -> None:
+        """The run that could not read its object is on record too (best effort: the database may be away)."""
+        if not self.trace_id:
+            self._keep_notable("error", self.error_class, None, {"opsconsole.error": message[:500]})
+        try:
+            recording.run_record_unobserved(self._run_record("error", self.error_class, message))
+        except Exception:
+            log.warning("could not record the failed run of %s", self.key, exc_info=True)
