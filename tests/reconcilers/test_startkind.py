@@ -17,9 +17,9 @@ import yaml
 from django.core.management import CommandError, call_command
 
 from kubesim import schema as kubesim_schema
+from reconcilers.authoring.scaffold import plural_of
 from reconcilers.core.crd import crd_manifest
 from reconcilers.engine import registry
-from reconcilers.services.scaffold import plural_of
 
 BIN = Path(sys.executable).parent
 ROOT = Path(__file__).resolve().parents[2]

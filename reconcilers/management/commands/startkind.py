@@ -1,7 +1,7 @@
 """`manage.py startkind Kind --group GROUP [--version V] [--owns g/v/Kind,...] [--cluster-scoped] [--package DIR]
 [--plural P]`: scaffold a new kind as a Python package (kind.py, a sample, a test) and print the next steps.
 
-The logic is `reconcilers.services.scaffold`; nothing is written, and nothing overwritten, when an input or the
+The logic is `reconcilers.authoring.scaffold`; nothing is written, and nothing overwritten, when an input or the
 target is refused.
 """
 
@@ -11,7 +11,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from reconcilers.services import scaffold
+from reconcilers.authoring import scaffold
 
 
 class Command(BaseCommand):
