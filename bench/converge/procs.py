@@ -1,20 +1,22 @@
 """The benchmark's processes: kubesim, the opsconsole controller and Celery workers, the kopf operator; and
 their CPU time and peak RSS read from /proc.
 
-Every process is started in its own session (so it and its children are stopped as a group, by its pid),
-logs to a file under the run's directory, and is stopped with SIGTERM, then SIGKILL after a grace period.
+Every process is the project's process harness (`reconcilers.authoring.processes.GroupProcess`, shared with the
+tests and the pytest plugin): started in its own session (so it and its children are stopped as a group, by its
+pid), logging to a file under the run's directory, and stopped with SIGTERM, then SIGKILL after a grace period.
 """
 
 from __future__ import annotations
 
 import os
-import signal
 import subprocess
 import sys
 import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
+
+from reconcilers.authoring.processes import GroupProcess, celery_worker_command
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 CLK_TCK = os.sysconf("SC_CLK_TCK")
@@ -60,38 +62,27 @@ def children_of(pid: int) -> list[int]:
     return sorted(set(out))
 
 
-class Proc:
-    """One subprocess of the benchmark (optionally with its children counted as separate processes)."""
+class Proc(GroupProcess):
+    """One subprocess of the benchmark (`reconcilers.authoring.processes.GroupProcess`, run from the project root),
+    optionally with its children counted as separate processes. Its stop sends SIGTERM to the process alone (a
+    Celery worker then shuts its pool down warmly) and SIGKILL to its whole group after 15 s."""
+
+    log_tail = 4000
+    stop_timeout = 15.0
+    term_group = False
 
     def __init__(self, name: str, cmd: list[str], env: dict[str, str], log_path: Path, *,
                  count_children: bool = False) -> None:
-        self.name = name
-        self.cmd = cmd
-        self.env = env
-        self.log_path = log_path
+        super().__init__(name, log_path, command=cmd, environment=env, cwd=ROOT)
         self.count_children = count_children
-        self.popen: subprocess.Popen[bytes] | None = None
-
-    @property
-    def pid(self) -> int:
-        assert self.popen is not None
-        return self.popen.pid
-
-    def start(self, stdout: int | None = None) -> Proc:
-        """Start in a new session; output to the log file (or to a pipe when `stdout` is given)."""
-        self.log_path.parent.mkdir(parents=True, exist_ok=True)
-        log = open(self.log_path, "wb")  # noqa: SIM115 - the child keeps it
-        self.popen = subprocess.Popen(self.cmd, cwd=ROOT, env=self.env, stdout=stdout or log,
-                                      stderr=log, start_new_session=True)
-        log.close()
-        return self
 
     def alive(self) -> bool:
-        return self.popen is not None and self.popen.poll() is None
+        """Whether it runs (`running()`)."""
+        return self.running()
 
     def samples(self) -> list[ProcSample]:
         """CPU and peak RSS of this process and (when counted) each of its children."""
-        if self.popen is None:
+        if self.proc is None:
             return []
         out = []
         main = proc_sample(self.name, self.pid)
@@ -104,27 +95,6 @@ class Proc:
                     out.append(s)
         return out
 
-    def stop(self, grace: float = 15.0) -> None:
-        """SIGTERM to the process (a Celery worker then shuts its pool down warmly), SIGKILL to its whole
-        process group after `grace` seconds."""
-        if self.popen is None or self.popen.poll() is not None:
-            return
-        self.popen.send_signal(signal.SIGTERM)
-        try:
-            self.popen.wait(grace)
-        except subprocess.TimeoutExpired:
-            try:
-                os.killpg(self.pid, signal.SIGKILL)  # still alive, so the group is certainly ours
-            except ProcessLookupError:
-                pass
-            self.popen.wait(5)
-
-    def log_tail(self, chars: int = 4000) -> str:
-        try:
-            return self.log_path.read_text(errors="replace")[-chars:]
-        except OSError:
-            return ""
-
 
 def start_kubesim(run_dir: Path, env: dict[str, str], *, schedule_delay: float, start_delay: float,
                   ready_delay: float, token: str) -> tuple[Proc, str, Path]:
@@ -135,21 +105,21 @@ def start_kubesim(run_dir: Path, env: dict[str, str], *, schedule_delay: float, 
            f"--token={token}", "--no-tls", "--schedule-delay", str(schedule_delay), "--start-delay", str(start_delay),
            "--ready-delay", str(ready_delay), "--log-level", "WARNING"]
     proc = Proc("kubesim", cmd, env, run_dir / "kubesim.log").start(stdout=subprocess.PIPE)
-    assert proc.popen is not None and proc.popen.stdout is not None
+    assert proc.proc is not None and proc.proc.stdout is not None
     deadline = time.monotonic() + 30
     line = b""
     while time.monotonic() < deadline:
-        line = proc.popen.stdout.readline()
+        line = proc.proc.stdout.readline()
         if line.startswith(b"kubesim serving ") or not line:
             break
     text = line.decode(errors="replace")
     if not text.startswith("kubesim serving "):
         proc.stop()
-        raise RuntimeError(f"kubesim did not start: {text!r}\n{proc.log_tail()}")
+        raise RuntimeError(f"kubesim did not start: {text!r}\n{proc.log()}")
     # keep reading its stdout so that it never blocks on a full pipe
     def drain() -> None:
-        assert proc.popen is not None and proc.popen.stdout is not None
-        for _ in proc.popen.stdout:
+        assert proc.proc is not None and proc.proc.stdout is not None
+        for _ in proc.proc.stdout:
             pass
 
     threading.Thread(target=drain, daemon=True).start()
@@ -159,10 +129,9 @@ def start_kubesim(run_dir: Path, env: dict[str, str], *, schedule_delay: float, 
 def opsconsole_procs(run_dir: Path, env: dict[str, str], workers: int, queue: str) -> list[Proc]:
     """`manage.py runcontroller` and `celery worker -c <workers>` (prefork), not yet started."""
     controller = Proc("controller", [sys.executable, "manage.py", "runcontroller"], env, run_dir / "controller.log")
-    worker = Proc("celery worker", [
-        sys.executable, "-m", "celery", "-A", "opsconsole", "worker", "-l", "WARNING", "-Q", queue, "-P", "prefork",
-        "-c", str(workers), "-n", f"{queue}@%h", "--without-mingle", "--without-gossip", "--without-heartbeat",
-    ], env, run_dir / "worker.log", count_children=True)
+    worker = Proc("celery worker", celery_worker_command(queue, queue, concurrency=workers, loglevel="WARNING",
+                                                         heartbeat=False), env, run_dir / "worker.log",
+                  count_children=True)
     return [controller, worker]
 
 

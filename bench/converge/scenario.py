@@ -297,7 +297,7 @@ def run_scenario(cfg: Config, name: str, template_db: str | None, log: Any = pri
             dead = [p.name for p in operator if not p.alive()]
             raise RuntimeError(f"warm-up CRs not Running within {cfg.startup_timeout:g} s"
                                + (f"; exited: {', '.join(dead)}" if dead else "")
-                               + "".join(f"\n--- {p.name} log ---\n{p.log_tail()}" for p in operator))
+                               + "".join(f"\n--- {p.name} log ---\n{p.log()}" for p in operator))
         time.sleep(1.0)  # the warm-up's follow-up events settle
         everything = [kubesim, *operator]
         servers = {"postgres server (shared)": postgres_postmaster(cfg.pg_url),

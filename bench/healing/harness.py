@@ -167,7 +167,7 @@ class Stack:
         """Raise with the log's tail when an operator process exited."""
         for proc in self.procs:
             if not proc.alive():
-                raise RuntimeError(f"{proc.name} exited\n--- {proc.name} log ---\n{proc.log_tail()}")
+                raise RuntimeError(f"{proc.name} exited\n--- {proc.name} log ---\n{proc.log()}")
 
     # -- the cluster ---------------------------------------------------------------------------------------
 

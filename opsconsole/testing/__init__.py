@@ -1,43 +1,21 @@
-"""Testing a kind: the pytest plugin (`opsconsole.testing.plugin`, loaded through the `pytest11` entry point of
-the installed opsconsole distribution) and `FakeContext` for unit tests of `reconcile()` without a cluster.
+"""Testing a kind, under its public name: `opsconsole.testing` is `reconcilers.authoring.testing` (the pytest plugin
+and `FakeContext`; see there). Kind authors write
 
     from opsconsole.testing import FakeContext
 
-    def test_website_gets_a_deployment(reconcile_once):       # a plugin fixture: no conftest.py needed
-        outcome = reconcile_once(website("web", replicas=2))
-        assert outcome.phase == "Pending"
-
-Importing this package (or using any fixture but `opsconsole_engine`) needs no Django settings. The names below
-are imported on first use, so loading the plugin stays cheap.
+and the `pytest11` entry point `opsconsole` names `opsconsole.testing.plugin`. The submodules here re-export
+theirs; nothing is imported until a name is used, so loading the plugin stays cheap.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-if TYPE_CHECKING:
-    from opsconsole.testing.cluster import POD_DELAYS, TIMINGS
-    from opsconsole.testing.engine import Engine
-    from opsconsole.testing.fake import FakeContext
-    from opsconsole.testing.kinds import KindNotFound
-    from opsconsole.testing.reconcile import Reconciling
+from reconcilers.authoring import testing as _testing
 
-__all__ = ["POD_DELAYS", "TIMINGS", "Engine", "FakeContext", "KindNotFound", "Reconciling"]
-
-_WHERE = {
-    "FakeContext": "opsconsole.testing.fake",
-    "Engine": "opsconsole.testing.engine",
-    "KindNotFound": "opsconsole.testing.kinds",
-    "Reconciling": "opsconsole.testing.reconcile",
-    "POD_DELAYS": "opsconsole.testing.cluster",
-    "TIMINGS": "opsconsole.testing.cluster",
-}
+__all__ = list(_testing.__all__)
 
 
 def __getattr__(name: str) -> Any:
-    """The public names, imported on first use."""
-    if name in _WHERE:
-        import importlib
-
-        return getattr(importlib.import_module(_WHERE[name]), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    """The public names of `reconcilers.authoring.testing`, imported on first use."""
+    return getattr(_testing, name)

@@ -2,20 +2,22 @@
 
 A worker is a `celery worker` subprocess on its own queue (so parallel test runs sharing one Redis
 never steal each other's tasks), pointed at the test database the test process uses. `GroupProcess` is what
-every such subprocess shares: its own process group, its output in a log file, TERM-then-KILL on stop.
+every such subprocess shares: the project's process harness (`reconcilers.authoring.processes`: its own process
+group, its output in a log file, TERM-then-KILL on stop), run from the project root with its log in the data
+folder.
 """
 
 from __future__ import annotations
 
 import os
-import signal
 import subprocess
-import sys
 import time
 import uuid
 from pathlib import Path
 
 from django.db import connection
+
+from reconcilers.authoring import processes as harness
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 
@@ -32,44 +34,13 @@ def test_database_url() -> str:
     return f"postgres://{auth}{s.get('HOST') or '127.0.0.1'}{port}/{s['NAME']}"
 
 
-class GroupProcess:
-    """A subprocess in its own process group, its output in `log_path` under the data folder."""
-
-    log_tail = 8000  # characters of the log that log() returns
+class GroupProcess(harness.GroupProcess):
+    """A subprocess of a test (`reconcilers.authoring.processes.GroupProcess`), run from the project root, its
+    output in `log_name` under the data folder (OPSCONSOLE_DATA_DIR, else data/)."""
 
     def __init__(self, log_name: str) -> None:
-        self.proc: subprocess.Popen[bytes] | None = None
-        self.log_path = Path(os.environ.get("OPSCONSOLE_DATA_DIR", ROOT / "data")) / log_name
-
-    def spawn(self, cmd: list[str], env: dict[str, str]) -> None:
-        """Start `cmd` from the project root in a new session, stdout and stderr into the log."""
-        self.log_path.parent.mkdir(parents=True, exist_ok=True)
-        log = open(self.log_path, "wb")  # noqa: SIM115 - closed with the process
-        self.proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
-                                     start_new_session=True)
-
-    def kill(self, sig: int = signal.SIGKILL) -> None:
-        """Send sig to the whole process group."""
-        if self.proc is not None and self.proc.poll() is None:
-            os.killpg(self.proc.pid, sig)
-
-    def stop(self, timeout: float = 20.0) -> None:
-        """SIGTERM (a warm shutdown), then SIGKILL whatever is left after timeout."""
-        if self.proc is None or self.proc.poll() is not None:
-            return
-        os.killpg(self.proc.pid, signal.SIGTERM)
-        try:
-            self.proc.wait(timeout)
-        except subprocess.TimeoutExpired:
-            os.killpg(self.proc.pid, signal.SIGKILL)
-            self.proc.wait(5)
-
-    def log(self) -> str:
-        """The end of what the process printed so far."""
-        try:
-            return self.log_path.read_text(errors="replace")[-self.log_tail:]
-        except OSError:
-            return ""
+        log_path = Path(os.environ.get("OPSCONSOLE_DATA_DIR", ROOT / "data")) / log_name
+        super().__init__(log_path.stem, log_path, cwd=ROOT)
 
 
 class WorkerProcess(GroupProcess):
@@ -84,12 +55,13 @@ class WorkerProcess(GroupProcess):
         extra_env: dict[str, str] | None = None,
         name: str | None = None,
     ) -> None:
+        name = name or f"w{uuid.uuid4().hex[:6]}"
+        super().__init__(f"worker-{name}.log")
+        self.name = name
         self.queue = queue
         self.concurrency = concurrency
         self.pool = pool
-        self.name = name or f"w{uuid.uuid4().hex[:6]}"
         self.extra_env = extra_env or {}
-        super().__init__(f"worker-{self.name}.log")
 
     def env(self) -> dict[str, str]:
         """The worker's environment: the test's own plus the test database and the queue."""
@@ -106,11 +78,7 @@ class WorkerProcess(GroupProcess):
 
     def start(self) -> WorkerProcess:
         """Start the worker in its own process group."""
-        cmd = [
-            sys.executable, "-m", "celery", "-A", "opsconsole", "worker", "-l", "INFO",
-            "-Q", self.queue, "-P", self.pool, "-c", str(self.concurrency), "-n", f"{self.name}@%h",
-            "--without-mingle", "--without-gossip",
-        ]
+        cmd = harness.celery_worker_command(self.queue, self.name, concurrency=self.concurrency, pool=self.pool)
         self.spawn(cmd, self.env())
         return self
 

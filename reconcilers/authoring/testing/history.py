@@ -1,10 +1,10 @@
 """What the engine recorded about one object, read from the engine's database in a subprocess (the test process has
-no Django): `python -m opsconsole.testing.history UID [--wait-for ACTION] [--timeout S]` prints one JSON object,
-`{"transitions": [...], "healing": [...]}`, each entry as `history_of` builds it.
+no Django): `python -m reconcilers.authoring.testing.history UID [--wait-for ACTION] [--timeout S]` prints one
+JSON object, `{"transitions": [...], "healing": [...]}`, each entry as `history_of` builds it.
 
-`Engine.history` (opsconsole/testing/engine.py) runs it with the engine's environment (settings, DATABASE_URL).
-With `--wait-for`, it polls until a healing record with that action exists (or the timeout passes), in this one
-process, so a test waiting for `rollback.succeeded` starts Django once.
+`Engine.history` (reconcilers/authoring/testing/engine.py) runs it with the engine's environment (settings,
+DATABASE_URL). With `--wait-for`, it polls until a healing record with that action exists (or the timeout passes),
+in this one process, so a test waiting for `rollback.succeeded` starts Django once.
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ def history_of(uid: str) -> dict[str, list[dict[str, Any]]]:
 
 def main(argv: list[str] | None = None) -> int:
     """Print the history of the object whose uid is given (after waiting for `--wait-for`, when given)."""
-    parser = argparse.ArgumentParser(prog="python -m opsconsole.testing.history")
+    parser = argparse.ArgumentParser(prog="python -m reconcilers.authoring.testing.history")
     parser.add_argument("uid")
     parser.add_argument("--wait-for", default="", help="a healing action to wait for (e.g. rollback.succeeded)")
     parser.add_argument("--timeout", type=float, default=30.0)
