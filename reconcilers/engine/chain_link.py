@@ -4,7 +4,7 @@ Every link is appended the same way, with the resource's row locked by the calle
 the head kept on the row (its newest link's hash, `last_transition_hash`, and the link kind's own count), build
 the link under the resource (uid, kind, namespace, name) with the next seq of its kind and its place in the chain
 (a revision follows the current transition, `chain_after`; a healing record the current transition and revision,
-`revision_after`), hash it (`audit.link_hash`), then move the head onto it (`head_moved`; the caller saves the
+`revision_after`), hash it (`audit_encoding.link_hash`), then move the head onto it (`head_moved`; the caller saves the
 row). No query: the `(resource_uid, seq)` unique constraints guard a stale head.
 
 `recording_rows.transition_row`, `recording_rows.revision_row` and `healing.records.healing_append` build on it.
@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any, TypeVar
 
-from reconcilers.engine.audit import link_hash
+from reconcilers.engine.audit_encoding import link_hash
 from reconcilers.models import HealingRecord, Resource, SpecRevision, Transition
 
 Link = TypeVar("Link", Transition, SpecRevision, HealingRecord)

@@ -3,7 +3,7 @@
 The caller holds the resource's row locked (`select_for_update`) inside its transaction and saves the row after:
 the record chains onto the chain's newest link (`last_transition_hash`), follows the current transition and
 revision counts, and moves the head, as a transition or a revision does (`reconcilers.engine.chain_link`, hashed
-by `reconcilers.engine.audit`). A record that
+by `reconcilers.engine.audit_encoding`). A record that
 needs a person gets its pending notifications in the same transaction (`notifications.outbox_add_locked`).
 """
 
