@@ -1,6 +1,6 @@
 """A controller step on a thread of its own: the Events archive and the healing step, which may wait on the API
 server (an owner lookup) or on the database for a while, run beside the loop so that they never hold up
-enqueueing and the release of delayed keys (`Controller(background=True)`, as `runcontroller` builds it).
+enqueueing and the release of delayed keys (`build_controller(background=True)`, as `runcontroller` builds it).
 
 The step is the same function the loop calls inline when not in the background (tests drive it so): it returns
 whether it did work; the thread runs it again at once when it did, else after `idle` seconds. A step that raises
@@ -17,6 +17,8 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from typing import Any
+
+from django.db import close_old_connections, connections
 
 from reconcilers.engine import supervise
 
@@ -38,8 +40,6 @@ class BackgroundStep:
         return self
 
     def _loop(self) -> None:
-        from django.db import close_old_connections, connections
-
         stopping = self.supervised.stopping
         try:
             while not stopping.is_set():

@@ -26,10 +26,14 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from opsconsole.gcsettle import settle
+from opsconsole.telemetry.health import metrics_health_server_start
+from opsconsole.telemetry.metrics import reconciler_metrics_init
+from opsconsole.telemetry.tracing import tracing_setup
 from reconcilers.core.crd import crd_manifest
 from reconcilers.engine import apiclient, registry
-from reconcilers.engine.controller import Controller, LeaderElector
+from reconcilers.engine.controller import Controller
 from reconcilers.engine.controller.bootstrap import BootstrapError, bootstrap, connect, install_crds
+from reconcilers.engine.controller.wiring import build_controller, leader_elector
 from reconcilers.engine.metrics import LEADER_ELECTION_MASTER
 
 
@@ -82,16 +86,10 @@ class Command(BaseCommand):
                         raise CommandError(str(exc)) from exc
                     self.stdout.write(f"install-crds: {len(served)} CRDs served")
             _telemetry_start(self)
-            elector = LeaderElector(
-                api,
-                identity=options["identity"],
-                namespace=getattr(settings, "OPSCONSOLE_LEADER_NAMESPACE", "default"),
-                lease_duration=_seconds(options["lease_duration"], "OPSCONSOLE_LEADER_LEASE_SECONDS", 15.0),
-                renew_deadline=_seconds(options["renew_deadline"], "OPSCONSOLE_LEADER_RENEW_DEADLINE_SECONDS", 10.0),
-                retry_period=_seconds(options["retry_period"], "OPSCONSOLE_LEADER_RETRY_SECONDS", 2.0),
-            )
+            elector = leader_elector(api, options["identity"], lease_duration=options["lease_duration"],
+                                     renew_deadline=options["renew_deadline"], retry_period=options["retry_period"])
             LEADER_ELECTION_MASTER.labels(elector.name).set(1 if elector.is_leader else 0)
-            controller = Controller(api, reconcilers, elector=elector, background=True)
+            controller = build_controller(api, reconcilers, elector=elector, background=True)
             kinds = ", ".join(r.resource.kind for r in reconcilers) or "nothing"
             # the start-up's objects out of the garbage collector's reach: full collections walk the caches only
             self.stdout.write(f"runcontroller: gc: {settle()} start-up objects frozen")
@@ -109,10 +107,6 @@ class Command(BaseCommand):
 def _telemetry_start(command: BaseCommand) -> None:
     """Tracing ("opsconsole-controller"; off with OPSCONSOLE_TRACING=off), every label pair at 0, and /metrics
     and /healthz on OPSCONSOLE_CONTROLLER_METRICS_PORT (0: not served; a busy port is a warning, never a stop)."""
-    from opsconsole.telemetry.health import metrics_health_server_start
-    from opsconsole.telemetry.metrics import reconciler_metrics_init
-    from opsconsole.telemetry.tracing import tracing_setup
-
     tracing_setup("opsconsole-controller")
     reconciler_metrics_init()
     port = int(getattr(settings, "OPSCONSOLE_CONTROLLER_METRICS_PORT", 0) or 0)
@@ -123,7 +117,3 @@ def _telemetry_start(command: BaseCommand) -> None:
             command.stdout.write(f"runcontroller: /metrics and /healthz on {addr}:{port}")
         except OSError as exc:
             command.stderr.write(f"runcontroller: /metrics not served on port {port}: {exc}")
-
-
-def _seconds(option: float | None, setting: str, default: float) -> float:
-    return float(option) if option is not None else float(getattr(settings, setting, default))

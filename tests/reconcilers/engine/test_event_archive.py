@@ -21,6 +21,7 @@ from reconcilers.engine.controller.loop import (
     EVENTS,
     Controller,
 )
+from reconcilers.engine.controller.wiring import build_controller
 from reconcilers.engine.healing.archive import LIST_AT, LIST_PAGE_MIN, ObjectRef, OwnerResolver, events_archive
 from reconcilers.engine.healing.evaluator import Evaluator
 from reconcilers.kinds.memcached import MemcachedReconciler
@@ -282,8 +283,8 @@ class Writer:
 
 
 def _controller(writer: Writer, clock: Clock) -> Controller:
-    controller = Controller(None, [], enqueue=lambda key: True, pump=lambda: 0, mirror=False,
-                            archive_events=True, events_write=writer, clock=clock, batch_size=3)
+    controller = build_controller(None, [], enqueue=lambda key: True, pump=lambda: 0, mirror=False,
+                                  archive_events=True, events_write=writer, clock=clock, batch_size=3)
     controller.running = True
     return controller
 
@@ -338,8 +339,8 @@ def test_the_archive_yields_while_keys_wait_for_a_worker_for_a_bounded_time_and_
         def pending(self) -> int:
             return depth["pending"]
 
-    controller = Controller(None, [], enqueue=lambda key: True, pump=lambda: 0, mirror=False, archive_events=True,
-                            events_write=writer, clock=clock, batch_size=3, queue_depths=lambda: {"k": Depth()})
+    controller = build_controller(None, [], enqueue=lambda key: True, pump=lambda: 0, mirror=False, archive_events=True,
+                                  events_write=writer, clock=clock, batch_size=3, queue_depths=lambda: {"k": Depth()})
     controller.running = True
     controller.handle_event(InformerEvent(ADDED, EVENTS, event("e0", 1)))
     controller._queue_metrics()
@@ -371,8 +372,8 @@ def test_the_informers_tell_the_resolver_whose_child_an_owned_object_is(memcache
         return len(batch)
 
     writer.resolver = resolver  # type: ignore[attr-defined]
-    controller = Controller(None, [MemcachedReconciler()], enqueue=lambda key: True, pump=lambda: 0, mirror=False,
-                            archive_events=True, events_write=writer, clock=Clock())
+    controller = build_controller(None, [MemcachedReconciler()], enqueue=lambda key: True, pump=lambda: 0, mirror=False,
+                                  archive_events=True, events_write=writer, clock=Clock())
     deployment = {"apiVersion": "apps/v1", "kind": "Deployment",
                   "metadata": {"name": "web", "namespace": NS, "uid": "dep-1",
                                "ownerReferences": [_ref("Memcached", "web", "mc-1", "cache.example.com/v1alpha1")]}}
@@ -398,8 +399,8 @@ def test_a_pod_whose_replicaset_was_resolved_in_an_earlier_batch_is_still_filed(
 
 def test_events_waiting_for_the_archive_thread_do_not_make_the_main_loop_spin() -> None:
     clock = Clock()
-    controller = Controller(None, [], enqueue=lambda key: True, pump=lambda: 0, mirror=False, archive_events=True,
-                            events_write=Writer(), clock=clock, background=True)
+    controller = build_controller(None, [], enqueue=lambda key: True, pump=lambda: 0, mirror=False, archive_events=True,
+                                  events_write=Writer(), clock=clock, background=True)
     controller.running = True
     controller._next_pump = clock() + 0.2  # noqa: SLF001 - the next pump is due in 0.2 s
     controller.handle_event(InformerEvent(ADDED, EVENTS, event("a", 1)))

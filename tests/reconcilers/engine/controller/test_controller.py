@@ -9,7 +9,7 @@ import pytest
 
 from reconcilers.core.meta import RECONCILE_REQUESTED_AT
 from reconcilers.engine import kube
-from reconcilers.engine.controller import Controller
+from reconcilers.engine.controller.wiring import build_controller
 from tests.reconcilers.engine.controller.kinds import DEPLOYMENT, WIDGET, WidgetReconciler, widget
 from tests.support.status_patch import patch_status
 
@@ -40,7 +40,7 @@ def make_controller(api):
         kwargs.setdefault("enqueue", Keys())
         kwargs.setdefault("pump", lambda: 0)
         kwargs.setdefault("mirror", False)
-        controller = Controller(api, [WidgetReconciler()], **kwargs)
+        controller = build_controller(api, [WidgetReconciler()], **kwargs)
         controllers.append(controller)
         controller.step()  # leads (no elector): starts the informers
         assert controller.wait_synced(10)

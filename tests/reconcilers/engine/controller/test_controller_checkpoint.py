@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from reconcilers.engine import checkpoint
-from reconcilers.engine.controller import Controller
+from reconcilers.engine.controller.wiring import build_controller
 from tests.reconcilers.engine.controller.kinds import WidgetReconciler
 
 pytestmark = pytest.mark.django_db
@@ -31,8 +31,8 @@ class Standby:
 
 def test_the_leading_controller_writes_a_checkpoint_every_interval(api, widget_kind):
     now = [1000.0]
-    controller = Controller(api, [WidgetReconciler()], enqueue=lambda key: True, pump=lambda: 0, mirror=False,
-                            clock=lambda: now[0], checkpoint_seconds=300)
+    controller = build_controller(api, [WidgetReconciler()], enqueue=lambda key: True, pump=lambda: 0, mirror=False,
+                                  clock=lambda: now[0], checkpoint_seconds=300)
     try:
         controller.step()
         assert controller.wait_synced(10)
@@ -51,8 +51,8 @@ def test_the_leading_controller_writes_a_checkpoint_every_interval(api, widget_k
 
 def test_a_standby_writes_none(api, widget_kind):
     now = [1000.0]
-    controller = Controller(api, [WidgetReconciler()], elector=Standby(), enqueue=lambda key: True,
-                            pump=lambda: 0, mirror=False, clock=lambda: now[0], checkpoint_seconds=300)
+    controller = build_controller(api, [WidgetReconciler()], elector=Standby(), enqueue=lambda key: True,
+                                  pump=lambda: 0, mirror=False, clock=lambda: now[0], checkpoint_seconds=300)
     try:
         for _ in range(3):
             controller.step()

@@ -8,8 +8,8 @@ from __future__ import annotations
 import time
 
 from reconcilers.engine import kube
-from reconcilers.engine.controller import Controller
 from reconcilers.engine.controller.loop import QUEUE_BACKOFF_MAX, QUEUE_BACKOFF_MIN
+from reconcilers.engine.controller.wiring import build_controller
 from tests.reconcilers.engine.controller.kinds import WIDGET, WidgetReconciler, widget
 
 
@@ -39,8 +39,8 @@ class FlakyQueue:
 def test_enqueues_and_pumps_back_off_while_the_workqueue_is_away_and_resume_with_the_keys(api, widget_kind, ns):
     now = [1000.0]
     queue = FlakyQueue()
-    controller = Controller(api, [WidgetReconciler()], enqueue=queue.enqueue, pump=queue.pump, mirror=False,
-                            resync_seconds=0, clock=lambda: now[0])
+    controller = build_controller(api, [WidgetReconciler()], enqueue=queue.enqueue, pump=queue.pump, mirror=False,
+                                  resync_seconds=0, clock=lambda: now[0])
     try:
         controller.step()  # leads (no elector): starts the informers; pumps once
         assert controller.wait_synced(10) and queue.pump_calls == 1

@@ -17,6 +17,7 @@ from reconcilers.engine import kube
 from reconcilers.engine.audit import chain_verify
 from reconcilers.engine.controller import Controller
 from reconcilers.engine.controller.events import DELETED, InformerEvent
+from reconcilers.engine.controller.wiring import build_controller
 from reconcilers.engine.recording import transition_append
 from reconcilers.models import Resource, Transition
 from tests.reconcilers.engine.controller.kinds import WIDGET, widget
@@ -42,7 +43,7 @@ def controller(api, widget_kind):
     made = []
 
     def make() -> Controller:
-        c = Controller(api, [DeletableWidget()], enqueue=lambda key: True, pump=lambda: 0, mirror=True)
+        c = build_controller(api, [DeletableWidget()], enqueue=lambda key: True, pump=lambda: 0, mirror=True)
         made.append(c)
         c.step()  # leads (no elector): starts the informers
         assert c.wait_synced(10)
@@ -124,8 +125,8 @@ def test_a_sweep_that_fails_is_tried_again(api, ns, widget_kind):
         return []
 
     now = [0.0]
-    c = Controller(api, [DeletableWidget()], enqueue=lambda key: True, pump=lambda: 0, mirror=True,
-                   mirror_sweep=sweep, clock=lambda: now[0])
+    c = build_controller(api, [DeletableWidget()], enqueue=lambda key: True, pump=lambda: 0, mirror=True,
+                         mirror_sweep=sweep, clock=lambda: now[0])
     try:
         c.step()
         assert c.wait_synced(10)

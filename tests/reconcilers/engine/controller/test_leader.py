@@ -10,7 +10,8 @@ import pytest
 
 from kubesim.testing import wait_for
 from reconcilers.engine import kube
-from reconcilers.engine.controller import LEASE, Controller, LeaderElector
+from reconcilers.engine.controller import LEASE, LeaderElector
+from reconcilers.engine.controller.wiring import build_controller
 from tests.reconcilers.engine.controller.kinds import WidgetReconciler
 
 FAST = {"lease_duration": 1.0, "renew_deadline": 0.6, "retry_period": 0.1}
@@ -147,8 +148,8 @@ def test_an_expired_lease_of_a_vanished_holder_is_taken_after_one_lease_duration
 def test_only_the_leading_controller_runs_informers(api, widget_kind, lease_name):
     def controller(identity):
         elector = LeaderElector(api, identity=identity, name=lease_name, **FAST)
-        return Controller(api, [WidgetReconciler()], elector=elector, enqueue=lambda k: True, pump=lambda: 0,
-                          mirror=False)
+        return build_controller(api, [WidgetReconciler()], elector=elector, enqueue=lambda k: True, pump=lambda: 0,
+                                mirror=False)
 
     one, two = controller("one"), controller("two")
     try:

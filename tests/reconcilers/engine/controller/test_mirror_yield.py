@@ -10,6 +10,7 @@ import pytest
 from reconcilers.core.reconciler import ResourceKind
 from reconcilers.engine.controller.handoff import MirrorUpdate
 from reconcilers.engine.controller.loop import MIRROR_REFRESH_LINGER_SECONDS, MIRROR_YIELD_MAX_SECONDS, Controller
+from reconcilers.engine.controller.wiring import build_controller
 from reconcilers.engine.controller.yielding import Yielding
 
 KIND = ResourceKind("cache.example.com", "v1alpha1", "memcacheds", "Memcached")
@@ -35,8 +36,8 @@ def _controller(clock: Clock, depth: dict[str, int], written: list[list[tuple[st
             raise RuntimeError("bad object")
         written.append([(u.uid, u.obj["v"], u.deleted) for u in updates])
 
-    controller = Controller(None, [], enqueue=lambda key: True, pump=lambda: 0, mirror_write=write,
-                            archive_events=False, clock=clock, queue_depths=lambda: {"k": Depth(depth["n"])})
+    controller = build_controller(None, [], enqueue=lambda key: True, pump=lambda: 0, mirror_write=write,
+                                  archive_events=False, clock=clock, queue_depths=lambda: {"k": Depth(depth["n"])})
     controller.running = True
     return controller
 

@@ -10,8 +10,8 @@ import threading
 import pytest
 
 from reconcilers.engine import kube
-from reconcilers.engine.controller import Controller
 from reconcilers.engine.controller.handoff import Handoff
+from reconcilers.engine.controller.wiring import build_controller
 from tests.reconcilers.engine.controller.kinds import DEPLOYMENT, WIDGET, WidgetReconciler, widget
 from tests.reconcilers.engine.controller.test_controller import deployment, drive, key
 
@@ -65,9 +65,9 @@ class Log:
 @pytest.fixture
 def fed(api, widget_kind):
     log = Log()
-    controller = Controller(api, [WidgetReconciler()], enqueue=log.enqueue, cache_write=log.cache_write,
-                            cache_prune=log.cache_prune, cache_live=log.cache_live, pump=lambda: 0, mirror=False,
-                            object_cache=True)
+    controller = build_controller(api, [WidgetReconciler()], enqueue=log.enqueue, cache_write=log.cache_write,
+                                  cache_prune=log.cache_prune, cache_live=log.cache_live, pump=lambda: 0, mirror=False,
+                                  object_cache=True)
     controller.step()
     assert controller.wait_synced(10)
     yield controller, log
@@ -114,8 +114,8 @@ def test_a_list_prunes_the_kind_s_entries_the_cluster_no_longer_has(api, ns, fed
 def test_the_controller_writes_no_cache_when_it_is_off(api, ns, widget_kind, settings):
     settings.OPSCONSOLE_OBJECT_CACHE = False
     log = Log()
-    controller = Controller(api, [WidgetReconciler()], enqueue=log.enqueue, cache_write=log.cache_write,
-                            pump=lambda: 0, mirror=False)
+    controller = build_controller(api, [WidgetReconciler()], enqueue=log.enqueue, cache_write=log.cache_write,
+                                  pump=lambda: 0, mirror=False)
     try:
         controller.step()
         assert controller.wait_synced(10)
@@ -149,9 +149,9 @@ def test_a_child_is_in_the_cache_before_its_owner_s_key_is_enqueued_again(api, n
 def test_the_controller_says_it_keeps_the_cache_while_its_informers_run(api, ns, widget_kind):
     now = [100.0]
     log = Log()
-    controller = Controller(api, [WidgetReconciler()], enqueue=log.enqueue, cache_write=log.cache_write,
-                            cache_prune=log.cache_prune, cache_live=log.cache_live, pump=lambda: 0, mirror=False,
-                            object_cache=True, clock=lambda: now[0])
+    controller = build_controller(api, [WidgetReconciler()], enqueue=log.enqueue, cache_write=log.cache_write,
+                                  cache_prune=log.cache_prune, cache_live=log.cache_live, pump=lambda: 0, mirror=False,
+                                  object_cache=True, clock=lambda: now[0])
     try:
         controller.step()
         assert controller.wait_synced(10)
@@ -192,8 +192,8 @@ def test_by_default_a_batch_s_objects_and_keys_are_one_round_trip_objects_first(
     monkeypatch.setattr(queue, "_run", lambda op, *args: ops.append(op) or run(op, *args))
     monkeypatch.setattr(dispatch, "get_queue", lambda: queue)
     monkeypatch.setattr(dispatch, "dispatch", lambda keys: sent.extend(keys) or len(sent))
-    controller = Controller(api, [WidgetReconciler()], pump=lambda: 0, mirror=False, object_cache=True,
-                            cache_prune=lambda prefix, present: None, cache_live=lambda ttl: None)
+    controller = build_controller(api, [WidgetReconciler()], pump=lambda: 0, mirror=False, object_cache=True,
+                                  cache_prune=lambda prefix, present: None, cache_live=lambda ttl: None)
     try:
         controller.step()
         assert controller.wait_synced(10)

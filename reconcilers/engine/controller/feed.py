@@ -1,0 +1,105 @@
+"""What the controller hands the workqueue: the objects for the object cache and the keys to reconcile (one round
+trip when both defaults are used), the pump of delayed and expired keys, the object cache's prune and liveness.
+
+While the workqueue (Redis) cannot be reached, enqueues and pumps back off exponentially (`QUEUE_BACKOFF_MIN`
+doubling to `QUEUE_BACKOFF_MAX`) and the keys are kept in the handoff: the loop neither spins nor logs a traceback
+per step. When it answers again `resync_now` is set: a Redis that restarted without persistence lost every queued
+key, and nothing else would bring them back before the next resync.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import Any
+
+from reconcilers.engine.controller.gauges import count_add
+from reconcilers.engine.controller.handoff import Handoff
+from reconcilers.engine.controller.kindmap import KindId
+
+log = logging.getLogger(__name__)
+
+#: the pause before the next enqueue or pump after one failed (the workqueue's Redis away): doubling, capped
+QUEUE_BACKOFF_MIN = 0.1
+QUEUE_BACKOFF_MAX = 5.0
+
+Objects = dict[str, dict[str, Any] | None]
+
+
+class QueueFeed:
+    """The controller's side of the workqueue, with its backoff (see the module docstring). `cache_and_enqueue`
+    (None: separately) writes the objects and enqueues the keys of one batch in one round trip. `enqueue` is the
+    one-key callable a test passed (None: batched), kept for the tests that read what it recorded."""
+
+    def __init__(self, handoff: Handoff, *, enqueue_many: Callable[[list[str]], list[str]],
+                 cache_write: Callable[[Objects], Any],
+                 cache_and_enqueue: Callable[[Objects, list[str]], list[str]] | None,
+                 pump: Callable[[], int], cache_prune: Callable[[str, list[str]], Any],
+                 cache_live: Callable[[float | None], Any], names: dict[KindId, str], clock: Callable[[], float],
+                 enqueue: Callable[[str], bool] | None = None) -> None:
+        self.handoff, self.names, self.clock, self.enqueue = handoff, names, clock, enqueue
+        self.enqueue_many, self.cache_write, self.cache_and_enqueue = enqueue_many, cache_write, cache_and_enqueue
+        self.pump, self.cache_prune, self.cache_live = pump, cache_prune, cache_live
+        self.backoff = 0.0  # > 0 while the workqueue fails: the current pause
+        self.retry_at = -float("inf")  # no enqueue or pump before this
+        self.resync_now = False  # set when the workqueue answers again after failing
+        self.enqueued = 0  # keys handed to the workqueue (tests and logs)
+
+    def failed(self, what: str, exc: Exception) -> None:
+        """A workqueue call failed: pause enqueues and pumps (exponential backoff); the traceback once per outage."""
+        first = self.backoff == 0.0
+        self.backoff = min(QUEUE_BACKOFF_MAX, max(QUEUE_BACKOFF_MIN, self.backoff * 2))
+        self.retry_at = self.clock() + self.backoff
+        log.warning("controller: %s failed (%s: %s); %d keys kept, retrying in %.1fs", what, type(exc).__name__,
+                    exc, self.handoff.pending()[0], self.backoff, exc_info=first)
+
+    def recovered(self) -> None:
+        """A workqueue call succeeded: after an outage, a resync is due at once."""
+        if self.backoff:
+            log.info("controller: the workqueue answers again; resyncing (what it held may be lost)")
+            self.resync_now = True
+        self.backoff, self.retry_at = 0.0, -float("inf")
+
+    def enqueue_handed_off(self, batch_size: int) -> bool:
+        """Write up to `batch_size` handed-off objects into the object cache, then enqueue the keys; True when
+        there were any. On failure the batch goes back to the handoff (a cache write and an add are idempotent)."""
+        if self.clock() < self.retry_at:
+            return False  # backing off: the keys stay in the handoff
+        objects, keys = self.handoff.take_objects_and_keys(batch_size)  # each key's object is among them
+        if not keys and not objects:
+            return False
+        try:
+            if objects and self.cache_and_enqueue is not None:
+                added = self.cache_and_enqueue(objects, keys)
+            else:
+                if objects:
+                    self.cache_write(objects)
+                added = self.enqueue_many(keys) if keys else []
+        except Exception as exc:
+            self.handoff.put_objects_back(objects)
+            self.handoff.put_keys(keys)
+            self.failed("enqueue", exc)
+            return False
+        self.recovered()
+        self.enqueued += len(keys)
+        for key in added:
+            count_add(key, self.names)
+        return True
+
+    def pump_once(self) -> bool:
+        """Release the delayed and expired keys (dispatch.pump); True when any. A failure starts the backoff."""
+        try:
+            did = bool(self.pump())
+        except Exception as exc:
+            self.failed("pump", exc)
+            return False
+        self.recovered()
+        return did
+
+    def say_cache_live(self, ttl: float | None) -> None:
+        """Tell the workers that this controller's informers keep the object cache (None: no longer). Not counted
+        as work; a failure only means that runs apply their children for a while."""
+        try:
+            self.cache_live(ttl)
+        except Exception:
+            log.debug("controller: object cache liveness not written", exc_info=True)

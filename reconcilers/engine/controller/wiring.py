@@ -1,0 +1,142 @@
+"""The controller's composition root: `build_controller` builds every collaborator a `Controller` runs (the kind
+map, the handoff, the informers and their event routing, the workqueue feed and gauges, the mirror writer and its
+sweeps, the Events archive, the healing evaluator, the audit checkpoint) from settings and the backends
+(adapters.py), or from the doubles a test passes, and hands them to `Controller`; `leader_elector` builds the
+Lease's elector from settings. `runcontroller` calls both (and starts the /metrics and /healthz endpoints itself).
+
+Settings read: OPSCONSOLE_RESYNC_SECONDS (300), OPSCONSOLE_AUDIT_CHECKPOINT_SECONDS (300; 0: none),
+OPSCONSOLE_EVENT_ARCHIVE (on), OPSCONSOLE_HEALING_INTERVAL (healing.evaluator.default_interval),
+OPSCONSOLE_LEADER_NAMESPACE ("default"), OPSCONSOLE_LEADER_LEASE_SECONDS (15),
+OPSCONSOLE_LEADER_RENEW_DEADLINE_SECONDS (10), OPSCONSOLE_LEADER_RETRY_SECONDS (2); the object cache's
+(objectcache.enabled).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from django.conf import settings
+
+from reconcilers.core.reconciler import Reconciler
+from reconcilers.engine.controller import adapters
+from reconcilers.engine.controller.archive import EventsArchive
+from reconcilers.engine.controller.feed import QueueFeed
+from reconcilers.engine.controller.gauges import QueueGauges
+from reconcilers.engine.controller.handoff import EventPair, Handoff, MirrorUpdate
+from reconcilers.engine.controller.informers import InformerSet
+from reconcilers.engine.controller.kindmap import KindMap
+from reconcilers.engine.controller.leader import LeaderElector
+from reconcilers.engine.controller.loop import Controller
+from reconcilers.engine.controller.mirror import MirrorWriter
+from reconcilers.engine.controller.parts import ControllerParts
+from reconcilers.engine.controller.periodic import CheckpointStep, HealingStep
+from reconcilers.engine.controller.routing import EventRouter
+from reconcilers.engine.controller.sweep import MirrorSweepFn, Sweeps
+from reconcilers.engine.healing.evaluator import Evaluator
+from reconcilers.engine.healing.evaluator import default_interval as default_heal_interval
+
+Objects = dict[str, dict[str, Any] | None]
+
+
+def default_resync_seconds() -> float:
+    """settings.OPSCONSOLE_RESYNC_SECONDS (default 300)."""
+    return float(getattr(settings, "OPSCONSOLE_RESYNC_SECONDS", 300))
+
+
+def default_checkpoint_seconds() -> float:
+    """settings.OPSCONSOLE_AUDIT_CHECKPOINT_SECONDS (default 300; 0: none)."""
+    return float(getattr(settings, "OPSCONSOLE_AUDIT_CHECKPOINT_SECONDS", 300))
+
+
+def default_archive_events() -> bool:
+    """settings.OPSCONSOLE_EVENT_ARCHIVE (default on)."""
+    return bool(getattr(settings, "OPSCONSOLE_EVENT_ARCHIVE", True))
+
+
+def leader_elector(api: Any, identity: str | None = None, *, lease_duration: float | None = None,
+                   renew_deadline: float | None = None, retry_period: float | None = None) -> LeaderElector:
+    """The elector of the controller's Lease; what is not given comes from settings."""
+    def seconds(option: float | None, setting: str, default: float) -> float:
+        return float(option) if option is not None else float(getattr(settings, setting, default))
+
+    return LeaderElector(
+        api, identity=identity, namespace=getattr(settings, "OPSCONSOLE_LEADER_NAMESPACE", "default"),
+        lease_duration=seconds(lease_duration, "OPSCONSOLE_LEADER_LEASE_SECONDS", 15.0),
+        renew_deadline=seconds(renew_deadline, "OPSCONSOLE_LEADER_RENEW_DEADLINE_SECONDS", 10.0),
+        retry_period=seconds(retry_period, "OPSCONSOLE_LEADER_RETRY_SECONDS", 2.0))
+
+
+def build_controller(
+    api: Any,
+    reconcilers: Sequence[Reconciler],
+    *,
+    elector: LeaderElector | None = None,
+    enqueue: Callable[[str], bool] | None = None,
+    pump: Callable[[], int] | None = None,
+    mirror_write: Callable[[list[MirrorUpdate]], None] | None = None,
+    mirror_sweep: MirrorSweepFn | None = None,
+    mirror: bool = True,
+    resync_seconds: float | None = None,
+    pump_interval: float = 0.2,
+    batch_size: int = 500,
+    informer_options: dict[str, Any] | None = None,
+    clock: Callable[[], float] = time.monotonic,
+    queue_depths: Callable[[], dict[str, Any]] | None = None,
+    metrics_interval: float = 1.0,
+    checkpoint_seconds: float | None = None,
+    checkpoint_write: Callable[[Any], Any] | None = None,
+    archive_events: bool | None = None,
+    events_write: Callable[[list[EventPair]], int] | None = None,
+    heal_interval: float | None = None,
+    heal: Callable[[], Any] | None = None,
+    background: bool = False,
+    object_cache: bool | None = None,
+    cache_write: Callable[[Objects], Any] | None = None,
+    cache_prune: Callable[[str, list[str]], Any] | None = None,
+    cache_live: Callable[[float | None], Any] | None = None,
+) -> Controller:
+    """A `Controller` for `reconcilers` with every collaborator built. A callable passed replaces its default
+    backend (tests): `enqueue` (one key → sent?) replaces the batched enqueue, and a test that fakes the enqueue
+    without a cache writer gets no object cache; a test that fakes the depths records no depth history. `mirror`:
+    the Resource mirror is written (and, unless `archive_events` says otherwise, the Events archive and, unless
+    `heal_interval` does, the healing step run: both read it)."""
+    kinds, handoff = KindMap.of(reconcilers), Handoff()
+    # the object cache the workers read: written before the keys of the same batch are enqueued
+    if object_cache is None:
+        object_cache = (enqueue is None or cache_write is not None) and adapters.object_cache_enabled()
+    feed = QueueFeed(
+        handoff, enqueue=enqueue, names=kinds.controller_names, clock=clock, pump=pump or adapters.pump,
+        enqueue_many=adapters.enqueue_many if enqueue is None else (lambda keys: [k for k in keys if enqueue(k)]),
+        cache_write=cache_write or adapters.cache_write,
+        # both defaults: the objects and the keys they make dirty go in one round trip
+        cache_and_enqueue=adapters.cache_and_enqueue if enqueue is None and cache_write is None else None,
+        cache_prune=cache_prune or adapters.cache_prune, cache_live=cache_live or adapters.cache_live)
+    gauges = QueueGauges(queue_depths or adapters.queue_depths,
+                         adapters.depth_record if queue_depths is None else None, kinds.controller_names, clock)
+    busy = lambda: gauges.keys_waiting  # noqa: E731 - keys wait for a worker (the last depth sample)
+    if archive_events is None:
+        archive_events = mirror and default_archive_events()
+    archive = (EventsArchive(events_write or adapters.events_writer(api), handoff, batch_size=batch_size, clock=clock,
+                             busy=busy) if archive_events else None)
+    informers = InformerSet(api, kinds, events=archive_events, options=informer_options)
+    if heal_interval is None:  # healing reads the mirror: only a controller that writes it heals by default
+        heal_interval = default_heal_interval() if mirror else 0.0
+    if heal is None and heal_interval > 0:
+        heal = Evaluator(api, kinds.reconcilers, annotations=informers.annotations, enqueue=handoff.put_keys).step
+    parts = ControllerParts(
+        kinds=kinds, handoff=handoff, informers=informers, feed=feed, gauges=gauges, archive=archive,
+        router=EventRouter(handoff, kinds, informers, mirror=mirror, object_cache=object_cache, archive=archive),
+        mirror=MirrorWriter(mirror_write or adapters.mirror_write, handoff, batch_size=batch_size, clock=clock,
+                            busy=busy),
+        sweeps=Sweeps(handoff, informers, kinds, clock=clock,
+                      mirror_sweep=(mirror_sweep or adapters.mirror_sweep) if mirror else None,
+                      cache_prune=feed.cache_prune if object_cache else None),
+        healing=HealingStep(heal, heal_interval),
+        checkpoint=CheckpointStep(checkpoint_write or adapters.checkpoint_write, api,
+                                  default_checkpoint_seconds() if checkpoint_seconds is None else checkpoint_seconds),
+        object_cache=object_cache)
+    return Controller(parts, elector=elector, clock=clock, background=background, batch_size=batch_size,
+                      resync_seconds=default_resync_seconds() if resync_seconds is None else resync_seconds,
+                      pump_interval=pump_interval, metrics_interval=metrics_interval)
