@@ -129,3 +129,10 @@ def read(cached: bytes | str | None, get: Callable[[], dict[str, Any]], recorded
         if obj["metadata"]["uid"] != uid:  # deleted and made again meanwhile: another record
             state = recorded(obj["metadata"]["uid"])
     return obj, state, source
+
+
+def child_cache(queue: Any, recorded: str | None) -> ChildCache | None:
+    """The children's cache a run's applies consult (`ChildCache` on `queue`), or None while the cache is off, and
+    for a run of an object with no phase on record yet (its first): its children are not there yet (in a burst,
+    half of all lookups would find nothing) and an apply is always safe."""
+    return ChildCache(queue) if recorded and enabled() else None

@@ -7,8 +7,8 @@
    manual request (`annotation_requests.request_annotations`) gets its row first.
 3. Record (`recording.reconcile_record`, one transaction): the run, transitions, the mirror, requests, a
    rollback's verification (a concluded one runs the key once more, to write its conditions).
-4. Complete (`step.complete`): the Events of what was recorded (`provenance.out_of_band_event` for an
-   out-of-band phase), the finalizer removed when the cleanup is done.
+4. Complete (`step.complete`): the Events of what was recorded (`record_events`), the finalizer removed when the
+   cleanup is done.
 5. Queue: the outcome's `QueueAction`; a forget or RequeueAfter goes with the lease's release. A run that breaks
    outside the reconcile (the database away: nothing recorded) is an error retried with backoff too.
 6. Telemetry: the span `reconcile <Kind>` (tail sampling: `sampling.keep_notable`), the object read and the child
@@ -28,7 +28,18 @@ from django.utils import timezone
 from opentelemetry.trace import Status, StatusCode
 
 from reconcilers.core.types import Request
-from reconcilers.engine import apiclient, kube, metrics, objectcache, provenance, recording, registry, sampling, step
+from reconcilers.engine import (
+    apiclient,
+    kube,
+    metrics,
+    objectcache,
+    provenance,
+    record_events,
+    recording,
+    registry,
+    sampling,
+    step,
+)
 from reconcilers.engine.annotation_requests import request_annotations
 from reconcilers.engine.healing import state as healing_state
 from reconcilers.engine.healing import suspend
@@ -125,13 +136,9 @@ class Run:
             recording.requests_picked_up(self.key, asked[1])
             if span.is_recording() and (others := recording.request_trace_ids(self.key, asked[1], self.trace_id)):
                 span.set_attribute("opsconsole.request.trace_id", others)
-
-        # a run of an object with no phase on record yet (its first) applies its children without looking them up:
-        # they are not there yet (in a burst, half of all lookups would find nothing); an apply is always safe
-        children = objectcache.ChildCache(self.queue) if recorded and objectcache.enabled() else None
         outcome = step.reconcile_step(rec, api, obj, recorded, span=span, lease_held=lambda: not self.renewer.lost,
-                                      request_annotations=annotations,
-                                      healing=healing_state.healing_view(state, obj), child_cache=children,
+                                      request_annotations=annotations, healing=healing_state.healing_view(state, obj),
+                                      child_cache=objectcache.child_cache(self.queue, recorded),
                                       engine_wrote=provenance.engine_wrote_checker(self.queue.redis))
         provenance.outcome_noted(self.queue.redis, rec.resource, obj, recorded, outcome)
         sent, unchanged = (outcome.ctx.applies_sent, outcome.ctx.applies_unchanged) if outcome.ctx else (0, 0)
@@ -149,7 +156,7 @@ class Run:
             head=state.head if state is not None else None)
         self.error_class = outcome.error_class
         span.set_attributes({"opsconsole.phase.from": record.from_phase, "opsconsole.phase.to": record.to_phase})
-        step.complete(outcome, self._events(outcome, record))
+        step.complete(outcome, record_events.recorded_events(rec, outcome, record))
         self._queue(outcome)
         if record.rollback_concluded:
             span.set_attribute("opsconsole.rollback", record.rollback_concluded)
@@ -186,17 +193,6 @@ class Run:
             self.queue.forget(self.key)
             raise _NotRead("success")
         return obj
-
-    def _events(self, outcome: Outcome, record: recording.RecordOutcome) -> list[step.EventSpec]:
-        """The Events of what was recorded (the record, not the plan, is the truth when they differ)."""
-        events = step.events_for(self.reconciler, record.transitions)
-        if record.anomaly_id is not None and outcome.change is not None:
-            events.append(step.refused_event(record.from_phase, outcome.change.to_phase, record.anomaly_id))
-        if record.escalation is not None:
-            events.append(step.EventSpec("Warning", record.escalation.reason, record.escalation.message))
-        if outcome.out_of_band is not None and record.out_of_band_id is not None:
-            events.append(provenance.out_of_band_event(outcome.out_of_band, record.out_of_band_id))
-        return events
 
     def _queue(self, outcome: Outcome) -> None:
         action = outcome.queue
