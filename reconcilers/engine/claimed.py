@@ -1,13 +1,14 @@
-"""A key's lease around its run: claim the key (owner `host:pid:uuid`; someone else holds it → skipped at once: the
-key stays dirty, so that owner's `done()` re-queues it), renew the lease while the run goes on
-(`lease_renewal.LeaseRenewer`, for Celery's time limit at most), then release it (`dispatch.done`, which sends the
-key again when it changed meanwhile, or, `hold`, leaves it ready for the drain that runs next).
-"""
+"""A key's lease around its run: claim the key (owner `host:pid:uuid`; someone else holds it → skipped at once: the key
+stays dirty, so that owner's `done()` re-queues it), renew the lease while the run goes on
+(`lease_renewal.LeaseRenewer`, for Celery's time limit at most: `max_run_seconds`), then release it (`dispatch.done`,
+which sends the key again when it changed meanwhile, or, `hold`, leaves it ready for the drain that runs next)."""
 
 from __future__ import annotations
 
 import logging
 import uuid
+
+from django.conf import settings
 
 from reconcilers.engine import dispatch
 from reconcilers.engine.lease_renewal import LeaseRenewer
@@ -17,6 +18,12 @@ from reconcilers.engine.workqueue import Claim, WorkQueue
 SKIPPED = "skipped"  # the task's answer when another worker holds the key (not a run: nothing is recorded)
 
 log = logging.getLogger(__name__)
+
+
+def max_run_seconds() -> float:
+    """How long a run's lease is renewed at most: Celery's hard time limit (CELERY_TASK_TIME_LIMIT), which would
+    have killed a run in the task's own thread by then."""
+    return float(getattr(settings, "CELERY_TASK_TIME_LIMIT", None) or 600)
 
 
 def owner() -> str:
@@ -47,7 +54,7 @@ def run_claimed(queue: WorkQueue, claim: Claim, *, hold: bool = False) -> str:
 def execute_claimed(queue: WorkQueue, claim: Claim, *, hold: bool) -> Run:
     """Run a claimed key, its lease renewed meanwhile; the lease is left held (the caller releases it: `release`,
     or the drain's next claim), unless the run raised (then released here, `hold` as `run_claimed` says)."""
-    renewer = LeaseRenewer(queue, claim.key, claim.owner)
+    renewer = LeaseRenewer(queue, claim.key, claim.owner, max_run_seconds())
     renewer.start()
     this = Run(claim.key, claim, queue, renewer)
     try:

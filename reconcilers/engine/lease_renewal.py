@@ -1,9 +1,9 @@
-"""Lease renewal of the runs in progress (moved from `runner`): one thread per process renews the lease of every
-run in progress, each every third of its queue's lease time, for Celery's time limit at most
-(`max_run_seconds`). The thread is supervised (`reconcilers.engine.supervise`, `lease-renewals`): if it dies, it is
-started again within a second, counted in `opsconsole_thread_restarts_total{thread="lease-renewals"}`, and the
-leases are renewed again (a lease renewed late is still ours unless it expired meanwhile: then `renew` says so
-and the run is told it lost it)."""
+"""Lease renewal of the runs in progress: one thread per process renews the lease of every run in progress, each every
+third of its queue's lease time, for the time its caller gives at most (the runner gives Celery's time limit,
+`claimed.max_run_seconds`). It imports the workqueue and the thread supervisor, nothing else of the engine. The
+thread is supervised (`reconcilers.engine.supervise`, `lease-renewals`): if it dies, it is started again within a
+second, counted in `opsconsole_thread_restarts_total{thread="lease-renewals"}`, and the leases are renewed again (a
+lease renewed late is still ours unless it expired meanwhile: then `renew` says so and the run is told it lost it)."""
 
 from __future__ import annotations
 
@@ -11,8 +11,6 @@ import logging
 import os
 import threading
 import time
-
-from django.conf import settings
 
 from reconcilers.engine import supervise
 from reconcilers.engine.workqueue import WorkQueue
@@ -68,10 +66,8 @@ class _Renewals:
 _RENEWALS = _Renewals()
 
 
-def max_run_seconds() -> float:
-    """How long a run's lease is renewed at most: Celery's hard time limit (CELERY_TASK_TIME_LIMIT), which would
-    have killed a run in the task's own thread by then."""
-    return float(getattr(settings, "CELERY_TASK_TIME_LIMIT", None) or 600)
+#: how long a lease is renewed at most when the caller names no time (the default of Celery's time limit)
+DEFAULT_MAX_SECONDS = 600.0
 
 
 class LeaseRenewer:
@@ -79,10 +75,10 @@ class LeaseRenewer:
     `max_seconds` at most (then the lease is let go: it expires and the key is queued again, and the run, if it
     ever ends, writes nothing); notes when the lease was lost."""
 
-    def __init__(self, queue: WorkQueue, key: str, owner: str, max_seconds: float | None = None) -> None:
+    def __init__(self, queue: WorkQueue, key: str, owner: str, max_seconds: float = DEFAULT_MAX_SECONDS) -> None:
         self.queue, self.key, self.owner = queue, key, owner
         self.interval = max(0.05, queue.lease_seconds / 3.0)
-        self.max_seconds = max_run_seconds() if max_seconds is None else max_seconds
+        self.max_seconds = max_seconds
         self.lost = False
         self.next_at = float("inf")
         self.started_at = 0.0

@@ -13,9 +13,17 @@ from __future__ import annotations
 
 from reconcilers.engine import dispatch
 from reconcilers.engine.annotation_requests import request_annotations
-from reconcilers.engine.claimed import SKIPPED, execute_claimed, owner, release, run_claimed, run_key
+from reconcilers.engine.claimed import (
+    SKIPPED,
+    execute_claimed,
+    max_run_seconds,
+    owner,
+    release,
+    run_claimed,
+    run_key,
+)
 from reconcilers.engine.drain import drain_ready, drain_threads, linger_slots, run_and_drain
-from reconcilers.engine.lease_renewal import LeaseRenewer, max_run_seconds
+from reconcilers.engine.lease_renewal import LeaseRenewer
 from reconcilers.engine.run import SUSPENDED, Run, worker
 
 __all__ = [
