@@ -1,5 +1,6 @@
 """What the console, the API and the controller's metrics read of the work queue: snapshots, per-kind depths and
-the depth history. Reading changes nothing of the queue's state."""
+the depth history. None of it changes the queue's state: `record_depth` only appends a sample to the history (its
+own Redis list, `depth-history`), which the console's workers page draws."""
 
 from __future__ import annotations
 
