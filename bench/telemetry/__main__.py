@@ -42,7 +42,7 @@ def one_round(api, n: int, traced: bool) -> tuple[float, float]:
 
     from opsconsole.telemetry.tracing import span_store, tracing_setup, tracing_shutdown
     from reconcilers.engine import dispatch, kube, runner
-    from tests.reconcilers.conftest import NAMESPACE
+    from tests.fixtures.cluster import NAMESPACE
     from tests.reconcilers.testkinds import GADGET, gadget
 
     settings.OPSCONSOLE_TRACING = "on" if traced else "off"

@@ -1,6 +1,7 @@
 """Fixtures of the fault suite: a kubesim of its own (faults injected there never reach the rest of the
 session), two real Celery workers and a controller process on it with short leases and a small backoff cap,
-Redis and the test database. The engine, the Gadget test kind and the helpers come from tests/reconcilers.
+Redis and the test database. The engine harness comes from the root fixture plugin (tests/fixtures), the Gadget
+test kind from tests/reconcilers.
 
 Both are scoped to this directory and stopped after its last test: a controller left running on this kubesim
 would go on writing to the test database, and its re-lists would record every other test's objects deleted
@@ -16,17 +17,8 @@ import pytest
 
 from reconcilers.engine import dispatch, kube, registry
 from reconcilers.models import Resource, Transition
-from tests.reconcilers.conftest import (  # noqa: F401 - fixtures re-registered for this directory
-    INTEGRATION_RECONCILERS,
-    LEASE_SECONDS,
-    Engine,
-    audit_intact,
-    engine_running,
-    kapi,
-    namespace,
-    package_kubesim,
-    wait_idle,
-)
+from tests.fixtures.cluster import package_kubesim
+from tests.fixtures.engines import INTEGRATION_RECONCILERS, Engine, audit_intact, engine_running, wait_idle
 from tests.reconcilers.testkinds import GADGET, gadget
 
 kubesim = package_kubesim()  # a kubesim of this directory's own
@@ -36,10 +28,8 @@ BACKOFF_BASE = 0.05
 BACKOFF_CAP = 2.0
 
 
-
-
 @pytest.fixture(scope="package")
-def fault_engine(kubesim, redis_client, django_db_setup, django_db_blocker) -> Iterator[Engine]:  # noqa: F811
+def fault_engine(kubesim, redis_client, django_db_setup, django_db_blocker) -> Iterator[Engine]:
     """The engine the fault tests break: 2 workers (one pool child each) and a controller."""
     extra = {
         "OPSCONSOLE_WORKQUEUE_BACKOFF_BASE": str(BACKOFF_BASE),
@@ -50,7 +40,7 @@ def fault_engine(kubesim, redis_client, django_db_setup, django_db_blocker) -> I
 
 
 @pytest.fixture
-def faults(fault_engine, transactional_db, kapi, settings) -> Iterator[Engine]:  # noqa: F811
+def faults(fault_engine, transactional_db, kapi, settings) -> Iterator[Engine]:
     """The running fault engine for one test; afterwards: faults cleared, the engine idle, audit chains intact."""
     settings.OPSCONSOLE_RECONCILERS = INTEGRATION_RECONCILERS
     settings.OPSCONSOLE_WORKQUEUE_NAME = fault_engine.queue_name

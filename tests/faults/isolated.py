@@ -18,13 +18,8 @@ from typing import Any
 from kubesim.testing import KubesimHandle
 from reconcilers.engine import apiclient, kube, registry
 from tests.faults.conftest import BACKOFF_BASE, BACKOFF_CAP
-from tests.reconcilers.conftest import (
-    INTEGRATION_RECONCILERS,
-    NAMESPACE,
-    Engine,
-    engine_running,
-    kubesim_with_crds,
-)
+from tests.fixtures.cluster import NAMESPACE, kubesim_with_crds
+from tests.fixtures.engines import INTEGRATION_RECONCILERS, Engine, engine_running
 
 
 @dataclass

@@ -13,11 +13,11 @@ from kubesim.testing import wait_for
 from reconcilers.engine import kube
 from reconcilers.engine.controller.leader import LEASE, LEASE_NAME
 from tests.faults.conftest import all_recorded, create_gadgets, phases
-from tests.reconcilers.conftest import ControllerProcess
+from tests.fixtures.engines import ControllerProcess
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 
-#: the test controllers' --lease-duration and --retry-period (tests/reconcilers/conftest.py)
+#: the test controllers' --lease-duration and --retry-period (tests/fixtures/engines.py)
 LEASE_DURATION = 4.0
 RETRY_PERIOD = 0.5
 

@@ -19,7 +19,7 @@ import pytest
 from kubesim.testing import wait_for
 from reconcilers.engine import dispatch, kube
 from tests.faults.conftest import all_recorded, phases, with_retries
-from tests.reconcilers.conftest import ControllerProcess
+from tests.fixtures.engines import ControllerProcess
 from tests.reconcilers.testkinds import GADGET, gadget
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]

@@ -25,7 +25,7 @@ from reconcilers.engine import kube
 from reconcilers.models import ReconcileRun, Resource, Transition
 from tests.faults.conftest import all_recorded, create_gadgets, phases
 from tests.faults.isolated import Isolated, isolated_engine
-from tests.reconcilers.conftest import audit_intact
+from tests.fixtures.engines import audit_intact
 from tests.reconcilers.testkinds import GADGET
 from tests.support.db_outage import DatabaseOutage
 from tests.support.metrics_read import free_port, multiprocess_text, sample_sum, worker_metrics_dir

@@ -14,7 +14,7 @@ from kubesim.testing import wait_for
 from reconcilers.engine import dispatch, kube
 from reconcilers.models import ReconcileRun, Resource
 from tests.faults.conftest import all_recorded, create_gadgets, phases, with_retries
-from tests.reconcilers.conftest import ControllerProcess, wait_idle
+from tests.fixtures.engines import ControllerProcess, wait_idle
 from tests.reconcilers.testkinds import GADGET
 from tests.support.metrics_read import free_port, multiprocess_text, sample_sum, scrape, worker_metrics_dir
 

@@ -19,7 +19,7 @@ from reconcilers.engine import dispatch
 from reconcilers.models import ReconcileRun, Resource
 from tests.faults.conftest import all_recorded, create_gadgets, phases
 from tests.faults.isolated import Isolated, isolated_engine
-from tests.reconcilers.conftest import LEASE_SECONDS, audit_intact
+from tests.fixtures.engines import LEASE_SECONDS, audit_intact
 from tests.support.redis_server import RedisServer, celery_broker
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]

@@ -1,4 +1,5 @@
-"""Fixtures: one kubesim per session (short simulated delays), a fresh namespace per test, API clients."""
+"""Fixtures: one kubesim for this directory, stopped after its last test (short simulated delays), a fresh
+namespace per test, API clients."""
 
 from __future__ import annotations
 
@@ -59,35 +60,35 @@ WIDGET_CRD = {
 }
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def kubesim() -> Iterator[KubesimHandle]:
-    """A kubesim for the whole session with fast simulated Pods and frequent bookmarks."""
+    """A kubesim for this directory's tests with fast simulated Pods and frequent bookmarks."""
     with running_kubesim(schedule_delay=0.01, start_delay=0.05, ready_delay=0.05, bookmark_interval=0.3,
                          history_size=5000, gc_interval=0.2) as k:
         yield k
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def api_client(kubesim: KubesimHandle) -> client.ApiClient:
     return kubesim.api_client()
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def core(api_client: client.ApiClient) -> client.CoreV1Api:
     return client.CoreV1Api(api_client)
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def apps(api_client: client.ApiClient) -> client.AppsV1Api:
     return client.AppsV1Api(api_client)
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def custom(api_client: client.ApiClient) -> client.CustomObjectsApi:
     return client.CustomObjectsApi(api_client)
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def widgets(api_client: client.ApiClient) -> str:
     """The Widget CRD, created once."""
     ext = client.ApiextensionsV1Api(api_client)

@@ -19,7 +19,7 @@ from reconcilers.engine.controller.bootstrap import (
 )
 from reconcilers.kinds.memcached import MEMCACHED
 from reconcilers.kinds.tenant import TENANT
-from tests.reconcilers.conftest import CRDS_DIR, SAMPLES_DIR
+from tests.fixtures.cluster import CRDS_DIR, SAMPLES_DIR
 from tests.support.status_patch import patch_status
 
 pytestmark = pytest.mark.integration

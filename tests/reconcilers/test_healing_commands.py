@@ -12,7 +12,6 @@ from django.core.management.base import CommandError
 
 from reconcilers.engine.healing.suspend import SUSPENDED, SUSPENDED_UNTIL
 from reconcilers.models import ActionRecord, HealingRecord
-from tests.opsconsole.api.conftest import queue  # noqa: F401 - the API tests' private workqueue
 from tests.opsconsole.api.test_healing_api import Cluster
 
 pytestmark = pytest.mark.django_db(transaction=True)

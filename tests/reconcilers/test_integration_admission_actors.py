@@ -17,16 +17,16 @@ import yaml
 from django.test import override_settings
 
 from kubesim.testing import running_kubesim, wait_for
-from opsconsole.accounts.models import ActionRecord
 from opsconsole.testing.cluster import CrdInstaller
 from reconcilers.core import actors
 from reconcilers.core.meta import FIELD_MANAGER
 from reconcilers.core.reconciler import ResourceKind
 from reconcilers.engine import dispatch, kube, registry
 from reconcilers.engine.webhook_config import webhook_configurations
-from reconcilers.models import Anomaly, AnomalyCategory, Resource, SpecRevision, Transition
+from reconcilers.models import ActionRecord, Anomaly, AnomalyCategory, Resource, SpecRevision, Transition
+from tests.fixtures.cluster import POD_DELAYS
+from tests.fixtures.engines import INTEGRATION_RECONCILERS, engine_running, wait_idle
 from tests.reconcilers import testkinds
-from tests.reconcilers.conftest import INTEGRATION_RECONCILERS, POD_DELAYS, engine_running, wait_idle
 from tests.reconcilers.test_integration_audit_completeness import patch_as
 from tests.reconcilers.testkinds import GADGET, gadget
 from tests.support.webhooks_mtls import mtls_server

@@ -10,10 +10,10 @@ import pytest
 from django.core.management import CommandError, call_command
 
 from kubesim.testing import wait_for
-from opsconsole.accounts.models import ActionRecord
 from reconcilers.core.meta import FLUX_REQUESTED_AT, LAST_HANDLED_RECONCILE_AT, RECONCILE_REQUESTED_AT
 from reconcilers.engine import dispatch, kube
 from reconcilers.models import (
+    ActionRecord,
     Anomaly,
     AnomalyCategory,
     ReconcileRequest,
@@ -24,7 +24,7 @@ from reconcilers.models import (
     Transition,
 )
 from reconcilers.services.reconcile_requests import reconcile_request_create
-from tests.reconcilers.conftest import wait_idle
+from tests.fixtures.engines import wait_idle
 from tests.reconcilers.testkinds import GADGET, gadget
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]

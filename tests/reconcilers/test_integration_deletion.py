@@ -14,12 +14,13 @@ import pytest
 
 from kubesim.testing import wait_for
 from reconcilers.engine import kube, recording
-from reconcilers.engine.controller import Controller, InformerEvent
+from reconcilers.engine.controller import InformerEvent
 from reconcilers.engine.controller.events import DELETED
+from reconcilers.engine.controller.wiring import build_controller
 from reconcilers.kinds.memcached import MEMCACHED, MemcachedReconciler
 from reconcilers.models import Resource, Transition
+from tests.fixtures.engines import wait_idle
 from tests.reconcilers import testkinds
-from tests.reconcilers.conftest import wait_idle
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 
@@ -74,7 +75,7 @@ def test_a_replayed_deleted_event_a_relist_and_a_reconcile_finding_it_gone_recor
     before = chain(uid)
 
     # the controller's own code in this process, on the same database: the DELETED event handed to it again
-    controller = Controller(kapi, [MemcachedReconciler()], enqueue=lambda key: True, pump=lambda: 0)
+    controller = build_controller(kapi, [MemcachedReconciler()], enqueue=lambda key: True, pump=lambda: 0)
     controller.handle(InformerEvent(DELETED, MEMCACHED, last, last))
     assert controller._write_mirror()
     # a sweep after a list that does not have it, and a reconcile whose GET answers 404

@@ -17,7 +17,8 @@ from opsconsole.celery import app
 from reconcilers.engine import dispatch, kube
 from reconcilers.kinds.memcached import MEMCACHED
 from reconcilers.models import ReconcileRequest, ReconcileRun, RequestState, Resource, Transition
-from tests.reconcilers.conftest import INTEGRATION_RECONCILERS, ROOT
+from tests.fixtures.cluster import ROOT
+from tests.fixtures.engines import INTEGRATION_RECONCILERS
 from tests.reconcilers.testkinds import GADGET, gadget, overlaps, trace
 from tests.support.status_patch import patch_status
 from tests.support.workers import test_database_url as database_url

@@ -13,7 +13,7 @@ from kubesim.testing import wait_for
 from opsconsole.celery import app
 from reconcilers.engine import dispatch, kube
 from reconcilers.models import ReconcileRun, Resource
-from tests.reconcilers.conftest import Engine, engine_running
+from tests.fixtures.engines import Engine, engine_running
 from tests.reconcilers.testkinds import GADGET, gadget
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]

@@ -11,7 +11,6 @@ import redis
 from django.conf import settings
 
 from kubesim.testing import wait_for
-from opsconsole.accounts.models import ActionRecord
 from reconcilers.core import actors
 from reconcilers.core.meta import (
     FIELD_MANAGER,
@@ -22,6 +21,7 @@ from reconcilers.core.meta import (
 )
 from reconcilers.engine import admitted, dispatch, kube
 from reconcilers.models import (
+    ActionRecord,
     Anomaly,
     AnomalyCategory,
     HealingRecord,
@@ -32,7 +32,7 @@ from reconcilers.models import (
     Transition,
 )
 from reconcilers.services.healing import resource_rollback
-from tests.reconcilers.conftest import wait_idle
+from tests.fixtures.engines import wait_idle
 from tests.reconcilers.test_integration_audit_completeness import create, live_status, patch_as, settled
 from tests.reconcilers.testkinds import GADGET
 

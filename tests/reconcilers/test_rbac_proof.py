@@ -35,7 +35,8 @@ from reconcilers.models import Resource
 from reconcilers.services import healing
 from reconcilers.services.reconcile_requests import reconcile_request_create
 from reconcilers.services.selectors import health_tree
-from tests.reconcilers.conftest import INTEGRATION_RECONCILERS, POD_DELAYS, Engine, engine_running, wait_idle
+from tests.fixtures.cluster import POD_DELAYS
+from tests.fixtures.engines import INTEGRATION_RECONCILERS, Engine, engine_running, wait_idle
 from tests.reconcilers.testkinds import GADGET, GadgetReconciler, gadget
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]

@@ -1,24 +1,32 @@
-"""Fixtures of the security and bad-input suite: the API tests' clients per role (session or token) and the
-console tests' logged-in Django clients (CSRF enforced), a private workqueue whose dispatch only records keys,
-and the kubesim fixtures of tests/reconcilers/conftest.py, all re-exported from where they are defined; a cheap
-password hasher (these tests make many users)."""
+"""Fixtures of the security and bad-input suite: as in the API and console tests, the throttle history and the
+memoised engine reads forgotten between tests (the clients per role, the private workqueue and the kubesim
+fixtures come from the root fixture plugin, tests/fixtures); a cheap password hasher (these tests make many
+users)."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import pytest
 
-from tests.opsconsole.api.conftest import (  # noqa: F401 - fixtures, re-exported for this directory
-    _fresh_throttle,
-    admin,
-    as_user,
-    operator,
-    queue,
-    viewer,
-)
-from tests.opsconsole.console.conftest import _fresh_memos, as_role  # noqa: F401 - fixtures, as above
-from tests.reconcilers.conftest import kapi, namespace, package_kubesim, reconcilers  # noqa: F401 - fixtures, as above
+from tests.fixtures.web import engine_memos_clear, throttle_history_clear
 
-kubesim = package_kubesim()  # a kubesim of this directory's own
+
+@pytest.fixture(autouse=True)
+def _fresh_throttle(redis_client) -> Iterator[None]:
+    """Every test starts with no throttle history (the actions' and the login address throttle's)."""
+    throttle_history_clear(redis_client)
+    yield
+    throttle_history_clear(redis_client)
+
+
+@pytest.fixture(autouse=True)
+def _fresh_memos(settings, tmp_path) -> Iterator[None]:
+    """No memoised Lease, ping or printer columns leak between tests; no kubeconfig unless a test sets one."""
+    settings.KUBECONFIG = str(tmp_path / "absent-kubeconfig")
+    engine_memos_clear()
+    yield
+    engine_memos_clear()
 
 
 @pytest.fixture(autouse=True)

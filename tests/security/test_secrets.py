@@ -24,12 +24,15 @@ from opsconsole.accounts.services import token_create
 from reconcilers.engine import dispatch, kube, registry
 from reconcilers.engine.controller.bootstrap import CRD, wait_for_crds
 from reconcilers.models import ReconcileRun, Resource, Span
+from tests.fixtures.cluster import package_kubesim
+from tests.fixtures.engines import INTEGRATION_RECONCILERS, audit_intact, engine_running, wait_idle
 from tests.opsconsole.api import factories as f
-from tests.reconcilers.conftest import INTEGRATION_RECONCILERS, audit_intact, engine_running, wait_idle
 from tests.security import keyring
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 RECONCILERS = [*INTEGRATION_RECONCILERS, "tests.security.keyring.KeyringReconciler"]
+# a kubesim of this module's own: its engine lists and reconciles only this module's objects
+kubesim = package_kubesim("module")
 
 
 @pytest.fixture(scope="module")

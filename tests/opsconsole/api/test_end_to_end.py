@@ -12,7 +12,6 @@ from reconcilers.core.meta import RECONCILE_REQUESTED_AT as ANNOTATION
 from reconcilers.engine import kube
 from reconcilers.models import Resource
 from tests.opsconsole.api import factories as f
-from tests.reconcilers.conftest import engine, integration  # noqa: F401 - helper D's engine fixtures
 from tests.reconcilers.testkinds import GADGET, gadget
 
 pytestmark = pytest.mark.integration

@@ -1,56 +1,26 @@
-"""Fixtures of the console tests: a logged-in Django test client per role, a private workqueue whose dispatch
-only records keys, the memoised engine reads forgotten between tests, and (re-exported) the kubesim fixtures of
-tests/reconcilers/conftest.py for the tests that act on a real API server."""
+"""Fixtures of the console tests: the memoised engine reads forgotten between tests, one headless Chromium per
+browser module; helpers to post a form and to sign in a browser. The clients per role, the private workqueue and
+the kubesim fixtures come from the root fixture plugin (tests/fixtures)."""
 
 from __future__ import annotations
 
 import os
-import uuid
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 from django.test import Client
 
-from reconcilers.services.selectors import kinds, stats
-from tests.opsconsole.api import factories
-from tests.opsconsole.api.conftest import queue  # noqa: F401 - the API tests' private workqueue, same rules
-from tests.reconcilers.conftest import (  # noqa: F401 - fixtures, re-exported for this directory
-    Sent,
-    kapi,
-    namespace,
-    package_kubesim,
-    reconcilers,
-)
-
-kubesim = package_kubesim()  # a kubesim of this directory's own
+from tests.fixtures.web import engine_memos_clear
 
 
 @pytest.fixture(autouse=True)
 def _fresh_memos(settings, tmp_path) -> Iterator[None]:
     """No memoised Lease, ping or printer columns leak between tests; no kubeconfig unless a test sets one."""
     settings.KUBECONFIG = str(tmp_path / "absent-kubeconfig")
-    stats.stats_cache_clear()
-    kinds._columns.clear()
+    engine_memos_clear()
     yield
-    stats.stats_cache_clear()
-    kinds._columns.clear()
-
-
-@pytest.fixture
-def as_role(db, queue, monkeypatch):  # noqa: F811 - queue is the fixture imported above
-    """`as_role(role, namespaces=None)` → a Django test Client logged in as a new user with that role
-    (`client.user`); CSRF is enforced, as a browser's would be."""
-    monkeypatch.setattr(stats, "workers_alive", lambda **_: {"workers": ["celery@test"], "error": ""})
-
-    def make(role: str | None, namespaces: list[str] | None = None) -> Client:
-        u = factories.user(f"{role or 'none'}-{uuid.uuid4().hex[:6]}", role, namespaces)
-        client = Client(enforce_csrf_checks=True)
-        client.force_login(u)
-        client.user = u
-        return client
-
-    return make
+    engine_memos_clear()
 
 
 def csrf_post(client: Client, path: str, data: dict, **extra):

@@ -15,11 +15,9 @@ from django.utils import timezone
 from playwright.sync_api import expect
 
 from kubesim.testing import wait_for
-from opsconsole.accounts.models import ActionRecord
 from reconcilers.engine import kube
-from reconcilers.models import ReconcileRun, Resource, Span
+from reconcilers.models import ActionRecord, ReconcileRun, Resource, Span
 from tests.opsconsole.api import factories as f
-from tests.reconcilers.conftest import engine, integration  # noqa: F401 - helper D's engine fixtures
 from tests.reconcilers.testkinds import GADGET, gadget
 
 #: the engine of this module traces, so a run's trace link leads to stored spans

@@ -10,9 +10,7 @@ import pytest
 from reconcilers.engine import kube
 from reconcilers.services.selectors import health_tree as ht
 from tests.opsconsole.api import factories as f
-from tests.reconcilers import conftest as reconcilers_conftest
 
-builtin_kinds_only = reconcilers_conftest.builtin_kinds_only  # the fixture, for this module
 POD_PATH = "/objects/core/v1/pods/{ns}/mc-abc-x/"
 
 

@@ -16,9 +16,7 @@ from reconcilers.kinds.memcached import DEPLOYMENT, MEMCACHED, POD
 from reconcilers.services.selectors import health_tree
 from tests.opsconsole.api import factories as f
 from tests.opsconsole.console.conftest import signed_in
-from tests.reconcilers import conftest as reconcilers_conftest
 
-builtin_kinds_only = reconcilers_conftest.builtin_kinds_only  # the fixture, for this module
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 WAITING = re.compile("ImagePullBackOff|ErrImagePull")
 

@@ -11,8 +11,8 @@ import pytest
 from playwright.sync_api import expect
 
 from reconcilers.services import workers
+from tests.fixtures.engines import Engine
 from tests.opsconsole.console.test_browser import Console, browser  # noqa: F401 - the module's Chromium
-from tests.reconcilers.conftest import Engine
 
 pytestmark = [pytest.mark.integration, pytest.mark.browser]
 

@@ -1,8 +1,8 @@
 """Fixtures of the telemetry tests: one Celery worker (prefork, two children) with tracing and /metrics on,
 on a private queue and workqueue, for the module; a controller process serving /metrics, started when a test
 first needs it (the trace test runs without one, so no informer enqueue races the API's); a real Prometheus
-(Debian's /usr/bin/prometheus) scraping both every second. kubesim, the ApiClient and namespaces come from
-tests/reconcilers/conftest.py."""
+(Debian's /usr/bin/prometheus) scraping both every second. A kubesim of this directory's own (its engine sees
+only this module's objects); the ApiClient and namespaces come from the root fixture plugin (tests/fixtures)."""
 
 from __future__ import annotations
 
@@ -17,13 +17,8 @@ from pathlib import Path
 import pytest
 
 from reconcilers.engine import registry
-from tests.reconcilers.conftest import (  # noqa: F401 - fixtures, re-exported for this directory
-    ControllerProcess,
-    kapi,
-    namespace,
-    package_kubesim,
-    wait_idle,
-)
+from tests.fixtures.cluster import package_kubesim
+from tests.fixtures.engines import ControllerProcess, wait_idle
 from tests.support.workers import WorkerProcess
 
 kubesim = package_kubesim()  # a kubesim of this directory's own
@@ -80,7 +75,7 @@ class Telemetry:
 
 
 @pytest.fixture(scope="module")
-def telemetry(kubesim, redis_client, django_db_setup, django_db_blocker) -> Iterator[Telemetry]:  # noqa: F811
+def telemetry(kubesim, redis_client, django_db_setup, django_db_blocker) -> Iterator[Telemetry]:
     """The worker (and, on demand, the controller) of this module, Celery tasks of the test process sent to
     their queue."""
     from opsconsole.celery import app
@@ -106,7 +101,7 @@ def telemetry(kubesim, redis_client, django_db_setup, django_db_blocker) -> Iter
 
 
 @pytest.fixture
-def engine(telemetry, transactional_db, kapi, settings) -> Iterator[Telemetry]:  # noqa: F811
+def engine(telemetry, transactional_db, kapi, settings) -> Iterator[Telemetry]:
     """What a test uses: the running processes, the database they commit to, this process pointed at the
     same workqueue and reconcilers. Afterwards, waits until the queue is idle (before the database is
     emptied)."""

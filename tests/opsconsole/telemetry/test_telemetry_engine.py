@@ -20,9 +20,9 @@ from reconcilers.engine import dispatch, kube, runner
 from reconcilers.models import ReconcileRequest, ReconcileRun, Resource, Span, Transition
 from reconcilers.services.metrics_prometheus import PrometheusMetricsSource
 from reconcilers.services.metrics_source import DatabaseMetricsSource, metrics_summary
+from tests.fixtures.engines import wait_idle
 from tests.opsconsole.api import factories
 from tests.opsconsole.telemetry.conftest import Prometheus, scrape
-from tests.reconcilers.conftest import wait_idle
 from tests.reconcilers.testkinds import GADGET, gadget
 from tests.support.metrics_read import sample_sum
 

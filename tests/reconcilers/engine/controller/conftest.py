@@ -1,5 +1,5 @@
-"""Fixtures of the controller tests: a real kubesim (one per session), an ApiClient on it, the Widget CRD,
-and a fresh namespace per test."""
+"""Fixtures of the controller tests: a real kubesim (one for this directory, stopped after its last test), an
+ApiClient on it, the Widget CRD, and a fresh namespace per test."""
 
 from __future__ import annotations
 
@@ -16,14 +16,14 @@ from tests.reconcilers.engine.controller.kinds import NAMESPACE, WIDGET, crd
 BOOKMARK_INTERVAL = 0.3
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def running_kubesim() -> Iterator:
     """kubesim in a thread of this process, sending watch bookmarks often."""
     with kubesim_server(bookmark_interval=BOOKMARK_INTERVAL) as handle:
         yield handle
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def api(running_kubesim):
     """An ApiClient built the way the engine builds it, from kubesim's kubeconfig."""
     client = kube.build_api_client(running_kubesim.kubeconfig)
@@ -31,7 +31,7 @@ def api(running_kubesim):
     client.close()
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def widget_kind(api):
     """The Widget CRD, served."""
     definition = crd(WIDGET)
