@@ -3,6 +3,10 @@
 Uses the Redis on 127.0.0.1:6379 when it answers (database 15, so a running product on database 0 is
 untouched), else starts an embedded Redis for the run and stops it afterwards. DATABASE_URL, when set,
 points the suite at PostgreSQL; otherwise it runs on SQLite. Arguments are passed to pytest.
+
+A run of the whole suite (no test path among the arguments) measures line coverage of the project's packages
+(coverage.py through pytest-cov, configured in pyproject.toml) and reports it at the end; a run of chosen tests
+does not unless asked (`--cov`), and `--no-cov` turns it off.
 """
 
 from __future__ import annotations
@@ -37,6 +41,17 @@ def system_packages_ensure() -> None:
     subprocess.run(command, check=True, env=env)
 
 
+def coverage_arguments(argv: list[str]) -> list[str]:
+    """pytest-cov's arguments for a run of the whole suite: measure, and end with the report (the total line
+    included); none when the arguments name tests (a path, `path::test`) or already say what to do about
+    coverage."""
+    if any(arg == "--no-cov" or arg.startswith("--cov") for arg in argv):
+        return []
+    if any(not arg.startswith("-") and (ROOT / arg.split("::")[0]).exists() for arg in argv):
+        return []
+    return ["--cov", "--cov-report=term:skip-covered"]
+
+
 def main(argv: list[str]) -> int:
     """Run pytest; its exit status is ours (no tests collected counts as a failure)."""
     system_packages_ensure()
@@ -59,7 +74,7 @@ def main(argv: list[str]) -> int:
             env["REDIS_URL"] = f"redis://127.0.0.1:{EMBEDDED_REDIS_PORT}/15"
     print(f"tests: REDIS_URL={env['REDIS_URL']} DATABASE_URL={env.get('DATABASE_URL', '(SQLite)')}", flush=True)
     try:
-        rc = subprocess.call([sys.executable, "-m", "pytest", *argv], cwd=ROOT, env=env)
+        rc = subprocess.call([sys.executable, "-m", "pytest", *coverage_arguments(argv), *argv], cwd=ROOT, env=env)
     finally:
         if redis_proc is not None:
             redis_proc.terminate()
