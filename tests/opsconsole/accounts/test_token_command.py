@@ -13,8 +13,9 @@ from django.core.management import CommandError, call_command
 from django.utils import timezone
 from rest_framework.test import APIClient
 
-from opsconsole.accounts.models import ActionRecord, ApiToken
+from opsconsole.accounts.models import ApiToken
 from opsconsole.accounts.services import TokenError, token_create, token_expiry_parse
+from reconcilers.models import ActionRecord
 from tests.opsconsole.api import factories as f
 
 pytestmark = pytest.mark.django_db
