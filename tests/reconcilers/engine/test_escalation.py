@@ -128,7 +128,7 @@ def test_the_unacknowledged_gauge_is_the_age_of_the_oldest_anomaly_needing_a_per
     assert gauge() == 0
 
 
-def test_the_anomaly_command_acknowledges_assigns_and_resolves_with_an_action_record_each():
+def test_the_anomaly_command_acknowledges_assigns_and_resolves_with_an_action_record_each(workqueue):
     import io
 
     from django.contrib.auth.models import Group
@@ -160,3 +160,4 @@ def test_the_anomaly_command_acknowledges_assigns_and_resolves_with_an_action_re
                  .values_list("actor", flat=True))
     assert actors == {"user:dave"}
     assert ActionRecord.objects.filter(action__startswith="anomaly.", status_code=202).count() == 3
+    assert workqueue.sent.keys == [res.key]  # resolving enqueues the resource (a private queue: nothing leaks)
