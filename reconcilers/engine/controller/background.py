@@ -18,7 +18,7 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from django.db import close_old_connections, connections
+from django import db
 
 from reconcilers.engine import supervise
 
@@ -43,7 +43,7 @@ class BackgroundStep:
         stopping = self.supervised.stopping
         try:
             while not stopping.is_set():
-                close_old_connections()
+                db.close_old_connections()  # looked up at each call: tests put a failing one in its place
                 try:
                     did = self.step()
                 except Exception:
@@ -52,7 +52,7 @@ class BackgroundStep:
                 if not did:
                     stopping.wait(self.idle)
         finally:
-            connections.close_all()
+            db.connections.close_all()
 
     def stop(self, timeout: float = 10.0) -> None:
         """Ask the thread to end after its current step and wait for it."""
