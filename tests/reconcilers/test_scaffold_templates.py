@@ -1,11 +1,10 @@
 """The startkind scaffold's templates (reconcilers/authoring/scaffold/templates/) as the files they are: each one is
-package data and used, and what they render for every kind of child passes the project's ruff rules (and mypy,
-where it is installed) as written into a package."""
+package data and used, and what they render for every kind of child passes the project's ruff rules and mypy as
+written into a package."""
 
 from __future__ import annotations
 
 import fnmatch
-import importlib.util
 import re
 import subprocess
 import sys
@@ -65,11 +64,11 @@ def test_the_rendered_package_passes_ruff(written, kind):
     assert proc.returncode == 0, proc.stdout + proc.stderr
 
 
-@pytest.mark.skipif(importlib.util.find_spec("mypy") is None, reason="mypy is not installed")
-@pytest.mark.parametrize("kind", CASES)
-def test_the_rendered_kind_type_checks(written, kind):
-    base, package = written[kind]
+def test_the_rendered_kinds_type_check(written):
+    """mypy on every rendered kind module at once (what the kind's own code says about its types; the imports
+    of the product are taken as they are, not checked again here)."""
+    modules = [str(base / package / "kind.py") for base, package in written.values()]
     proc = subprocess.run([sys.executable, "-m", "mypy", "--ignore-missing-imports", "--no-incremental",
-                           "--follow-imports=silent", str(base / package / "kind.py")],
+                           "--follow-imports=skip", "--check-untyped-defs", *modules],
                           capture_output=True, text=True, cwd=ROOT)
     assert proc.returncode == 0, proc.stdout + proc.stderr
