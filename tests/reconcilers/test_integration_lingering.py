@@ -13,12 +13,17 @@ from kubesim.testing import wait_for
 from opsconsole.celery import app
 from reconcilers.engine import dispatch, kube
 from reconcilers.models import ReconcileRun, Resource
+from tests.fixtures.cluster import package_kubesim
 from tests.fixtures.engines import Engine, engine_running
 from tests.reconcilers.testkinds import GADGET, gadget
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 
 LINGER_SECONDS = 20
+
+#: a kubesim of this module's own: its engine's controller watches every namespace, and objects earlier modules
+#: left in a shared kubesim would keep the two processes busy, so that which one lingers could not be observed
+kubesim = package_kubesim("module")
 
 
 @pytest.fixture(scope="module")
