@@ -1,4 +1,5 @@
 """The suite's root conftest: it registers the root fixture plugin (tests/fixtures), where every shared fixture
 lives."""
 
-pytest_plugins = ["tests.fixtures.services", "tests.fixtures.cluster", "tests.fixtures.engines", "tests.fixtures.web"]
+pytest_plugins = ["tests.fixtures.services", "tests.fixtures.flush", "tests.fixtures.cluster", "tests.fixtures.engines",
+                  "tests.fixtures.web"]
