@@ -34,10 +34,10 @@ from reconcilers.core.reconciler import Reconciler
 from reconcilers.engine import kube, metrics
 from reconcilers.engine.healing import auto_rollback_enabled, healing_of, notifications
 from reconcilers.engine.healing.automatic import automatic, conclude
+from reconcilers.engine.healing.escalate import Escalation
 from reconcilers.engine.healing.metric_rules import MetricState
 from reconcilers.engine.healing.person import unacknowledged_seconds
 from reconcilers.engine.healing.report import HealReport
-from reconcilers.engine.healing.rollback import Escalation
 from reconcilers.engine.healing.rules import match_rules, record_matches
 from reconcilers.engine.healing.state import moment
 from reconcilers.models import Resource

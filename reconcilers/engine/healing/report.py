@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from reconcilers.engine.healing.rollback import Escalation
+from reconcilers.engine.healing.escalate import Escalation
 
 
 @dataclass

@@ -34,9 +34,9 @@ from reconcilers.core.healing import EVENTS, FLAPPING, METRICS, STUCK, AnomalyRu
 from reconcilers.core.reconciler import Reconciler
 from reconcilers.engine import metrics
 from reconcilers.engine.healing.corroborate import corroborate, pod_reader
+from reconcilers.engine.healing.escalate import anomaly_clear_locked, anomaly_raise_locked
 from reconcilers.engine.healing.metric_rules import MetricState, metric_matches
 from reconcilers.engine.healing.report import HealReport
-from reconcilers.engine.healing.rollback import anomaly_clear_locked, anomaly_raise_locked
 from reconcilers.models import KubeEvent, Resource, SpecRevision, Transition
 
 #: how many of the counted Events an anomaly record lists (the newest)
