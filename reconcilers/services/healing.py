@@ -27,7 +27,7 @@ from reconcilers.engine.healing import healing_of
 from reconcilers.engine.healing import rollback as rollback_engine
 from reconcilers.engine.healing import suspend as suspend_engine
 from reconcilers.engine.healing.metric_rules import not_evaluated_on_record
-from reconcilers.engine.healing.records import healing_append
+from reconcilers.engine.healing.records import fields_to_save, healing_append
 from reconcilers.engine.healing.rollback import RollbackRefused
 from reconcilers.engine.healing.state import FAILED, IN_PROGRESS, REFUSED
 from reconcilers.models import HealingAction, HealingRecord, Resource, SpecRevision
@@ -103,7 +103,7 @@ def resource_pin(resource: Resource, generation: int, *, actor: str, reason: str
                                 message=f"generation {generation} pinned: automatic rollback never restores an "
                                         "older one", detail={"previous": locked.pinned_generation})
         locked.pinned_generation = generation
-        locked.save(update_fields=["pinned_generation", "last_healing_seq", "last_transition_hash", "updated_at"])
+        locked.save(update_fields=fields_to_save("pinned_generation"))
     return record
 
 
@@ -118,7 +118,7 @@ def resource_unpin(resource: Resource, *, actor: str, reason: str) -> HealingRec
                                 target_generation=locked.pinned_generation,
                                 message=f"generation {locked.pinned_generation} no longer pinned")
         locked.pinned_generation = None
-        locked.save(update_fields=["pinned_generation", "last_healing_seq", "last_transition_hash", "updated_at"])
+        locked.save(update_fields=fields_to_save("pinned_generation"))
     return record
 
 

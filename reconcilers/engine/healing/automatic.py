@@ -20,14 +20,14 @@ from reconcilers.core.reconciler import Reconciler
 from reconcilers.engine import metrics
 from reconcilers.engine.healing.due import generation_reached_ready, rollback_due
 from reconcilers.engine.healing.escalate import anomaly_clear_locked, escalate_locked
-from reconcilers.engine.healing.records import healing_append
+from reconcilers.engine.healing.records import fields_to_save, healing_append
 from reconcilers.engine.healing.repeats import defer, deferred_until, repeat_of
 from reconcilers.engine.healing.report import HealReport
 from reconcilers.engine.healing.rollback import WRITING_GRACE_SECONDS, RollbackRefused, rollback_apply, rollback_resolve
 from reconcilers.engine.healing.state import DEFERRED, FAILED, IN_PROGRESS, REFUSED, SUCCEEDED, WRITING, moment
 from reconcilers.models import HealingAction, Resource, SpecRevision
 
-_SAVED = ["rollback", "active_anomalies", "last_healing_seq", "last_transition_hash", "updated_at"]
+_SAVED = fields_to_save("rollback", "active_anomalies")
 
 log = logging.getLogger(__name__)
 

@@ -28,13 +28,12 @@ from django.utils import timezone
 
 from reconcilers.engine import metrics
 from reconcilers.engine.healing.person import object_rules, person_needed
-from reconcilers.engine.healing.records import healing_append
+from reconcilers.engine.healing.records import fields_to_save, healing_append
 from reconcilers.engine.healing.rollback import RollbackRefused
 from reconcilers.models import HealingAction, HealingRecord, Resource
 
 NOTE_MAX = 1000
-_FIELDS = ["active_anomalies", "anomalies_resolved", "rollback", "last_healing_seq", "last_transition_hash",
-           "updated_at"]
+_FIELDS = fields_to_save("active_anomalies", "anomalies_resolved", "rollback")
 
 log = logging.getLogger(__name__)
 

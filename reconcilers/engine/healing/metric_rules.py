@@ -40,7 +40,7 @@ from django.db import transaction
 
 from reconcilers.core.healing import AnomalyRule
 from reconcilers.core.reconciler import Reconciler
-from reconcilers.engine.healing.records import healing_append
+from reconcilers.engine.healing.records import fields_to_save, healing_append
 from reconcilers.models import HealingAction, HealingRecord, Resource
 
 log = logging.getLogger(__name__)
@@ -311,7 +311,7 @@ def _record(rule: AnomalyRule, changes: list[tuple[int, bool, str, dict[str, Any
                 healing_append(row, HealingAction.RULE_NOT_EVALUATED, actor="controller", rule=rule.name,
                                reason=reason, message=f"rule {rule.name} is not evaluated: it does not say the "
                                                       "object is healthy", detail=detail, at=now)
-            row.save(update_fields=["last_healing_seq", "last_transition_hash", "updated_at"])
+            row.save(update_fields=fields_to_save())
         state.on_record[(rid, rule.name)] = evaluated
 
 

@@ -19,6 +19,14 @@ from reconcilers.engine.chain_link import link_append, link_row
 from reconcilers.engine.healing.notifications import outbox_add_locked
 from reconcilers.models import HealingRecord, Resource
 
+#: what appending a link changes on the resource's row, besides what the caller changed
+HEAD_FIELDS = ("last_healing_seq", "last_transition_hash", "updated_at")
+
+
+def fields_to_save(*changed: str) -> list[str]:
+    """`update_fields` for a row that had healing links appended and the fields `changed` set."""
+    return [*changed, *HEAD_FIELDS]
+
 
 def healing_append(
     resource: Resource,

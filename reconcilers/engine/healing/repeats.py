@@ -25,7 +25,7 @@ from django.conf import settings
 from django.db import transaction
 
 from reconcilers.engine.healing.due import revision_spec, spec_digest
-from reconcilers.engine.healing.records import healing_append
+from reconcilers.engine.healing.records import fields_to_save, healing_append
 from reconcilers.engine.healing.state import DEFERRED, IN_PROGRESS, WRITING
 from reconcilers.models import HealingAction, HealingRecord, Resource, SpecRevision
 
@@ -119,5 +119,5 @@ def defer(resource_id: int, generation: int, repeat: Repeat, why: str, now: date
         row.rollback = {"state": DEFERRED, "generation": generation, "until": until.isoformat(),
                         "repeat": repeat.count, "reapplier": repeat.reapplier, "digest": repeat.digest,
                         "deferred_at": now.isoformat(), "reason": why, "record": record.seq}
-        row.save(update_fields=["rollback", "last_healing_seq", "last_transition_hash", "updated_at"])
+        row.save(update_fields=fields_to_save("rollback"))
     return record

@@ -63,7 +63,7 @@ from reconcilers.engine.healing.escalate import (  # noqa: F401 - re-exported: c
     anomaly_raise_locked,
     escalate_locked,
 )
-from reconcilers.engine.healing.records import healing_append
+from reconcilers.engine.healing.records import fields_to_save, healing_append
 from reconcilers.engine.healing.state import IN_PROGRESS, SUCCEEDED, WRITING, moment
 from reconcilers.models import HealingAction, HealingRecord, Resource
 
@@ -72,7 +72,7 @@ AUTO = "auto"
 WRITING_GRACE_SECONDS = 5.0
 #: the API answers that say for sure the PUT did not happen (anything else: the object says, later)
 _NOT_WRITTEN = (400, 403, 404, 409, 422, 429)
-_SAVED = ["rollback", "active_anomalies", "last_healing_seq", "last_transition_hash", "updated_at"]
+_SAVED = fields_to_save("rollback", "active_anomalies")
 
 log = logging.getLogger(__name__)
 
@@ -159,7 +159,7 @@ def _record_started(api: Any, reconciler: Reconciler, resource_id: int, to_gener
             "resource_version": version, "started_at": now.isoformat(), "reason": reason, "record": record.seq,
             "trigger": trigger or None, "previous": previous or None,
         }
-        resource.save(update_fields=["rollback", "last_healing_seq", "last_transition_hash", "updated_at"])
+        resource.save(update_fields=fields_to_save("rollback"))
         kind = resource.kind
         transaction.on_commit(lambda: metrics.ROLLBACKS.labels(kind, "started").inc())
     return record, obj, spec

@@ -36,6 +36,7 @@ from reconcilers.engine import metrics
 from reconcilers.engine.healing.corroborate import corroborate, pod_reader
 from reconcilers.engine.healing.escalate import anomaly_clear_locked, anomaly_raise_locked
 from reconcilers.engine.healing.metric_rules import MetricState, metric_matches
+from reconcilers.engine.healing.records import fields_to_save
 from reconcilers.engine.healing.report import HealReport
 from reconcilers.models import KubeEvent, Resource, SpecRevision, Transition
 
@@ -166,8 +167,7 @@ def record_matches(live: Any, matches: Mapping[int, Mapping[str, Match]], now: d
                     report.detected += 1
             for rule, match in plan.rejudge.items():
                 judge.again_locked(row, rule, match, report)
-            row.save(update_fields=["active_anomalies", "last_healing_seq", "last_transition_hash",
-                                    "updated_at"])
+            row.save(update_fields=fields_to_save("active_anomalies"))
             report.keys.append(row.key)
 
 

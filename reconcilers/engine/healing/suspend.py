@@ -32,7 +32,7 @@ from reconcilers.core import actors
 from reconcilers.core.meta import FIELD_MANAGER, SUSPENDED, SUSPENDED_UNTIL, last_writer, parse_rfc3339, rfc3339
 from reconcilers.core.reconciler import Reconciler
 from reconcilers.engine import dispatch, kube, provenance
-from reconcilers.engine.healing.records import healing_append
+from reconcilers.engine.healing.records import fields_to_save, healing_append
 from reconcilers.engine.healing.rollback import RollbackRefused
 from reconcilers.engine.healing.state import RecordedState
 from reconcilers.models import HealingAction, HealingRecord, Resource
@@ -109,7 +109,7 @@ def _refuse(resource_id: int, value: str, why: str, now: datetime) -> None:
                        reason=f"{SUSPENDED_UNTIL} {value!r} refused: {why}",
                        message="the suspension is not honoured: the object goes on being reconciled", at=now,
                        detail={"annotation": SUSPENDED_UNTIL, "value": value, "why": why})
-        resource.save(update_fields=["last_healing_seq", "last_transition_hash", "updated_at"])
+        resource.save(update_fields=fields_to_save())
 
 
 def _annotate(api: Any, reconciler: Reconciler, resource: Resource, values: dict[str, str | None]) -> None:
@@ -126,8 +126,7 @@ def _suspend_locked(resource: Resource, *, actor: str, reason: str, until: datet
     resource.suspended = True
     resource.suspension = {"actor": actor, "reason": reason, "at": now.isoformat(),
                            "until": until.isoformat() if until else None, "source": source, "record": record.seq}
-    resource.save(update_fields=["suspended", "suspension", "last_healing_seq", "last_transition_hash",
-                                 "updated_at"])
+    resource.save(update_fields=fields_to_save("suspended", "suspension"))
     return record
 
 
@@ -137,8 +136,7 @@ def _resume_locked(resource: Resource, *, actor: str, reason: str, now: datetime
                             message=f"reconciles resumed (suspended by {suspension.get('actor', '?')} at "
                                     f"{suspension.get('at', '?')})", at=now, detail={"suspension": suspension})
     resource.suspended, resource.suspension = False, None
-    resource.save(update_fields=["suspended", "suspension", "last_healing_seq", "last_transition_hash",
-                                 "updated_at"])
+    resource.save(update_fields=fields_to_save("suspended", "suspension"))
     return record
 
 
