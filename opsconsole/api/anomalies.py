@@ -22,7 +22,8 @@ from rest_framework.response import Response
 from opsconsole.accounts.assignees import assignee_refusal
 from opsconsole.api import by_key
 from opsconsole.api.actions import ACTION_ERRORS
-from opsconsole.api.healing import HealingRecordSerializer, _ActionByAddress, _HealingActionView
+from opsconsole.api.healing import _ActionByAddress, _HealingActionView
+from opsconsole.api.healing_serializers import HealingRecordSerializer
 from reconcilers.models import HealingRecord, Resource
 from reconcilers.services import escalation
 
