@@ -281,11 +281,15 @@ def rollback_resolve(api: Any, reconciler: Reconciler, resource_id: int, now: da
             meta = obj.get("metadata") or {}
             live = int(meta.get("generation") or 0)
             expected = int(rollback.get("from_generation") or 0) + 1
-            if (meta.get("annotations") or {}).get(ROLLBACK_ID) == rollback.get("id"):
-                landed = expected if live >= expected else live
-                applied_locked(row, reconciler, landed, now, proof=f"the annotation {ROLLBACK_ID} on the object",
+            carries_id = (meta.get("annotations") or {}).get(ROLLBACK_ID) == rollback.get("id")
+            if carries_id and live >= expected:
+                applied_locked(row, reconciler, expected, now, proof=f"the annotation {ROLLBACK_ID} on the object",
                                resource_version=str(meta.get("resourceVersion") or ""),
                                extra={"recovered": True, "live_generation": live})
+            elif carries_id:  # the spec write moves the generation: an id on an unmoved object is someone's copy
+                escalation = escalate_locked(row, HealingAction.ROLLBACK_FAILED, f"the restored spec was never "
+                                             f"written: generation {live} carries rollback id {rollback.get('id')}, "
+                                             f"but no write of this rollback made generation {live}", now)
             elif live == int(rollback.get("from_generation") or 0):
                 escalation = escalate_locked(row, HealingAction.ROLLBACK_FAILED, f"the restored spec was never "
                                              f"written (generation {live} carries no rollback id "

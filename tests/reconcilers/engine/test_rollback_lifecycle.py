@@ -224,6 +224,36 @@ def test_a_rollback_whose_write_never_happened_is_failed_on_record_and_escalated
     assert chain_verify().ok
 
 
+def test_a_rollback_id_forged_onto_an_object_its_write_never_reached_is_no_proof(kapi, ns, monkeypatch):
+    """The rollback's id is in its record, which a viewer may read: someone who may patch the object copies it onto
+    the annotation while the write's answer is lost. The object's generation never moved, so no write of the
+    rollback made it: the record says never written, never applied."""
+    from reconcilers.core.meta import ROLLBACK_ID
+
+    res = broken(kapi, ns, "forged")
+    real = kube.request_json
+
+    def lost(api, method, path, **kw):
+        if method == "PUT":
+            raise kube.ApiException(status=0, reason="ConnectionResetError")
+        return real(api, method, path, **kw)
+
+    monkeypatch.setattr(kube, "request_json", lost)
+    with pytest.raises(kube.ApiException):
+        rollback.rollback_apply(kapi, REC, res.id, 1, actor="controller", reason="bad", auto=True)
+    monkeypatch.setattr(kube, "request_json", real)
+    res.refresh_from_db()
+    kube.request_json(kapi, "PATCH", kube.object_path(GADGET, ns, "forged"), content_type=kube.MERGE_PATCH,
+                      body={"metadata": {"annotations": {ROLLBACK_ID: res.rollback["id"]}}},
+                      query={"fieldManager": "opsconsole-rollback"})
+    report = step(kapi, now=timezone.now() + timedelta(seconds=rollback.WRITING_GRACE_SECONDS + 1))
+    assert [e.reason for e in report.escalations] == ["RollbackFailed"]
+    assert HealingAction.ROLLBACK_APPLIED not in actions(res)
+    failed = HealingRecord.objects.get(resource_uid=res.uid, action=HealingAction.ROLLBACK_FAILED)
+    assert "never written" in failed.reason and "no write of this rollback made" in failed.reason
+    assert chain_verify().ok
+
+
 # -- no fights ---------------------------------------------------------------------------------------------------
 
 
