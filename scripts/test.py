@@ -7,6 +7,12 @@ points the suite at PostgreSQL; otherwise it runs on SQLite. Arguments are passe
 A run of the whole suite (no test path among the arguments) measures line coverage of the project's packages
 (coverage.py through pytest-cov, configured in pyproject.toml) and reports it at the end; a run of chosen tests
 does not unless asked (`--cov`), and `--no-cov` turns it off.
+
+A run of the whole suite also runs on several processes (pytest-xdist; OPSCONSOLE_TEST_PROCESSES, default
+DEFAULT_PROCESSES): most of the suite waits on engines, kubesim and the databases rather than computing, so two
+cores carry more than two processes. Each process has its own Redis database, data folder, test database and
+kubesim (tests/fixtures/parallel.py). `-n 0` runs it on one process; naming tests runs them on one unless `-n`
+is given.
 """
 
 from __future__ import annotations
@@ -22,6 +28,7 @@ sys.path.insert(0, str(ROOT))
 from scripts.redis_local import redis_answers, start_embedded_redis  # noqa: E402
 
 EMBEDDED_REDIS_PORT = 6391
+DEFAULT_PROCESSES = 3
 #: system programs the suite drives for real (Debian package → what must exist): the browser tests' Chromium
 #: and the observability tests' Prometheus; pip cannot provide them
 SYSTEM_PACKAGES = {"chromium": "/usr/bin/chromium", "prometheus": "/usr/bin/prometheus"}
@@ -47,9 +54,27 @@ def coverage_arguments(argv: list[str]) -> list[str]:
     coverage."""
     if any(arg == "--no-cov" or arg.startswith("--cov") for arg in argv):
         return []
-    if any(not arg.startswith("-") and (ROOT / arg.split("::")[0]).exists() for arg in argv):
+    if names_tests(argv):
         return []
     return ["--cov", "--cov-report=term:skip-covered"]
+
+
+def names_tests(argv: list[str]) -> bool:
+    """Whether the arguments name tests (a path, `path::test`) rather than meaning the whole suite."""
+    return any(not arg.startswith("-") and (ROOT / arg.split("::")[0]).exists() for arg in argv)
+
+
+def parallel_arguments(argv: list[str], environ: dict[str, str]) -> list[str]:
+    """pytest-xdist's arguments: the suite's plugin for it (always, so that `-n` given by hand works too) and, for
+    a run of the whole suite that does not say `-n` itself, OPSCONSOLE_TEST_PROCESSES processes (0 or 1: none)
+    with the units of work tests/fixtures/parallel.py defines."""
+    if "no:xdist" in argv:
+        return []
+    plugin = ["-p", "tests.fixtures.parallel", "--dist", "loadgroup", "--no-loadscope-reorder"]
+    processes = int(environ.get("OPSCONSOLE_TEST_PROCESSES", DEFAULT_PROCESSES))
+    if any(arg.startswith(("-n", "--numprocesses")) for arg in argv) or names_tests(argv) or processes <= 1:
+        return plugin
+    return [*plugin, "-n", str(processes)]
 
 
 def main(argv: list[str]) -> int:
@@ -74,7 +99,8 @@ def main(argv: list[str]) -> int:
             env["REDIS_URL"] = f"redis://127.0.0.1:{EMBEDDED_REDIS_PORT}/15"
     print(f"tests: REDIS_URL={env['REDIS_URL']} DATABASE_URL={env.get('DATABASE_URL', '(SQLite)')}", flush=True)
     try:
-        rc = subprocess.call([sys.executable, "-m", "pytest", *coverage_arguments(argv), *argv], cwd=ROOT, env=env)
+        rc = subprocess.call([sys.executable, "-m", "pytest", *parallel_arguments(argv, env),
+                                *coverage_arguments(argv), *argv], cwd=ROOT, env=env)
     finally:
         if redis_proc is not None:
             redis_proc.terminate()

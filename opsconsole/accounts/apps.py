@@ -11,4 +11,9 @@ class AccountsConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
+        from django.db.models.signals import post_migrate
+
         from opsconsole.accounts import logins  # noqa: F401 - connects the failed-login and lockout records
+        from opsconsole.accounts.roles import ensure_role_groups
+
+        post_migrate.connect(ensure_role_groups, sender=self, dispatch_uid="opsconsole-accounts-roles")

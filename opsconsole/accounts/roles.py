@@ -88,3 +88,12 @@ def user_covers(user: Any, other: Any) -> bool:
         return True
     theirs = user_namespaces(other)
     return theirs is not None and theirs <= mine
+
+
+def ensure_role_groups(using: str = "default", **_: Any) -> None:
+    """The role groups exist (a `post_migrate` receiver, as Django's own permissions are made): the migration
+    creates them, and so does every later `migrate` or `flush`, so a database emptied by `flush` keeps its roles."""
+    from django.contrib.auth.models import Group
+
+    for name in ROLES:
+        Group.objects.using(using).get_or_create(name=name)

@@ -78,8 +78,9 @@ def test_a_replayed_deleted_event_a_relist_and_a_reconcile_finding_it_gone_recor
     controller = build_controller(kapi, [MemcachedReconciler()], enqueue=lambda key: True, pump=lambda: 0)
     controller.handle(InformerEvent(DELETED, MEMCACHED, last, last))
     assert controller._write_mirror()
-    # a sweep after a list that does not have it, and a reconcile whose GET answers 404
-    assert recording.resource_mirror_sweep(MemcachedReconciler(), set()) == []
+    # a sweep after a list (of its namespace: other tests' objects are not this test's) that does not have it,
+    # and a reconcile whose GET answers 404
+    assert recording.resource_mirror_sweep(MemcachedReconciler(), set(), namespace=namespace) == []
     recording.resource_mirror_gone(MEMCACHED.request(namespace, "mc").key())
     assert chain(uid) == before
 
