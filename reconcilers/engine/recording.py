@@ -21,8 +21,8 @@ names callers use are re-exported here:
   chain links through `chain_link`;
 - `recording_sql`: the one-statement record; `recording_reads`: the chain head it swaps against;
 - `recording_anomalies`: a refused change's and an out-of-band phase's anomalies;
-- `recording_requests`: the manual requests a run picks up and finishes (`requests_picked_up`,
-  `request_trace_ids`);
+- `recording_requests`: the manual requests a run takes up (`request_taken_up`: made, picked up, their traces) and
+  finishes;
 - `recording_mirror`: the controller's mirror batch (`resource_mirror_write`, `resource_mirror_upsert`,
   `resource_mirror_mark_deleted`);
 - `recording_deletions`: deletions without a finalizer (`resource_deletions_record`, `resource_mirror_sweep`,
@@ -60,6 +60,7 @@ from reconcilers.engine.recording_mirror import (
 from reconcilers.engine.recording_reads import ChainHead
 from reconcilers.engine.recording_requests import (
     request_handled,
+    request_taken_up,
     request_trace_ids,
     requests_finish,
     requests_picked_up,
@@ -89,7 +90,7 @@ from reconcilers.models import Resource, RunResult, SpecRevision, Transition
 __all__ = [
     "MIRROR_FIELDS", "OBJECT_DELETED", "ChainHead", "Deletion", "ObservedObject", "PhaseChange", "RecordOutcome",
     "RunRecord", "annotation_request_ensure", "head_moved", "mirror_observed", "new_resource", "out_of_band_record",
-    "reconcile_record", "request_trace_ids", "requests_picked_up", "resource_deletions_record",
+    "reconcile_record", "request_taken_up", "request_trace_ids", "requests_picked_up", "resource_deletions_record",
     "resource_mirror_gone", "resource_mirror_mark_deleted", "resource_mirror_sweep", "resource_mirror_upsert",
     "resource_mirror_write", "revision_record", "revision_row", "run_record_unobserved", "run_row",
     "transition_append", "transition_row", "transitions_planned",

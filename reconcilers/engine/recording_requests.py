@@ -7,15 +7,28 @@ made with the object's annotation); every change here is guarded so that only ro
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Any
 
 from django.db.models import Q
 from django.utils import timezone
 
+from reconcilers.engine.annotation_requests import annotation_request_ensure
 from reconcilers.engine.recording_rows import RunRecord
 from reconcilers.models import ReconcileRequest, ReconcileRun, RequestState, Resource, RunResult, Transition
 
 #: results after which a handled manual request counts as succeeded (an error fails it)
 _SUCCEEDED_RESULTS = {RunResult.SUCCESS, RunResult.REQUEUE, RunResult.REQUEUE_AFTER}
+
+
+def request_taken_up(key: str, obj: dict[str, Any], annotation: str, token: str, *,
+                     trace_id: str | None = None) -> list[str]:
+    """A run takes up the manual request its object's annotation `annotation` asks for with `token`, in one call
+    from the run: the request's row made when it has none yet (an annotation set by someone else than opsconsole:
+    kubectl annotate, flux; `annotation_request_ensure`), its rows marked picked up, and, when `trace_id` (the
+    run's trace, being recorded) is given, the traces the requests were made in other than the run's."""
+    annotation_request_ensure(key, obj, annotation, token)
+    requests_picked_up(key, token)
+    return request_trace_ids(key, token, trace_id) if trace_id is not None else []
 
 
 def requests_picked_up(key: str, token: str) -> None:

@@ -132,9 +132,9 @@ class Run:
         annotations = request_annotations()
         if asked := step.unhandled_request(obj, annotations):
             # an annotation set by someone else than opsconsole (kubectl annotate, flux) gets its request row here
-            recording.annotation_request_ensure(self.key, obj, *asked)
-            recording.requests_picked_up(self.key, asked[1])
-            if span.is_recording() and (others := recording.request_trace_ids(self.key, asked[1], self.trace_id)):
+            others = recording.request_taken_up(self.key, obj, *asked,
+                                                trace_id=self.trace_id if span.is_recording() else None)
+            if others:
                 span.set_attribute("opsconsole.request.trace_id", others)
         outcome = step.reconcile_step(rec, api, obj, recorded, span=span, lease_held=lambda: not self.renewer.lost,
                                       request_annotations=annotations, healing=healing_state.healing_view(state, obj),
