@@ -1,0 +1,7 @@
+"""Controller shards: several controller replicas share the keys of the reconciled kinds.
+
+- `ring`: which replica owns which key — consistent hashing with bounded loads over the keys' uids, so a replica
+  that joins or leaves moves about 1/N of the keys and no replica holds more than its bound;
+- `membership`: who the replicas are — one coordination.k8s.io Lease per shard (`opsconsole-shard-<id>`), held
+  and renewed as the leader Lease is, and judged live or expired by observation, never by another host's clock.
+"""
