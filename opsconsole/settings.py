@@ -323,9 +323,10 @@ OPSCONSOLE_DRAIN_THREADS = env_number(
 # lingers. Keep it short: a warm shutdown waits for a lingering task too
 OPSCONSOLE_DRAIN_LINGER_SECONDS = env_number("OPSCONSOLE_DRAIN_LINGER_SECONDS", 2.0)
 
-# The controller: periodic resync of every key and leader election through a coordination.k8s.io Lease
-# (client-go's defaults: 15 s lease, 10 s renew deadline, 2 s retry).
-OPSCONSOLE_RESYNC_SECONDS = env_number("OPSCONSOLE_RESYNC_SECONDS", 300)
+# The controller: periodic resync of every key (each key once per period, spread evenly over it: 10 h by default, as
+# controller-runtime's SyncPeriod; 0: none; a kind's Reconciler.resync_seconds overrides it) and leader election
+# through a coordination.k8s.io Lease (client-go's defaults: 15 s lease, 10 s renew deadline, 2 s retry).
+OPSCONSOLE_RESYNC_SECONDS = env_number("OPSCONSOLE_RESYNC_SECONDS", 36000)
 # Flux's manual-reconcile annotation reconcile.fluxcd.io/requestedAt is honoured like opsconsole's own.
 OPSCONSOLE_FLUX_REQUESTED_AT = env_bool("OPSCONSOLE_FLUX_REQUESTED_AT", True)
 OPSCONSOLE_LEADER_NAMESPACE = os.environ.get("OPSCONSOLE_LEADER_NAMESPACE", "default")

@@ -179,6 +179,10 @@ class Reconciler(ABC):
     #: the phase a resource is in while a rollback's restored generation is verified (e.g. "RollingBack"), when
     #: the kind's state machine declares it; without one the rollback shows in conditions and healing records
     rollback_phase: ClassVar[str | None] = None
+    #: how often each object is reconciled again without an event (the periodic resync, spread evenly over the
+    #: period): None → OPSCONSOLE_RESYNC_SECONDS (10 h), 0 → never; a kind that must poll something outside
+    #: Kubernetes says so here (one object's next run: `Result(requeue_after=...)`)
+    resync_seconds: ClassVar[float | None] = None
 
     # -- typed kinds: the models and what the generated CRD says besides them -------------------------------
 

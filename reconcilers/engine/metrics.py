@@ -102,6 +102,10 @@ INFORMER_RESTARTS = Counter(
 )
 #: the `reason` label values of opsconsole_informer_restarts_total
 INFORMER_RESTART_REASONS = ("ended", "broken", "expired", "error")
+RESYNC_KEYS = Counter(
+    "opsconsole_resync_keys_total", "Keys the controller enqueued again without an event, by kind: the periodic "
+    "resync (spread over its period) and the full resync after a workqueue outage", ["kind"],
+)
 THREAD_RESTARTS = Counter(
     "opsconsole_thread_restarts_total",
     "Times a supervised background thread (lease renewals, the controller's archive and healing steps, informers) "

@@ -1,7 +1,7 @@
 """The engine's Redis killed and restarted empty while CRs converge (no persistence: the workqueue, the leases
-and the Celery messages are gone): the workers and the controller reconnect, the controller's periodic resync
-puts every key back, nothing is left stuck, every CR converges with each transition recorded once, and the
-audit chains verify.
+and the Celery messages are gone): the workers and the controller reconnect, the controller's full resync when the
+workqueue answers again puts every key back (the periodic one, spread over its period, would too), nothing is
+left stuck, every CR converges with each transition recorded once, and the audit chains verify.
 
 The engine of this test has a Redis of its own (a `redis-server` subprocess on a free port), so the suite's
 shared Redis is never restarted, and a kubesim of its own (tests/faults/isolated.py); this test process's
@@ -25,14 +25,15 @@ from tests.support.redis_server import RedisServer, celery_broker
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 
 CRS = 20
-RESYNC_SECONDS = 5.0  # the engine's periodic resync (production: 300 s)
+RESYNC_SECONDS = 5.0  # the engine's periodic resync, spread over it (production: 36000 s)
 DOWN_SECONDS = 1.0  # how long Redis stays away
 
 
 def nothing_stuck(queue, rounds: int = 3) -> None:
     """No key left processing under a lease nobody renews: every key processing now is done within a few lease
-    periods, and no lease is ever seen expired meanwhile. (Not "the queue goes idle": the resync puts every key
-    back every RESYNC_SECONDS, and on a loaded machine a round of 20 slow reconciles can take longer than that.)"""
+    periods, and no lease is ever seen expired meanwhile. (Not "the queue goes idle": the periodic resync puts each
+    key back once every RESYNC_SECONDS, and on a loaded machine a round of 20 slow reconciles can take longer than
+    that.)"""
     first = {(p.key, p.since) for p in queue.snapshot().processing}
     deadline = time.monotonic() + rounds * LEASE_SECONDS + 10
     while True:
@@ -50,7 +51,7 @@ class RedisEngine:
         self.isolated, self.engine, self.redis = isolated, isolated.engine, redis
 
     def resyncs(self) -> int:
-        """How many resyncs the controller has logged so far."""
+        """How many full resyncs (every key at once, after a workqueue outage) the controller has logged so far."""
         return self.engine.controller.log_path.read_text(errors="replace").count("controller: resync of")
 
 

@@ -9,9 +9,10 @@ lingers on its own); sweep the mirror and the object cache after every (re-)list
 Events (archive.py, with its own retry and yield policy) and run the healing step every `heal_interval`
 (periodic.py) — with `background=True` (as `runcontroller` builds it) these two run on threads of their own
 (background.py), so an archive backlog or a slow healing step never holds up enqueueing and the pump; pump the
-delayed and expired keys every `pump_interval`; enqueue every cached key every `resync_seconds`; write a signed
-audit checkpoint every `checkpoint_seconds`; set the workqueue gauges every `metrics_interval` (gauges.py); and
-every CACHE_LIVE_SECONDS, once the informers have listed, say that the object cache is kept.
+delayed and expired keys every `pump_interval`; enqueue the keys that the periodic resync spreads over its period
+(resync.py), and every cached key at once after a workqueue outage; write a signed audit checkpoint every
+`checkpoint_seconds`; set the workqueue gauges every `metrics_interval` (gauges.py); and every CACHE_LIVE_SECONDS,
+once the informers have listed, say that the object cache is kept.
 
 The `Controller` receives its collaborators built (`ControllerParts`); `wiring.build_controller` is the
 composition root that builds them from settings and test doubles. The informers run in threads (one per kind) and
@@ -37,6 +38,7 @@ from reconcilers.engine.controller.kindmap import KindId
 from reconcilers.engine.controller.leader import LeaderElector
 from reconcilers.engine.controller.mirror import MIRROR_REFRESH_LINGER_SECONDS, MIRROR_YIELD_MAX_SECONDS
 from reconcilers.engine.controller.parts import ControllerParts
+from reconcilers.engine.controller.resync import ResyncSchedule
 
 __all__ = [  # the constants and helpers tests import from here, where they used to live
     "ARCHIVE_MAX_ATTEMPTS", "ARCHIVE_YIELD_MAX_SECONDS", "EVENTS", "MIRROR_REFRESH_LINGER_SECONDS",
@@ -59,7 +61,7 @@ class Controller:
     workqueue while `elector` (None: always) says this process leads."""
 
     def __init__(self, parts: ControllerParts, *, elector: LeaderElector | None = None,
-                 clock: Callable[[], float] = time.monotonic, resync_seconds: float = 300.0,
+                 clock: Callable[[], float] = time.monotonic, resync_seconds: float = 36000.0,
                  pump_interval: float = 0.2, metrics_interval: float = 1.0, batch_size: int = 500,
                  background: bool = False) -> None:
         self.parts, self.elector, self.clock, self.background = parts, elector, clock, background
@@ -71,10 +73,11 @@ class Controller:
         self.resync_seconds, self.pump_interval = resync_seconds, pump_interval
         self.metrics_interval, self.batch_size = metrics_interval, batch_size
         self.running = False
-        self.resyncs = 0
+        self.resyncs = 0  # full resyncs (after a workqueue outage)
+        self.resync_schedule = ResyncSchedule(parts.kinds, resync_seconds, lambda: self.informer_set.informers)
         self._threads: list[BackgroundStep] = []  # the archive and the healing step with `background`
         self._next_pump = self._next_metrics = self._next_heal = self._next_cache_live = -float("inf")
-        self._next_resync = self._next_checkpoint = float("inf")
+        self._next_checkpoint = float("inf")
         self._stop = threading.Event()
 
     @property
@@ -97,7 +100,7 @@ class Controller:
             for thread in self._threads:
                 thread.start()
         self.running = True
-        self._next_resync = self.clock() + self.resync_seconds
+        self.resync_schedule.restart()
         self._next_checkpoint = self.clock() + self.checkpoint.seconds
 
     def _stop_informers(self) -> None:
@@ -157,8 +160,9 @@ class Controller:
         if now >= self._next_pump and now >= self.feed.retry_at:
             self._next_pump = now + self.pump_interval
             did |= self.feed.pump_once()
-        if self.feed.resync_now or (self.resync_seconds > 0 and now >= self._next_resync):
+        if self.feed.resync_now:
             did |= self.resync()
+        did |= self._resync_due(now)
         if self.checkpoint.seconds > 0 and now >= self._next_checkpoint:
             self._next_checkpoint = now + self.checkpoint.seconds
             did |= self.checkpoint()
@@ -171,14 +175,24 @@ class Controller:
         return did
 
     def resync(self) -> bool:
-        """Enqueue every cached key of the reconciled kinds (the periodic resync); True when any."""
-        self._next_resync = self.clock() + self.resync_seconds
+        """Enqueue every cached key of the reconciled kinds at once (after a workqueue outage); True when any."""
         self.feed.resync_now = False
-        keys = self.cached_keys()
-        for key in keys:
-            self.handoff.put_key(key)
+        keys = self.resync_schedule.full()
         self.resyncs += 1
         log.info("controller: resync of %d keys", len(keys))
+        return self._hand_off(keys)
+
+    def _resync_due(self, now: float) -> bool:
+        """Enqueue the keys whose periodic resync slot passed since the last step (resync.py); True when any."""
+        keys = self.resync_schedule.due(now)
+        if not keys:
+            return False
+        log.debug("controller: %d keys due for their periodic resync", len(keys))
+        return self._hand_off(keys)
+
+    def _hand_off(self, keys: list[str]) -> bool:
+        for key in keys:
+            self.handoff.put_key(key)
         return self.feed.enqueue_handed_off(self.batch_size) or bool(keys)
 
     def _sleep_budget(self) -> float:
@@ -188,8 +202,8 @@ class Controller:
             deadlines.append(self.parts.archive.retry_at if self.parts.archive is not None else -float("inf"))
         if self.running and self.parts.mirror.refresh_at > now and self.handoff.pending()[1]:  # refreshes linger
             deadlines.append(self.parts.mirror.refresh_at)
-        if self.running and self.resync_seconds > 0:
-            deadlines.append(self._next_resync)
+        if self.running:
+            deadlines.append(self.resync_schedule.next_at())
         if self.elector is not None:
             deadlines.append(self.elector.next_step_at)
         return min(0.5, max(0.0, min(deadlines) - now))

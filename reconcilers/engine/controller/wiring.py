@@ -4,9 +4,9 @@ sweeps, the Events archive, the healing evaluator, the audit checkpoint) from se
 (adapters.py), or from the doubles a test passes, and hands them to `Controller`; `leader_elector` builds the
 Lease's elector from settings. `runcontroller` calls both (and starts the /metrics and /healthz endpoints itself).
 
-Settings read: OPSCONSOLE_RESYNC_SECONDS (300), OPSCONSOLE_AUDIT_CHECKPOINT_SECONDS (300; 0: none),
-OPSCONSOLE_EVENT_ARCHIVE (on), OPSCONSOLE_HEALING_INTERVAL (healing.evaluator.default_interval),
-OPSCONSOLE_LEADER_NAMESPACE ("default"), OPSCONSOLE_LEADER_LEASE_SECONDS (15),
+Settings read: OPSCONSOLE_RESYNC_SECONDS (36000: 10 h; 0: no periodic resync),
+OPSCONSOLE_AUDIT_CHECKPOINT_SECONDS (300; 0: none), OPSCONSOLE_EVENT_ARCHIVE (on), OPSCONSOLE_HEALING_INTERVAL
+(healing.evaluator.default_interval), OPSCONSOLE_LEADER_NAMESPACE ("default"), OPSCONSOLE_LEADER_LEASE_SECONDS (15),
 OPSCONSOLE_LEADER_RENEW_DEADLINE_SECONDS (10), OPSCONSOLE_LEADER_RETRY_SECONDS (2); the object cache's
 (objectcache.enabled).
 """
@@ -41,8 +41,10 @@ Objects = dict[str, dict[str, Any] | None]
 
 
 def default_resync_seconds() -> float:
-    """settings.OPSCONSOLE_RESYNC_SECONDS (default 300)."""
-    return float(getattr(settings, "OPSCONSOLE_RESYNC_SECONDS", 300))
+    """settings.OPSCONSOLE_RESYNC_SECONDS (default 36000 s, 10 h, as controller-runtime's SyncPeriod; 0: no periodic
+    resync): how often each key is enqueued again without an event, spread over the period (resync.py); a kind's
+    `resync_seconds` overrides it."""
+    return float(getattr(settings, "OPSCONSOLE_RESYNC_SECONDS", 36000))
 
 
 def default_checkpoint_seconds() -> float:

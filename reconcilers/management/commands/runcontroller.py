@@ -10,9 +10,10 @@ standby controller takes over at once.
 
 Settings read (all optional): OPSCONSOLE_LEADER_NAMESPACE ("default"), OPSCONSOLE_LEADER_LEASE_SECONDS (15),
 OPSCONSOLE_LEADER_RENEW_DEADLINE_SECONDS (10), OPSCONSOLE_LEADER_RETRY_SECONDS (2),
-OPSCONSOLE_RESYNC_SECONDS (300); telemetry: OPSCONSOLE_CONTROLLER_METRICS_PORT (9102; 0 = no /metrics and no
-/healthz: `/healthz` there answers 503 while a supervised background thread is down, `opsconsole.telemetry.health`),
-OPSCONSOLE_METRICS_ADDR, OPSCONSOLE_TRACING.
+OPSCONSOLE_RESYNC_SECONDS (36000: each key is enqueued again once per 10 h, spread evenly over them; 0: never);
+telemetry: OPSCONSOLE_CONTROLLER_METRICS_PORT (9102; 0 = no /metrics and no /healthz: `/healthz` there answers 503
+while a supervised background thread is down, `opsconsole.telemetry.health`), OPSCONSOLE_METRICS_ADDR,
+OPSCONSOLE_TRACING.
 """
 
 from __future__ import annotations

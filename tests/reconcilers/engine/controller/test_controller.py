@@ -145,22 +145,88 @@ def test_a_child_deployment_change_enqueues_its_owner(api, widget_kind, ns, make
     assert not any("orphan" in k or "foreign" in k for k in leftover)
 
 
-def test_resync_enqueues_every_cached_key(api, widget_kind, ns, make_controller):
+def resync_period(controller, now, start, period, steps):
+    """Step the controller `steps` times over one period from `start`; the keys the resync schedule gave at each
+    step (each reached the enqueue in that step; events of other tests' objects may come in between)."""
+    calls = []
+    due = controller.resync_schedule.due
+    for i in range(1, steps + 1):
+        now[0] = start + i * period / steps
+        controller.resync_schedule.due = lambda t: calls.append(due(t)) or calls[-1]
+        try:
+            controller.step()
+        finally:
+            del controller.resync_schedule.due
+        assert set(calls[-1]) <= set(controller.enqueue.take())
+    return calls
+
+
+def test_the_periodic_resync_enqueues_each_cached_key_once_per_period_spread_over_it(
+        api, widget_kind, ns, make_controller):
     now = [1000.0]
     controller = make_controller(resync_seconds=300, clock=lambda: now[0])
     for name in ("r1", "r2", "r3"):
         kube.create_object(api, WIDGET, widget(name, ns))
-    settle(api, controller, ns)
+    settle(api, controller, ns)  # the first step after the list: the first period starts 300 s later
+    assert controller.resync_schedule.next_at() == 1300.0
 
-    now[0] += 299
+    now[0] = 1299.0
     controller.step()
-    assert controller.resyncs == 0
-    now[0] += 2
+    assert controller.enqueue.take() == [] and controller.resyncs == 0  # the list enqueued every key
+
+    steps = 30
+    cached = controller.cached_keys()
+    calls = resync_period(controller, now, 1300.0, 300.0, steps)
+    enqueued = [k for keys in calls for k in keys]
+    assert {key(ns, n) for n in ("r1", "r2", "r3")} <= set(enqueued)
+    assert sorted(enqueued) == sorted(cached)  # each cached key once
+    assert max(len(keys) for keys in calls) <= len(cached) // steps + 1  # spread, not all at once
+    assert controller.resyncs == 0  # no full resync
+    kube.delete_object(api, WIDGET, ns, "r1")
+    drive(controller, lambda: key(ns, "r1") in controller.enqueue.take())  # the deletion's own event
+    assert key(ns, "r1") not in controller.cached_keys()
+    again = [k for keys in resync_period(controller, now, 1600.0, 300.0, steps) for k in keys]
+    assert sorted(again) == sorted(set(cached) - {key(ns, "r1")})  # once again; the deleted one not
+
+
+class NeverResynced(WidgetReconciler):
+    resync_seconds = 0
+
+
+class Polled(WidgetReconciler):
+    resync_seconds = 10
+
+
+@pytest.mark.parametrize(("reconciler", "times"), [(NeverResynced, {0}), (Polled, {59, 60})])
+def test_a_kind_s_own_resync_period_overrides_the_setting(api, widget_kind, ns, reconciler, times):
+    now = [1000.0]
+    keys = Keys()
+    controller = build_controller(api, [reconciler()], enqueue=keys, pump=lambda: 0, mirror=False,
+                                  resync_seconds=300, clock=lambda: now[0])
+    try:
+        kube.create_object(api, WIDGET, widget("p", ns))
+        controller.step()
+        assert controller.wait_synced(10)
+        drive(controller, lambda: key(ns, "p") in keys.take())
+        for _ in range(600):  # 600 s, a step a second: the setting's period would resync it once at most
+            now[0] += 1.0
+            controller.step()
+        assert keys.take().count(key(ns, "p")) in times  # never, or every 10 s from 10 s after the list
+    finally:
+        controller.shutdown()
+
+
+def test_after_a_workqueue_outage_every_key_is_enqueued_at_once_not_spread(api, widget_kind, ns, make_controller):
+    now = [1000.0]
+    controller = make_controller(resync_seconds=300, clock=lambda: now[0])
+    for name in ("o1", "o2"):
+        kube.create_object(api, WIDGET, widget(name, ns))
+    settle(api, controller, ns)
+    controller.feed.resync_now = True  # what QueueFeed.recovered() sets when the queue answers again
     assert controller.step() is True
     assert controller.resyncs == 1
-    enqueued = set(controller.enqueue.take())
-    assert {key(ns, n) for n in ("r1", "r2", "r3")} <= enqueued
-    assert enqueued == set(controller.cached_keys())
+    assert sorted(controller.enqueue.take()) == sorted(controller.cached_keys())  # in one step
+    assert controller.resync_schedule.next_at() == 1300.0  # the spread resync goes on as it was
 
 
 @pytest.mark.django_db

@@ -3,10 +3,12 @@ doubles replace, and the Lease's elector from settings."""
 
 from __future__ import annotations
 
+import os
+
 from django.test import override_settings
 
 from reconcilers.engine.controller import adapters
-from reconcilers.engine.controller.wiring import build_controller, leader_elector
+from reconcilers.engine.controller.wiring import build_controller, default_resync_seconds, leader_elector
 from tests.reconcilers.engine.controller.kinds import DEPLOYMENT, WIDGET, WidgetReconciler
 
 
@@ -21,6 +23,17 @@ def test_the_defaults_are_the_backends_and_the_settings() -> None:
     assert parts.informers.events and controller.resync_seconds == 42
     assert controller.heal_interval == 7 and parts.healing.heal is not None  # the evaluator's step
     assert set(parts.kinds.kinds) == {(WIDGET.group, WIDGET.plural), (DEPLOYMENT.group, DEPLOYMENT.plural)}
+
+
+def test_the_periodic_resync_is_ten_hours_by_default(settings) -> None:
+    del settings.OPSCONSOLE_RESYNC_SECONDS
+    assert default_resync_seconds() == 36000.0  # controller-runtime's SyncPeriod
+    controller = build_controller(None, [WidgetReconciler()], enqueue=lambda key: True, mirror=False)
+    assert controller.resync_schedule.periods == {(WIDGET.group, WIDGET.plural): 36000.0}
+    if "OPSCONSOLE_RESYNC_SECONDS" not in os.environ:
+        from opsconsole import settings as project_settings
+
+        assert project_settings.OPSCONSOLE_RESYNC_SECONDS == 36000
 
 
 def test_without_the_mirror_there_is_no_archive_no_healing_and_no_sweep() -> None:
