@@ -76,6 +76,11 @@ def cache_live(ttl: float | None) -> None:
     dispatch.get_queue().cache_live(ttl)
 
 
+def queue_epoch(candidate: str) -> str:
+    """The workqueue's epoch (WorkQueue.epoch: changes only when Redis lost the queue's state)."""
+    return dispatch.get_queue().epoch(candidate)
+
+
 def object_cache_enabled() -> bool:
     """Whether the workers read the object cache (objectcache.enabled)."""
     return objectcache.enabled()

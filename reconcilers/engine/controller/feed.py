@@ -4,12 +4,15 @@ trip when both defaults are used), the pump of delayed and expired keys, the obj
 While the workqueue (Redis) cannot be reached, enqueues and pumps back off exponentially (`QUEUE_BACKOFF_MIN`
 doubling to `QUEUE_BACKOFF_MAX`) and the keys are kept in the handoff: the loop neither spins nor logs a traceback
 per step. When it answers again `resync_now` is set: a Redis that restarted without persistence lost every queued
-key, and nothing else would bring them back before the next resync.
+key, and nothing else would bring them back before the next resync (hours away by default). A restart too quick
+for any call to fail is caught by the queue's epoch (`WorkQueue.epoch`), read with the pump every
+`EPOCH_CHECK_SECONDS`: a value Redis keeps as long as it keeps the queue, so a new one means the queue was lost.
 """
 
 from __future__ import annotations
 
 import logging
+import uuid
 from collections.abc import Callable
 from typing import Any
 
@@ -22,6 +25,8 @@ log = logging.getLogger(__name__)
 #: the pause before the next enqueue or pump after one failed (the workqueue's Redis away): doubling, capped
 QUEUE_BACKOFF_MIN = 0.1
 QUEUE_BACKOFF_MAX = 5.0
+#: how often the queue's epoch is read (a Redis that lost the queue unnoticed is resynced within this)
+EPOCH_CHECK_SECONDS = 2.0
 
 Objects = dict[str, dict[str, Any] | None]
 
@@ -36,7 +41,8 @@ class QueueFeed:
                  cache_and_enqueue: Callable[[Objects, list[str]], list[str]] | None,
                  pump: Callable[[], int], cache_prune: Callable[[str, list[str]], Any],
                  cache_live: Callable[[float | None], Any], names: dict[KindId, str], clock: Callable[[], float],
-                 enqueue: Callable[[str], bool] | None = None) -> None:
+                 enqueue: Callable[[str], bool] | None = None,
+                 epoch: Callable[[str], str] | None = None) -> None:
         self.handoff, self.names, self.clock, self.enqueue = handoff, names, clock, enqueue
         self.enqueue_many, self.cache_write, self.cache_and_enqueue = enqueue_many, cache_write, cache_and_enqueue
         self.pump, self.cache_prune, self.cache_live = pump, cache_prune, cache_live
@@ -44,6 +50,9 @@ class QueueFeed:
         self.retry_at = -float("inf")  # no enqueue or pump before this
         self.resync_now = False  # set when the workqueue answers again after failing
         self.enqueued = 0  # keys handed to the workqueue (tests and logs)
+        self.epoch = epoch  # WorkQueue.epoch (None: not checked)
+        self.epoch_seen: str | None = None
+        self._next_epoch = -float("inf")
 
     def failed(self, what: str, exc: Exception) -> None:
         """A workqueue call failed: pause enqueues and pumps (exponential backoff); the traceback once per outage."""
@@ -87,14 +96,28 @@ class QueueFeed:
         return True
 
     def pump_once(self) -> bool:
-        """Release the delayed and expired keys (dispatch.pump); True when any. A failure starts the backoff."""
+        """Release the delayed and expired keys (dispatch.pump), and every EPOCH_CHECK_SECONDS read the queue's
+        epoch (`epoch_check`); True when any key moved. A failure starts the backoff."""
         try:
             did = bool(self.pump())
+            if self.epoch is not None and self.clock() >= self._next_epoch:
+                self._next_epoch = self.clock() + EPOCH_CHECK_SECONDS
+                self.epoch_check()
         except Exception as exc:
             self.failed("pump", exc)
             return False
         self.recovered()
         return did
+
+    def epoch_check(self) -> None:
+        """Read the queue's epoch (writing ours when it has none); a changed one means Redis lost the queue's
+        state without a call failing (restarted empty between two calls, or flushed): a resync is due at once."""
+        assert self.epoch is not None
+        seen = self.epoch(uuid.uuid4().hex)
+        if self.epoch_seen is not None and seen != self.epoch_seen:
+            log.warning("controller: the workqueue lost its state (Redis restarted empty or was flushed); resyncing")
+            self.resync_now = True
+        self.epoch_seen = seen
 
     def say_cache_live(self, ttl: float | None) -> None:
         """Tell the workers that this controller's informers keep the object cache (None: no longer). Not counted

@@ -98,6 +98,7 @@ def build_controller(
     cache_write: Callable[[Objects], Any] | None = None,
     cache_prune: Callable[[str, list[str]], Any] | None = None,
     cache_live: Callable[[float | None], Any] | None = None,
+    queue_epoch: Callable[[str], str] | None = None,
 ) -> Controller:
     """A `Controller` for `reconcilers` with every collaborator built. A callable passed replaces its default
     backend (tests): `enqueue` (one key → sent?) replaces the batched enqueue, and a test that fakes the enqueue
@@ -114,7 +115,9 @@ def build_controller(
         cache_write=cache_write or adapters.cache_write,
         # both defaults: the objects and the keys they make dirty go in one round trip
         cache_and_enqueue=adapters.cache_and_enqueue if enqueue is None and cache_write is None else None,
-        cache_prune=cache_prune or adapters.cache_prune, cache_live=cache_live or adapters.cache_live)
+        cache_prune=cache_prune or adapters.cache_prune, cache_live=cache_live or adapters.cache_live,
+        # a Redis that lost the queue without the controller seeing a failed call: only with the real queue
+        epoch=queue_epoch if queue_epoch is not None else adapters.queue_epoch if pump is None else None)
     gauges = QueueGauges(queue_depths or adapters.queue_depths,
                          adapters.depth_record if queue_depths is None else None, kinds.controller_names, clock)
     busy = lambda: gauges.keys_waiting  # noqa: E731 - keys wait for a worker (the last depth sample)

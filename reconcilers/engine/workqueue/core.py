@@ -75,6 +75,18 @@ class QueueCore:
         """The queue's current time (the injected clock or the Redis server's)."""
         return float(self._run("now"))
 
+    def epoch(self, candidate: str) -> str:
+        """The queue's epoch: `candidate`, written when the queue has none, else the one it has. Redis keeps it as
+        long as it keeps the queue's state; a Redis restarted without persistence, or flushed, has lost it, so a
+        controller that sees the epoch change knows that everything the queue held is gone (`clear` keeps it: the
+        queue emptied on purpose lost nothing anyone waits for)."""
+        key = self.prefix + "epoch"
+        pipe = self.redis.pipeline()
+        pipe.set(key, candidate, nx=True)
+        pipe.get(key)
+        _, value = pipe.execute()
+        return value.decode() if isinstance(value, bytes) else str(value or "")
+
     def clear(self) -> None:
         """Delete every Redis key of this queue (tests, admin)."""
         self.redis.delete(*self.keys, self.prefix + "depth-history")
