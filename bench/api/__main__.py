@@ -1,10 +1,14 @@
-"""Benchmark the API's read paths on PostgreSQL: 10,000 resources and 1,000,000 chained transitions.
+"""Benchmark the API's read paths on PostgreSQL: 10,000 resources and 1,000,000 chained transitions by default.
 
     DATABASE_URL=postgres://postgres@127.0.0.1:5432/bench_api .venv/bin/python -m bench.api [--reload] [-n 200]
+        [--resources 100000 --transitions 10000000]
 
 Loads the data once with COPY (hashes computed with `reconcilers.engine.audit.transition_hash`, so the chains
 verify), then times requests through the whole Django + DRF stack in process (token auth, cursor pagination,
 serialization), for the first page and for a deep page reached by cursor, and prints p50/p95 in ms.
+
+A size other than the default gets a database of its own, named after it (`bench_api` at 100,000 / 10,000,000 is
+`bench_api_100k_10m`, created when missing), so the default size's figures stay reproducible.
 """
 
 from __future__ import annotations
@@ -21,14 +25,57 @@ from urllib.parse import urlencode
 
 RESOURCES = 10_000
 PER_RESOURCE = 100  # → 1,000,000 transitions
+DEFAULT_RESOURCES, DEFAULT_TRANSITIONS = RESOURCES, RESOURCES * PER_RESOURCE
 PHASES = ["Pending", "Running", "Degraded", "Running"]
 NAMESPACES = [f"team-{i:02d}" for i in range(20)]
+
+
+def _short(n: int) -> str:
+    for unit, size in (("m", 1_000_000), ("k", 1_000)):
+        if n >= size and n % size == 0:
+            return f"{n // size}{unit}"
+    return str(n)
+
+
+def set_size(resources: int, transitions: int) -> None:
+    """Set the loader's size (`transitions` a multiple of `resources`: each resource gets the same chain length)."""
+    global RESOURCES, PER_RESOURCE
+    if resources <= 0 or transitions <= 0 or transitions % resources:
+        sys.exit(f"--transitions ({transitions}) must be a positive multiple of --resources ({resources})")
+    RESOURCES, PER_RESOURCE = resources, transitions // resources
+
+
+def sized_database_url(url: str) -> str:
+    """`url` for the default size; otherwise its database name with the size appended (`bench_api_100k_10m`)."""
+    if (RESOURCES, RESOURCES * PER_RESOURCE) == (DEFAULT_RESOURCES, DEFAULT_TRANSITIONS):
+        return url
+    base, _, name = url.rpartition("/")
+    name, query, params = name.partition("?")
+    return f"{base}/{name}_{_short(RESOURCES)}_{_short(RESOURCES * PER_RESOURCE)}{query}{params}"
+
+
+def _create_database(url: str) -> None:
+    """CREATE DATABASE for `url` when it does not exist (a bench_* database only)."""
+    import psycopg
+
+    base, _, name = url.rpartition("/")
+    name = name.partition("?")[0]
+    if not name.startswith("bench_"):
+        sys.exit(f"refusing to create {name!r}: the benchmarks use databases named bench_* only")
+    with psycopg.connect(f"{base}/postgres", autocommit=True) as conn:
+        if conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", [name]).fetchone() is None:
+            conn.execute(f'CREATE DATABASE "{name}"')
+            print(f"created database {name}", flush=True)
 
 
 def setup_django() -> None:
     url = os.environ.get("DATABASE_URL", "")
     if not url.startswith("postgres"):
         sys.exit("set DATABASE_URL to a PostgreSQL database, e.g. postgres://postgres@127.0.0.1:5432/bench_api")
+    sized = sized_database_url(url)
+    if sized != url:
+        _create_database(sized)
+        os.environ["DATABASE_URL"] = sized
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "opsconsole.settings")
     os.environ.setdefault("OPSCONSOLE_DATA_DIR", "/tmp/oc-bench-api")
     import django
@@ -47,7 +94,7 @@ def _copy(cursor, table: str, columns: list[str], rows) -> None:
 
 
 def load() -> None:
-    """Empty the tables and COPY 10k resources and 1M transitions (100 per resource, chained)."""
+    """Empty the tables and COPY RESOURCES resources and RESOURCES × PER_RESOURCE transitions (chained)."""
     import json
 
     from django.db import connection, transaction
@@ -67,7 +114,7 @@ def load() -> None:
                     "reason", "message", "conditions", "generation", "observed_generation", "resource_version",
                     "labels", "owner", "spec", "status", "deleted", "last_transition_seq", "last_transition_hash",
                     "last_result", "created_at", "updated_at", "last_revision_seq", "last_healing_seq",
-                    "active_anomalies", "suspended"]
+                    "active_anomalies", "suspended", "anomalies_resolved"]
         heads = []
         resources = []
         for i in range(RESOURCES):
@@ -77,7 +124,7 @@ def load() -> None:
             resources.append((uid, ns, name))
         trans_cols = ["resource_id", "resource_uid", "kind", "namespace", "name", "seq", "from_phase", "to_phase",
                       "reason", "message", "generation", "resource_version", "actor", "run_id", "trace_id",
-                      "created_at", "prev_hash", "hash"]
+                      "created_at", "hash_version", "prev_hash", "hash"]
 
         def transitions():
             """In time order (seq outer, resource inner), so ids increase with created_at as in production."""
@@ -91,9 +138,9 @@ def load() -> None:
                     fields = {"resource_uid": uid, "kind": "Memcached", "namespace": ns, "name": name, "seq": seq,
                               "from_phase": phase[i], "to_phase": to, "reason": "Bench", "message": "",
                               "generation": 1, "resource_version": str(seq), "actor": "controller", "run_id": None,
-                              "trace_id": "", "created_at": at}
+                              "trace_id": "", "created_at": at, "resource_id": i + 1, "hash_version": 2}
                     h = transition_hash(fields, prev[i])
-                    yield (i + 1, *(fields[k] for k in HASHED_FIELDS), prev[i], h)
+                    yield (i + 1, *(fields[k] for k in HASHED_FIELDS), 2, prev[i], h)
                     prev[i], phase[i] = h, to
             heads.extend((prev[i], phase[i], t0 + step * (PER_RESOURCE * RESOURCES + i)) for i in range(len(resources)))
 
@@ -106,13 +153,22 @@ def load() -> None:
                        "Bench", "", json.dumps([{"type": "Ready", "status": "True", "reason": "Bench"}]),
                        1 + (i % 3 == 0), 1, str(i), json.dumps({"app": "memcached", "shard": str(i % 10)}), None,
                        json.dumps({"size": 3}), json.dumps({"phase": phase}), False, PER_RESOURCE, h, "success",
-                       t0, at, 0, 0, "{}", False)
+                       t0, at, 0, 0, "{}", False, "{}")
 
         _copy(raw, "reconcilers_resource", res_cols, resource_rows())
         c.execute("ANALYZE reconcilers_resource")
         c.execute("ANALYZE reconcilers_transition")
+    from reconcilers.services.selectors import aggregates
+
+    aggregates.recount(repair=True)  # COPY in replica mode fired no trigger: the maintained counts from the rows
     print(f"loaded {RESOURCES} resources and {RESOURCES * PER_RESOURCE} transitions in "
           f"{time.monotonic() - started:.1f} s", flush=True)
+
+
+def add_size_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--resources", type=int, default=DEFAULT_RESOURCES, help="resources to load (10,000)")
+    parser.add_argument("--transitions", type=int, default=DEFAULT_TRANSITIONS,
+                        help="transitions to load, a multiple of --resources (1,000,000)")
 
 
 def cursor(position: int, reverse: bool = False) -> str:
@@ -141,7 +197,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--reload", action="store_true", help="empty the tables and load the data again")
     parser.add_argument("-n", type=int, default=200, help="requests per case")
+    add_size_arguments(parser)
     args = parser.parse_args()
+    set_size(args.resources, args.transitions)
     setup_django()
 
     from django.contrib.auth.models import Group, User
@@ -162,13 +220,15 @@ def main() -> None:
     last_transition = Transition.objects.order_by("-id").values_list("id", flat=True).first()
     cases = [
         ("resources, first page (50)", "/api/v1/resources?page_size=50"),
-        ("resources, deep page (after 9,900)", f"/api/v1/resources?page_size=50&cursor={cursor(last_resource - 100)}"),
+        ("resources, deep page (100 from the end)",
+         f"/api/v1/resources?page_size=50&cursor={cursor(last_resource - 100)}"),
         ("resources, kind+namespace+phase filter", "/api/v1/resources?page_size=50&kind=memcached"
                                                    "&namespace=team-07&phase=Running"),
         ("resources, label selector", "/api/v1/resources?page_size=50&selector=shard%3D3"),
         ("transitions feed, first page (50)", "/api/v1/transitions?page_size=50"),
-        ("transitions feed, deep page (~1M down)", f"/api/v1/transitions?page_size=50&cursor={cursor(1000)}"),
-        ("transitions since= deep (id > 990,000)", f"/api/v1/transitions?page_size=50&since={last_transition - 10000}"),
+        ("transitions feed, deep page (id < 1,000)", f"/api/v1/transitions?page_size=50&cursor={cursor(1000)}"),
+        ("transitions since= 10,000 from the end",
+         f"/api/v1/transitions?page_size=50&since={last_transition - 10000}"),
         ("transitions, namespace filter, first page", "/api/v1/transitions?page_size=50&namespace=team-03"),
     ]
     print(f"PostgreSQL {connection.pg_version}, {RESOURCES} resources, {Transition.objects.count()} transitions, "

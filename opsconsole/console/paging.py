@@ -1,19 +1,27 @@
 """Keyset (cursor) pagination for the console's tables: the page after a row is `WHERE (sort, id) > (v, id)`
 in the chosen order, so every page costs the same at any depth (no OFFSET). The cursor is an opaque,
-URL-safe token of the last row's sort value and id; a bad cursor starts from the first page."""
+URL-safe token of the last row's sort value and id; a bad cursor starts from the first page.
+
+The condition is a row comparison, which PostgreSQL and SQLite take as the start of an index range scan on
+(sort, id) (the Resource mirror has one per sort but `last`, see its indexes): written out as `sort > v OR (sort = v
+AND id > pk)` it would be a filter, and a page deep in a column of few values (kind, phase) would read every row
+before it."""
 
 from __future__ import annotations
 
 import base64
 import json
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
-from django.db.models import DateTimeField, F, Q, QuerySet, Value
+from django.db.models import DateTimeField, F, QuerySet, Value
+from django.db.models.fields.tuple_lookups import Tuple, TupleGreaterThan, TupleLessThan
 from django.db.models.functions import Coalesce
 
-EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+from reconcilers.models.resource import PHASE_SINCE_UNSET
+
+EPOCH = PHASE_SINCE_UNSET  # the mirror's index on the "since" sort is on this very expression
 #: sort name → (column or expression, is a datetime)
 SORTS: dict[str, tuple[Any, bool]] = {
     "name": (F("name"), False),
@@ -66,10 +74,8 @@ def keyset_page(qs: QuerySet, sort: str, *, cursor: str = "", size: int = 50) ->
     after = decode(cursor, is_time) if cursor else None
     if after is not None:
         value, pk = after
-        if descending:
-            qs = qs.filter(Q(_sort__lt=value) | Q(_sort=value, id__lt=pk))
-        else:
-            qs = qs.filter(Q(_sort__gt=value) | Q(_sort=value, id__gt=pk))
+        compare = TupleLessThan if descending else TupleGreaterThan
+        qs = qs.filter(compare(Tuple(expr, F("id")), (value, pk)))
     order = ("-_sort", "-id") if descending else ("_sort", "id")
     rows = list(qs.order_by(*order)[: size + 1])
     more = len(rows) > size

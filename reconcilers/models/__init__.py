@@ -5,6 +5,7 @@
 """
 
 from reconcilers.models.actions import ActionRecord, Outcome
+from reconcilers.models.aggregates import ResourceCount, ResourceCountDelta, TransitionCount, TransitionCountDelta
 from reconcilers.models.audit import Anomaly, AnomalyCategory, SpecRevision, Transition
 from reconcilers.models.base import AppendOnlyError, AppendOnlyModel
 from reconcilers.models.healing import HealingAction, HealingRecord, KubeEvent, NotificationDelivery
@@ -27,8 +28,12 @@ __all__ = [
     "ReconcileRun",
     "RequestState",
     "Resource",
+    "ResourceCount",
+    "ResourceCountDelta",
     "RunResult",
     "Span",
     "SpecRevision",
     "Transition",
+    "TransitionCount",
+    "TransitionCountDelta",
 ]

@@ -1,8 +1,8 @@
 """Where `metrics/summary` (and the console's charts) get their numbers: one interface, `MetricsSource`, over
 a time range (defined in `metrics_protocol`, importable from here too), and `DatabaseMetricsSource`, computed
-from the database (ReconcileRun, Transition, Resource) and the workqueue, so the embedded setup shows figures
-without Prometheus. A Prometheus-backed source (`metrics_prometheus`, imported only when configured)
-implements the same protocol; `metrics_source_get()` picks one.
+from the database (ReconcileRun, the maintained counts of transitions and resources) and the workqueue, so the
+embedded setup shows figures without Prometheus. A Prometheus-backed source (`metrics_prometheus`, imported only
+when configured) implements the same protocol; `metrics_source_get()` picks one.
 
 Rates are per second over [start, end); latencies are reconcile durations in seconds; `kind` narrows to one
 Kind (None: all). Aggregates only: no resource names.
@@ -15,11 +15,11 @@ import math
 from datetime import datetime
 
 from django.conf import settings
-from django.db.models import Count
 from django.utils.module_loading import import_string
 
-from reconcilers.models import ReconcileRun, Resource, RunResult, Transition
+from reconcilers.models import ReconcileRun, RunResult
 from reconcilers.services.metrics_protocol import QUANTILES, MetricsSource  # still importable from here
+from reconcilers.services.selectors import aggregates
 from reconcilers.services.selectors.filters import namespace_q
 
 log = logging.getLogger(__name__)
@@ -83,19 +83,13 @@ class DatabaseMetricsSource:
             return None
 
     def transitions_per_kind(self, start: datetime, end: datetime) -> dict[str, int]:
-        """Transitions per Kind over the range."""
-        rows = (Transition.objects.filter(namespace_q(self.namespaces), created_at__gte=start, created_at__lt=end)
-                .values("kind").annotate(n=Count("id")).order_by("kind"))
-        return {row["kind"]: row["n"] for row in rows}
+        """Transitions per Kind over the range (whole hours from the maintained counts, the ends from the trail)."""
+        return dict(sorted(aggregates.transitions_per_kind(start, end, namespaces=self.namespaces).items()))
 
     def phase_counts(self) -> dict[str, dict[str, int]]:
-        """Resources per Kind and phase."""
-        out: dict[str, dict[str, int]] = {}
-        rows = (Resource.objects.filter(namespace_q(self.namespaces), deleted=False).values("kind", "phase")
-                .annotate(n=Count("id")).order_by("kind", "phase"))
-        for row in rows:
-            out.setdefault(row["kind"], {})[row["phase"] or "(none)"] = row["n"]
-        return out
+        """Resources per Kind and phase (the maintained counts)."""
+        return {kind: {phase or "(none)": n for phase, n in sorted(phases.items())}
+                for kind, phases in sorted(aggregates.phase_counts(namespaces=self.namespaces).items())}
 
 
 def metrics_source_get() -> MetricsSource:

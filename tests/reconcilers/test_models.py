@@ -85,10 +85,12 @@ def test_deleting_a_resource_with_audit_rows_is_refused(rows):
 
 def test_the_append_only_trigger_exists_on_postgresql_only_and_refuses_raw_update_and_delete(rows):
     if connection.vendor != "postgresql":
-        # SQLite: the migration added no trigger (the ORM and audit_verify are the guards there)
+        # SQLite: no append-only trigger (the ORM and audit_verify are the guards there); the only triggers are
+        # the maintained counts' (migration 0015), which refuse nothing
         with connection.cursor() as cursor:
-            cursor.execute("SELECT count(*) FROM sqlite_master WHERE type = 'trigger'")
-            assert cursor.fetchone()[0] == 0
+            cursor.execute("SELECT name FROM sqlite_master WHERE type = 'trigger' ORDER BY name")
+            assert [name for (name,) in cursor.fetchall()] == [
+                "reconcilers_resource_count", "reconcilers_resource_count_moved", "reconcilers_transition_count"]
         return
     for model, table in APPEND_ONLY_TABLES.items():
         row_id = rows[model].id
@@ -111,8 +113,8 @@ def test_truncate_is_let_through_only_for_the_test_flush_on_postgresql(rows):
         cursor.execute(
             "SELECT tgname FROM pg_trigger WHERE tgrelid = 'reconcilers_transition'::regclass AND NOT tgisinternal"
         )
-        assert sorted(name for (name,) in cursor.fetchall()) == [
-            "reconcilers_transition_append_only", "reconcilers_transition_no_truncate"]
+        assert sorted(name for (name,) in cursor.fetchall()) == [  # _count: the maintained counts (0015)
+            "reconcilers_transition_append_only", "reconcilers_transition_count", "reconcilers_transition_no_truncate"]
         cursor.execute("SHOW opsconsole.test_flush")
         assert cursor.fetchone()[0] == "on"
         cursor.execute("SET CONSTRAINTS ALL IMMEDIATE")  # fire the deferred FK checks of the fixture's inserts

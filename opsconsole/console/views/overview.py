@@ -17,7 +17,7 @@ from opsconsole.console.diagrams import state_machine_svg
 from opsconsole.console.live import page
 from opsconsole.console.security import console_page
 from reconcilers.services.healing import healing_overview
-from reconcilers.services.selectors import kinds, queue, resources, stats, transitions
+from reconcilers.services.selectors import aggregates, kinds, queue, stats, transitions
 
 FRAGMENTS = {
     "machines": "console/_overview_machines.html",
@@ -30,6 +30,7 @@ FRAGMENTS = {
 
 def _machines(namespaces: frozenset[str] | None) -> list[dict[str, object]]:
     counts = stats.phase_counts(namespaces=namespaces)
+    recorded = aggregates.resource_counts(namespaces=namespaces, deleted=None, fold_first=False)  # deleted too
     kind_list = kinds.kind_list()
     figures = stats.machine_figures({k["kind"]: k["state_machine"]["states"] for k in kind_list},
                                     namespaces=namespaces)
@@ -39,9 +40,7 @@ def _machines(namespaces: frozenset[str] | None) -> list[dict[str, object]]:
         per_state = dict(counts.get(kind, {}))
         total = sum(per_state.values())  # live resources
         for state in k["state_machine"]["terminal"]:  # Deleted: every resource recorded there, deleted ones too
-            per_state[state] = resources.resource_list(resources.ResourceFilters(
-                kind=f"{k['plural']}.{k['group']}" if k["group"] else k["plural"], phase=state, include_deleted=True),
-                namespaces=namespaces).count()
+            per_state[state] = recorded.get((kind, k["group"], state), 0)
 
         def href(state: str, kind: str = kind) -> str:
             return reverse("console:resources") + "?" + urlencode({"kind": kind, "phase": state})

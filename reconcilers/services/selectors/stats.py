@@ -41,6 +41,7 @@ from reconcilers.core.types import Request
 from reconcilers.engine import apiclient, kube
 from reconcilers.engine.controller.leader import LEASE, LEASE_NAME
 from reconcilers.models import ReconcileRequest, ReconcileRun, Resource, RunResult, Span, Transition
+from reconcilers.services.selectors import aggregates
 from reconcilers.services.selectors.filters import namespace_q
 
 log = logging.getLogger(__name__)
@@ -95,13 +96,9 @@ def stats_cache_clear() -> None:
 
 
 def phase_counts(*, namespaces: frozenset[str] | None = None) -> dict[str, dict[str, int]]:
-    """Live (not deleted) resources per Kind and phase ('' until the first transition)."""
-    rows = (Resource.objects.filter(namespace_q(namespaces), deleted=False).values("kind", "phase")
-            .annotate(n=Count("kind")).order_by())
-    out: dict[str, dict[str, int]] = {}
-    for row in rows:
-        out.setdefault(row["kind"], {})[row["phase"]] = row["n"]
-    return out
+    """Live (not deleted) resources per Kind and phase ('' until the first transition), from the maintained
+    counts (`aggregates`: no scan of the mirror)."""
+    return aggregates.phase_counts(namespaces=namespaces)
 
 
 def edge_counts(
@@ -115,23 +112,11 @@ def edge_window_counts(
     since: dict[str, datetime], *, namespaces: frozenset[str] | None = None
 ) -> dict[str, dict[str, dict[tuple[str, str], int]]]:
     """Transitions per Kind and (from, to) edge recorded at or after each of `since`'s times (e.g. {"hour": now
-    - 1 h, "day": now - 1 d}), all windows in one query: one scan of the widest window with a conditional
-    count per window (COUNT(kind) FILTER (WHERE created_at >= ...), kind being a column of the index).
-    {kind: {window: {(from, to): n}}}; a kind with no transition in the widest window is absent, an edge with
-    none in a window is absent from that window."""
-    if not since:
-        return {}
-    names = list(since)
-    counts = {f"n{i}": Count("kind", filter=Q(created_at__gte=since[name])) for i, name in enumerate(names)}
-    rows = (Transition.objects.filter(namespace_q(namespaces), created_at__gte=min(since.values()))
-            .values("kind", "from_phase", "to_phase").annotate(**counts).order_by())
-    out: dict[str, dict[str, dict[tuple[str, str], int]]] = {}
-    for row in rows:
-        per_kind = out.setdefault(row["kind"], {name: {} for name in names})
-        for i, name in enumerate(names):
-            if row[f"n{i}"]:
-                per_kind[name][(row["from_phase"], row["to_phase"])] = row[f"n{i}"]
-    return out
+    - 1 h, "day": now - 1 d}): {kind: {window: {(from, to): n}}}; a kind with no transition in the widest window
+    is absent, an edge with none in a window is absent from that window. The whole hours of each window come from
+    the maintained per-hour counts and only the part of its first hour from the trail (`aggregates`), so the
+    cost does not grow with the rate of transitions."""
+    return aggregates.edge_window_counts(since, namespaces=namespaces)
 
 
 def state_dwell_medians(
@@ -405,14 +390,28 @@ def phase_dwell_now(
     {phase: {"n": resources, "median": seconds, "max": seconds}} from `Resource.phase_since` (resources without a
     phase yet are left out).
 
-    One aggregate query on PostgreSQL (`method` "percentile": count, oldest entry and PERCENTILE_CONT of the
-    entry times per phase, over the live kind/phase index); elsewhere (`method` "offset", SQLite) the count and
-    oldest entry in one query and the middle entry time(s) of each phase by one bounded ORDER BY/OFFSET query per
-    phase. The median of the times spent is now minus the median entry time."""
+    `method` "counted" (the default): the resources per phase from the maintained counts (less those with no
+    phase_since, which the recording never writes: an index lookup at the end of the phase's range), then per
+    phase the oldest entry time and the middle one(s) by position in the index on (kind, phase, phase_since) of
+    the live rows: short index reads per phase instead of a pass over every resource of the kind (issue 40).
+    "percentile" (PostgreSQL): one aggregate query, count, oldest entry and
+    PERCENTILE_CONT of the entry times per phase over the live rows; "offset": the count and oldest entry in one
+    aggregate query and the middle by position. The median of the times spent is now minus the median entry
+    time."""
     now = now or timezone.now()
-    method = method or ("percentile" if connection.vendor == "postgresql" else "offset")
+    method = method or "counted"
     live = (Resource.objects.filter(namespace_q(namespaces), kind=kind, deleted=False, phase_since__isnull=False)
             .exclude(phase=""))
+    if method == "counted":
+        per_phase: dict[str, int] = {}
+        for (counted_kind, _group, phase), n in aggregates.resource_counts(namespaces=namespaces,
+                                                                            fold_first=False).items():
+            if counted_kind == kind and phase and n > 0:
+                per_phase[phase] = per_phase.get(phase, 0) + n
+        unset = Resource.objects.filter(namespace_q(namespaces), kind=kind, deleted=False, phase_since__isnull=True)
+        return {phase: figures for phase, n in sorted(per_phase.items())
+                if (figures := _dwell_by_position(live.filter(phase=phase), n - unset.filter(phase=phase).count(),
+                                                  now)) is not None}
     figures: dict[str, Any] = {"n": Count("id"), "oldest": Min("phase_since")}
     if method == "percentile":
         figures["mid"] = _MedianEpoch("phase_since")
@@ -428,3 +427,19 @@ def phase_dwell_now(
         out[row["phase"]] = {"n": n, "median": max(0.0, median),
                              "max": max(0.0, (now - row["oldest"]).total_seconds())}
     return out
+
+
+def _dwell_by_position(rows: QuerySet[Resource], n: int, now: datetime) -> dict[str, float] | None:
+    """{"n", "median", "max"} of one phase's `rows` (n of them by the counts): the oldest entry and the middle
+    one(s) read by position in entry order; counted again when the middle is not where `n` puts it (a row
+    written since the counts were read). None when the phase has no row."""
+    ordered = rows.order_by("phase_since").values_list("phase_since", flat=True)
+    middle = list(ordered[(n - 1) // 2:n // 2 + 1])
+    if len(middle) != 2 - n % 2:
+        n = rows.count()
+        if n == 0:
+            return None
+        middle = list(ordered[(n - 1) // 2:n // 2 + 1])
+    oldest = ordered.first()
+    median = statistics.fmean((now - m).total_seconds() for m in middle)
+    return {"n": n, "median": max(0.0, median), "max": max(0.0, (now - oldest).total_seconds())}
