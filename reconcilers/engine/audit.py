@@ -128,6 +128,18 @@ def _chain_rows(resource_uid: str | None, model: Any = Transition, columns: tupl
         yield current, rows
 
 
+def _uids_of_rows(resource_uid: str | None) -> dict[int, str]:
+    """Resource id → uid for the rows the chains are filed under: every resource for the whole record; for one
+    chain, only the resources its links name (a page about one resource does not read the whole mirror)."""
+    qs = Resource.objects.all()
+    if resource_uid is not None:
+        named = Q(uid=resource_uid)
+        for model in (Transition, SpecRevision, HealingRecord):
+            named |= Q(id__in=model.objects.filter(resource_uid=resource_uid).values("resource_id"))
+        qs = qs.filter(named)
+    return dict(qs.values_list("id", "uid"))
+
+
 def _heads(resource_uid: str | None) -> dict[str, Head]:
     qs = Resource.objects.filter(Q(last_transition_seq__gt=0) | Q(last_revision_seq__gt=0)
                                  | Q(last_healing_seq__gt=0))
@@ -161,7 +173,7 @@ def chain_verify(resource_uid: str | None = None) -> VerifyReport:
     report = VerifyReport()
     with _consistent_read():
         heads = _heads(resource_uid)
-        uid_of = dict(Resource.objects.values_list("id", "uid"))
+        uid_of = _uids_of_rows(resource_uid)
         # revisions are few per resource (one per generation): held in memory, the transitions streamed
         revisions = dict(_chain_rows(resource_uid, SpecRevision, _REVISION_COLUMNS))
         healing = dict(_chain_rows(resource_uid, HealingRecord, _HEALING_COLUMNS))

@@ -52,6 +52,8 @@ def test_a_transition_moved_into_another_resources_history_is_named(version, cap
     (found,) = chain_verify().breaks
     assert (found.resource_uid, found.seq, found.transition_id, found.problem) == ("uid-a", 2, rows[1].id, "moved")
     assert "uid-b" in found.detail
+    (one,) = chain_verify("uid-a").breaks  # one chain (the detail page): the same finding, the other row named
+    assert (one.resource_uid, one.seq, one.problem) == ("uid-a", 2, "moved") and "resource uid-b" in one.detail
     with pytest.raises(CommandError, match="moved"):
         call_command("audit_verify")
     assert "moved: it is filed under resource uid-b" in capsys.readouterr().err
