@@ -23,6 +23,7 @@ from reconcilers.core.meta import (
     controller_ref,
 )
 from reconcilers.core.reconciler import ResourceKind
+from reconcilers.engine.controller.slim import slim
 
 ADDED, MODIFIED, DELETED = "ADDED", "MODIFIED", "DELETED"
 
@@ -81,12 +82,16 @@ def primary_wants_reconcile(event: InformerEvent) -> bool:
 
 
 def _without_volatile(obj: dict[str, Any]) -> dict[str, Any]:
+    """`obj` as the informer cache keeps it (`slim`: no managedFields, no last-applied annotation), without its
+    resourceVersion: a change's previous state comes from that cache."""
+    obj = slim(obj)
     meta = {k: v for k, v in _meta(obj).items() if k not in VOLATILE_METADATA}
     return {**obj, "metadata": meta}
 
 
 def child_changed(event: InformerEvent) -> bool:
-    """Whether an event of an owned kind is a real change (anything but resourceVersion/managedFields)."""
+    """Whether an event of an owned kind is a real change (anything but resourceVersion, managedFields and the
+    last-applied annotation, which the informer cache the previous state comes from does not keep)."""
     if event.type in (ADDED, DELETED) or event.old is None:
         return True
     return _without_volatile(event.obj) != _without_volatile(event.old)

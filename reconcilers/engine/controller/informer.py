@@ -9,6 +9,12 @@ missed. Every change goes to `handler` (called on the informer's thread: it must
 hands it off to its loop), and every completed list to `on_listed` (the controller then sweeps its mirror of
 what the cluster no longer has: objects deleted while nobody watched). Each new watch or list after the first counts in
 `opsconsole_informer_restarts_total{resource,reason}`.
+
+The handler gets each object as the API delivered it; the cache keeps what `keep` makes of it (`slim.py`: the
+controller's informers drop managedFields and the last-applied annotation, and keep a stub of each Event), packed
+(compact JSON bytes, unpacked on every read), or the object as delivered when `keep` is None. A change's previous
+state (`InformerEvent.old`), and the last state of an object a re-list finds gone, are what the cache kept. A list is
+applied page by page, so no more than one page of whole objects is held at a time.
 """
 
 from __future__ import annotations
@@ -27,6 +33,7 @@ from urllib3.exceptions import HTTPError
 from reconcilers.core.reconciler import ResourceKind
 from reconcilers.engine import kube, metrics, supervise
 from reconcilers.engine.controller.events import ADDED, DELETED, MODIFIED, InformerEvent, object_key
+from reconcilers.engine.controller.slim import Keep, pack, unpack
 
 log = logging.getLogger(__name__)
 
@@ -35,7 +42,9 @@ Listed = Callable[["Informer"], None]
 
 
 class Informer:
-    """The cache and list+watch loop of one kind (all namespaces unless `namespace` is given)."""
+    """The cache and list+watch loop of one kind (all namespaces unless `namespace` is given). `keep`: what the
+    cache keeps of each object, packed (None: the object as delivered); `index_uids`: keep the uid → key index
+    (`uids`, `key_for_uid`)."""
 
     def __init__(
         self,
@@ -49,6 +58,8 @@ class Informer:
         min_backoff: float = 0.1,
         max_backoff: float = 10.0,
         on_listed: Listed | None = None,
+        keep: Keep | None = None,
+        index_uids: bool = True,
     ) -> None:
         self.api = api
         self.kind = kind
@@ -59,6 +70,8 @@ class Informer:
         self.watch_timeout_seconds = watch_timeout_seconds
         self.min_backoff = min_backoff
         self.max_backoff = max_backoff
+        self.keep = keep
+        self.index_uids = index_uids
 
         self.resource_version = ""  # the last one seen: where a watch resumes
         self.listed_at: datetime | None = None  # when the last complete list began (wall clock, UTC)
@@ -68,7 +81,7 @@ class Informer:
         self.watch_starts: deque[str] = deque(maxlen=100)  # the resourceVersion each watch started from
         self._need_list = True
         self._lock = threading.Lock()
-        self._cache: dict[str, dict[str, Any]] = {}
+        self._cache: dict[str, Any] = {}  # key -> packed bytes (`keep`) or the object as delivered
         self._uids: dict[str, str] = {}
         self._stop = threading.Event()
         self._stream: kube.WatchStream | None = None
@@ -86,7 +99,8 @@ class Informer:
     def get(self, key: str) -> dict[str, Any] | None:
         """The cached object of one key."""
         with self._lock:
-            return self._cache.get(key)
+            stored = self._cache.get(key)
+        return self._load(stored) if stored is not None else None
 
     def keys(self) -> list[str]:
         """Every cached key."""
@@ -96,15 +110,16 @@ class Informer:
     def items(self) -> list[dict[str, Any]]:
         """Every cached object."""
         with self._lock:
-            return list(self._cache.values())
+            stored = list(self._cache.values())
+        return [self._load(value) for value in stored]
 
     def uids(self) -> set[str]:
-        """The uid of every cached object."""
+        """The uid of every cached object (empty without `index_uids`)."""
         with self._lock:
             return set(self._uids)
 
     def key_for_uid(self, uid: str) -> str | None:
-        """The key of the cached object with this uid."""
+        """The key of the cached object with this uid (None without `index_uids`)."""
         with self._lock:
             return self._uids.get(uid)
 
@@ -118,10 +133,12 @@ class Informer:
         return self.watch_once()
 
     def relist(self) -> int:
-        """List every page, replace the cache and report the differences."""
-        items: list[dict[str, Any]] = []
+        """List every page, applying each to the cache as it comes (objects added or changed are reported), then
+        report what the cache has that the list had not as deleted."""
+        listed: set[str] = set()
         token: str | None = None
         started = datetime.now(UTC)
+        changes = 0
         while True:
             try:
                 page = kube.list_objects(
@@ -129,21 +146,20 @@ class Informer:
                 )
             except kube.ApiException as exc:
                 if exc.status == 410 and token:  # the continue token expired: start over
-                    items, token, started = [], None, datetime.now(UTC)
+                    listed, token, started = set(), None, datetime.now(UTC)
                     continue
                 raise
-            items.extend(page.items)
+            for obj in page.items:
+                key = object_key(self.kind, obj)
+                listed.add(key)
+                changes += self._apply(ADDED, key, obj)
             if not page.continue_token:
                 break
             token = page.continue_token
-        changes = 0
-        fresh = {object_key(self.kind, obj): obj for obj in items}
         with self._lock:
-            gone = [(key, obj) for key, obj in self._cache.items() if key not in fresh]
-        for key, obj in gone:
-            changes += self._apply(DELETED, key, obj)
-        for key, obj in fresh.items():
-            changes += self._apply(ADDED, key, obj)
+            gone = [(key, stored) for key, stored in self._cache.items() if key not in listed]
+        for key, stored in gone:
+            changes += self._apply(DELETED, key, self._load(stored))
         self.resource_version = page.resource_version
         self._need_list = False
         self.lists += 1
@@ -216,20 +232,32 @@ class Informer:
             self.resource_version = event.resource_version
         return changes
 
+    def _store(self, obj: dict[str, Any]) -> Any:
+        """What the cache holds for `obj`."""
+        return pack(self.keep(obj)) if self.keep is not None else obj
+
+    @staticmethod
+    def _load(stored: Any) -> dict[str, Any]:
+        """A cached object as a dict."""
+        return unpack(stored) if isinstance(stored, bytes) else stored
+
     def _apply(self, etype: str, key: str, obj: dict[str, Any]) -> int:
         """Update the cache with one change and report it; 0 when it was no change (same resourceVersion)."""
         uid = str((obj.get("metadata") or {}).get("uid") or "")
+        stored = self._store(obj) if etype != DELETED else None
         with self._lock:
-            old = self._cache.get(key)
+            before = self._cache.get(key)
+            old = self._load(before) if before is not None else None
             if etype == DELETED:
                 if old is not None:
                     del self._cache[key]
-                    self._uids.pop(str(old["metadata"].get("uid") or ""), None)
             else:
-                self._cache[key] = obj
+                self._cache[key] = stored
+            if self.index_uids:
                 if old is not None:
                     self._uids.pop(str(old["metadata"].get("uid") or ""), None)
-                self._uids[uid] = key
+                if etype != DELETED:
+                    self._uids[uid] = key
         events: list[InformerEvent] = []
         if etype == DELETED:
             events.append(InformerEvent(DELETED, self.kind, obj, old))

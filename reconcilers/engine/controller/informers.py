@@ -3,6 +3,11 @@ archive is on; started when the controller becomes leader and stopped when it st
 
 Owner kinds start first, so their caches (uid -> key) fill before the children's events arrive. The informers run
 in threads and only talk HTTP and fill their caches; the handlers they call (routing.py) hand the rest to the loop.
+
+What the caches keep (`slim=True`, the default; `slim.py`): of the reconciled and owned kinds, each object without
+managedFields and the last-applied annotation; of Events, a stub (name, namespace, uid, resourceVersion, count).
+Only the reconciled kinds keep the uid -> key index (the owner lookups and the mirror's sweep read it). With
+`slim=False` every cache keeps the objects as delivered (bench/memory compares the two).
 """
 
 from __future__ import annotations
@@ -14,6 +19,7 @@ from typing import Any
 from reconcilers.core.reconciler import Reconciler, ResourceKind
 from reconcilers.engine.controller.informer import Handler, Informer, Listed
 from reconcilers.engine.controller.kindmap import KindId, KindMap, kind_id
+from reconcilers.engine.controller.slim import event_stub, slim
 
 log = logging.getLogger(__name__)
 
@@ -22,24 +28,34 @@ EVENTS = ResourceKind("", "v1", "events", "Event", True)
 
 
 class InformerSet:
-    """The informers of `kinds` (and of Events with `events=True`), built with `options` (Informer's keywords)."""
+    """The informers of `kinds` (and of Events with `events=True`), built with `options` (Informer's keywords);
+    `slim`: their caches keep only what is read from them (see the module docstring)."""
 
     def __init__(self, api: Any, kinds: KindMap, *, events: bool = False,
-                 options: dict[str, Any] | None = None) -> None:
+                 options: dict[str, Any] | None = None, slim: bool = True) -> None:
         self.api, self.kinds, self.events, self.options = api, kinds, events, dict(options or {})
+        self.slim = slim
         self.informers: dict[KindId, Informer] = {}
         self.events_informer: Informer | None = None
 
     def start(self, handle: Handler, on_listed: Listed, handle_event: Handler) -> None:
         """Build and start every informer (owner kinds first)."""
         order = sorted(self.kinds.kinds, key=lambda kid: kid not in self.kinds.primary)
-        self.informers = {kid: Informer(self.api, self.kinds.kinds[kid], handle, on_listed=on_listed, **self.options)
+        self.informers = {kid: Informer(self.api, self.kinds.kinds[kid], handle, on_listed=on_listed,
+                                        **self._cache_options(kid in self.kinds.primary, slim), **self.options)
                           for kid in order}
         if self.events:
-            self.events_informer = Informer(self.api, EVENTS, handle_event, **self.options)
+            self.events_informer = Informer(self.api, EVENTS, handle_event, **self._cache_options(False, event_stub),
+                                            **self.options)
         for informer in self.all():
             informer.start()
         log.info("controller: informers started for %s", ", ".join(f"{g or 'core'}/{p}" for g, p in order))
+
+    def _cache_options(self, primary: bool, keep: Any) -> dict[str, Any]:
+        """What an informer's cache keeps: the uid index of a reconciled kind only, and `keep` when slim."""
+        if not self.slim:
+            return {}
+        return {"keep": keep, "index_uids": primary}
 
     def all(self) -> list[Informer]:
         """Every informer, the events informer last."""
