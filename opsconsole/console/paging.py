@@ -2,7 +2,7 @@
 in the chosen order, so every page costs the same at any depth (no OFFSET). The cursor is an opaque,
 URL-safe token of the last row's sort value and id; a bad cursor starts from the first page.
 
-The condition is a row comparison, which PostgreSQL and SQLite take as the start of an index range scan on
+The condition is a row comparison, which PostgreSQL takes as the start of an index range scan on
 (sort, id) (the Resource mirror has one per sort but `last`, see its indexes): written out as `sort > v OR (sort = v
 AND id > pk)` it would be a filter, and a page deep in a column of few values (kind, phase) would read every row
 before it."""

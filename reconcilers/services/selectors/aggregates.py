@@ -45,7 +45,13 @@ def _columns(key: tuple[str, ...]) -> str:
 
 def fold() -> bool:
     """Move the deltas into the totals. False when another fold was running (PostgreSQL; nothing is lost: the
-    reads add the deltas left)."""
+    reads add the deltas left). Nothing to fold (an idle fleet): one read, no write transaction (SQLite's write
+    lock is the whole database's)."""
+    with connection.cursor() as c:
+        c.execute("SELECT EXISTS (SELECT 1 FROM reconcilers_resourcecountdelta) "
+                  "OR EXISTS (SELECT 1 FROM reconcilers_transitioncountdelta)")
+        if not c.fetchone()[0]:
+            return True
     with transaction.atomic(), connection.cursor() as c:
         if connection.vendor == "postgresql":
             c.execute("SELECT pg_try_advisory_xact_lock(%s)", [FOLD_LOCK])

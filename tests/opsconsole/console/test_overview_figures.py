@@ -54,7 +54,7 @@ def test_edge_counts_for_the_last_hour_and_day_come_from_the_hour_counts_and_eac
     reads = [q["sql"] for q in queries.captured_queries if q["sql"].startswith("SELECT") and "FROM" in q["sql"]]
     trail = [sql for sql in reads if 'FROM "reconcilers_transition"' in sql]
     assert len(trail) == 2  # the part of each window's first hour before a whole bucket
-    assert len([sql for sql in reads if "FROM reconcilers_transitioncount" in sql]) == 1  # every whole hour
+    assert len([sql for sql in reads if "FROM reconcilers_transitioncount WHERE" in sql]) == 1  # every whole hour
     assert counts["Memcached"]["hour"] == {
         ("", "Pending"): 1, ("Pending", "Running"): 1, ("Running", "Degraded"): 1, ("Degraded", "Running"): 2,
     }

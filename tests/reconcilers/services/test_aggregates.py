@@ -11,6 +11,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from django.db import connection
 from django.db.models import Count, Q
+from django.test.utils import CaptureQueriesContext
 
 from reconcilers.models import (
     Resource,
@@ -143,3 +144,11 @@ def test_transitions_per_kind_over_a_range_matches_a_scan():
                        (now - timedelta(minutes=10), now), (now - timedelta(days=2), now + timedelta(minutes=1))):
         scanned = Transition.objects.filter(Q(created_at__gte=start) & Q(created_at__lt=end)).count()
         assert aggregates.transitions_per_kind(start, end) == ({"Memcached": scanned} if scanned else {})
+
+
+def test_a_fold_with_nothing_to_fold_only_reads():
+    _fleet()
+    assert aggregates.fold()
+    with CaptureQueriesContext(connection) as queries:
+        assert aggregates.fold()
+    assert [q["sql"].split()[0] for q in queries.captured_queries] == ["SELECT"]
