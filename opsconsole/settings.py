@@ -326,6 +326,9 @@ OPSCONSOLE_DRAIN_LINGER_SECONDS = env_number("OPSCONSOLE_DRAIN_LINGER_SECONDS", 
 # The controller: periodic resync of every key (each key once per period, spread evenly over it: 10 h by default, as
 # controller-runtime's SyncPeriod; 0: none; a kind's Reconciler.resync_seconds overrides it) and leader election
 # through a coordination.k8s.io Lease (client-go's defaults: 15 s lease, 10 s renew deadline, 2 s retry).
+# The operator version each run records (reconcilers.engine.versions): the image tag or revision the deployment
+# knows; empty: the distribution that provides the kind's code and its version.
+OPSCONSOLE_OPERATOR_VERSION = os.environ.get("OPSCONSOLE_OPERATOR_VERSION", "")
 OPSCONSOLE_RESYNC_SECONDS = env_number("OPSCONSOLE_RESYNC_SECONDS", 36000)
 # Flux's manual-reconcile annotation reconcile.fluxcd.io/requestedAt is honoured like opsconsole's own.
 OPSCONSOLE_FLUX_REQUESTED_AT = env_bool("OPSCONSOLE_FLUX_REQUESTED_AT", True)

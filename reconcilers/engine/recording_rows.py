@@ -89,6 +89,7 @@ class RunRecord:
     worker: str = ""
     trace_id: str = ""
     request_token: str | None = None  # the manual-reconcile token this run handled
+    operator_version: str = ""  # the operator version that executed it (versions.operator_version)
 
 
 @dataclass
@@ -116,7 +117,7 @@ def run_row(run: RunRecord, resource: Resource | None, *, request: ReconcileRequ
         id=run_id, key=run.key, kind=run.kind, resource=resource, started_at=run.started_at,
         duration_seconds=run.duration_seconds, result=run.result, error_class=run.error_class[:255],
         error_message=run.error_message, attempt=run.attempt, worker=run.worker[:255], trace_id=run.trace_id,
-        request=request,
+        request=request, operator_version=run.operator_version[:128],
     )
 
 

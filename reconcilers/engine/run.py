@@ -39,6 +39,7 @@ from reconcilers.engine import (
     registry,
     sampling,
     step,
+    versions,
 )
 from reconcilers.engine.annotation_requests import request_annotations
 from reconcilers.engine.healing import state as healing_state
@@ -244,7 +245,7 @@ class Run:
                                    duration_seconds=time.monotonic() - self.t0, result=result,
                                    error_class=error_class, error_message=error_message,
                                    attempt=self.claim.failures + 1, worker=worker(), trace_id=self.trace_id,
-                                   request_token=token)
+                                   request_token=token, operator_version=versions.operator_version(self.reconciler))
 
     def _record_unobserved(self, message: str) -> None:
         """The run that could not read its object is on record too (best effort: the database may be away)."""

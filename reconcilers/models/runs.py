@@ -41,6 +41,11 @@ class ReconcileRun(AppendOnlyModel):
     request = models.ForeignKey(
         "reconcilers.ReconcileRequest", on_delete=models.PROTECT, null=True, blank=True, related_name="runs"
     )
+    #: the operator version that executed the run (reconcilers.engine.versions): a new version's runs are its evidence
+    operator_version = models.CharField(
+        max_length=128, blank=True, default="",
+        help_text="The operator version that executed the run: OPSCONSOLE_OPERATOR_VERSION (an image tag), else the "
+                  "Python distribution providing the kind's code and its version.")
 
     class Meta:
         base_manager_name = "objects"

@@ -48,6 +48,7 @@ def test_a_first_reconcile_writes_status_and_records_pending_then_running(make, 
     assert phases(obj["metadata"]["uid"]) == [("", "Pending"), ("Pending", "Running")]
     (run,) = runs(key)
     assert run.result == "success" and run.attempt == 1 and run.worker
+    assert run.operator_version == "module tests.reconcilers.testkinds"  # the Gadget is no distribution's code
     mirror = Resource.objects.get(uid=obj["metadata"]["uid"])
     assert mirror.phase == "Running" and mirror.observed_generation == 1
     assert FINALIZER_OF(live(kapi, key))
