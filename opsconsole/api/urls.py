@@ -6,7 +6,7 @@ from django.urls import URLPattern, include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, SpectacularSwaggerView
 from rest_framework.routers import SimpleRouter
 
-from opsconsole.api import actions, anomalies, by_key, healing, reads, revisions, tokens, tree
+from opsconsole.api import actions, anomalies, by_key, healing, reads, revisions, tokens, tree, versions
 from opsconsole.api.pagination import NewestFirstPagination
 
 router = SimpleRouter(trailing_slash=False)
@@ -66,6 +66,7 @@ urlpatterns = [
     path("queue/retry-now", actions.QueueRetryNowView.as_view(), name="queue-retry-now"),
     path("queue/reset-backoff", actions.QueueResetBackoffView.as_view(), name="queue-reset-backoff"),
     path("metrics/summary", reads.MetricsSummaryView.as_view(), name="metrics-summary"),
+    path("runs/versions", versions.RunVersionsView.as_view(), name="run-versions"),
     path("me", tokens.MeView.as_view(), name="me"),
     path("tokens", tokens.TokenListCreateView.as_view(), name="tokens"),
     path("tokens/<str:pk>", tokens.TokenRevokeView.as_view(), name="token-revoke"),

@@ -1,6 +1,8 @@
 """The workers page (Flower's core): each Celery worker with its host, pid, pool, concurrency, the reconcile it
 is running (its key linked to the resource), tasks processed, runs and failures of the last hour, last
-heartbeat and uptime; runs per minute per worker over the last hour; the workqueue's depth now."""
+heartbeat and uptime; runs per minute per worker over the last hour; the workqueue's depth now; the operator
+versions that ran in the last hour compared on their runs (`reconcilers.services.selectors.versions`), so that a
+canary is promoted on evidence."""
 
 from __future__ import annotations
 
@@ -15,6 +17,7 @@ from opsconsole.console.live import page
 from opsconsole.console.security import console_page
 from reconcilers.services import workers as workers_service
 from reconcilers.services.selectors import queue
+from reconcilers.services.selectors.versions import version_comparison
 
 #: the throughput chart's size (SVG user units): one bar per minute
 CHART_W, CHART_H = 240, 32
@@ -52,7 +55,7 @@ def _context(request: HttpRequest) -> dict[str, Any]:
         depth, depth_error, depth_chart = None, f"Redis did not answer: {type(exc).__name__}", None
     return {"snap": snap, "rows": rows, "series": series, "peak": peak, "depth": depth,
             "depth_error": depth_error, "depth_chart": depth_chart, "window": workers_service.WINDOW_MINUTES,
-            "chart_w": CHART_W, "chart_h": CHART_H}
+            "chart_w": CHART_W, "chart_h": CHART_H, "versions": version_comparison(namespaces=namespaces)}
 
 
 def _depth_chart() -> Any:
