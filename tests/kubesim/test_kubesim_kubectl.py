@@ -119,6 +119,10 @@ def test_apply_a_crd_and_a_cr_then_get_with_printer_columns(kubectl, tmp_path):
 
 
 def test_patch_merge_annotate_describe_delete(kubectl, tmp_path):
+    # the Gizmo CRD on its own (it is usually there from the test above: "unchanged"), served before the CR is
+    # applied: under load, this test has twice found kubectl's mapping without the kind (cause not found)
+    kubectl("apply", "-f", "-", stdin=CRD)
+    wait_for(lambda: kubectl("get", "gizmos", check=False).returncode == 0, timeout=10)
     kubectl("apply", "-f", "-", stdin=CR.replace("g1", "g2"))
     assert "patched" in kubectl("patch", "gizmo", "g2", "--type=merge", "-p", '{"spec":{"size":5}}').stdout
     assert "annotated" in kubectl("annotate", "gizmo", "g2", "opsconsole.io/reconcile-requested-at=now").stdout
