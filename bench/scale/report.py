@@ -82,10 +82,11 @@ def chart(results: list[dict[str, Any]], path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, (cpu_ax, mem_ax) = plt.subplots(1, 2, figsize=(11, 4.2))
+    trees = list(dict.fromkeys(r["tree"] for r in results))
+    legend_rows = len(trees)
+    fig, (cpu_ax, mem_ax) = plt.subplots(1, 2, figsize=(11, 4.2 + 0.2 * legend_rows))
     colors = {"controller": "tab:blue", "workers": "tab:orange", "kubesim": "tab:gray"}
     styles = ["-", "--", ":", "-."]
-    trees = list(dict.fromkeys(r["tree"] for r in results))
     for i, tree in enumerate(trees):
         rows = sorted((r for r in results if r["tree"] == tree and "cpu_percent" in r), key=lambda r: r["n"])
         ns = [r["n"] for r in rows]
@@ -99,8 +100,9 @@ def chart(results: list[dict[str, Any]], path: Path) -> None:
     for ax in (cpu_ax, mem_ax):
         ax.grid(alpha=0.3)
         ax.set_ylim(bottom=0)
-        ax.legend(fontsize=8)
-    fig.tight_layout()
+    handles, labels = cpu_ax.get_legend_handles_labels()
+    fig.legend(handles, labels, loc="lower center", ncol=len(GROUPS), fontsize=8, handlelength=4)
+    fig.tight_layout(rect=(0, 0.02 + 0.04 * legend_rows, 1, 1))
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=100)
     plt.close(fig)
