@@ -28,7 +28,7 @@ sys.path.insert(0, str(ROOT))
 from scripts.redis_local import redis_answers, start_embedded_redis  # noqa: E402
 
 EMBEDDED_REDIS_PORT = 6391
-DEFAULT_PROCESSES = 3
+DEFAULT_PROCESSES = 4
 #: system programs the suite drives for real (Debian package → what must exist): the browser tests' Chromium
 #: and the observability tests' Prometheus; pip cannot provide them
 SYSTEM_PACKAGES = {"chromium": "/usr/bin/chromium", "prometheus": "/usr/bin/prometheus"}
