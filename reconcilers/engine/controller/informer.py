@@ -137,7 +137,7 @@ class Informer:
         report what the cache has that the list had not as deleted."""
         listed: set[str] = set()
         token: str | None = None
-        started = datetime.now(UTC)
+        started, t0 = datetime.now(UTC), time.monotonic()
         changes = 0
         while True:
             try:
@@ -165,6 +165,8 @@ class Informer:
         self.lists += 1
         self.listed_at = started
         self.synced.set()
+        log.info("%r: listed %d objects in %.2f s (%d changes, list %d)", self, len(listed), time.monotonic() - t0,
+                 changes, self.lists)
         if self.on_listed is not None:
             try:
                 self.on_listed(self)
