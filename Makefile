@@ -8,8 +8,7 @@ STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(VENV)/bin/pip install -q --upgrade pip setuptools wheel
-	# --no-compile: bytecode is written on first import, for what is imported (half the install's time)
-	$(VENV)/bin/pip install -q --no-compile -e '.[dev]'
+	$(VENV)/bin/pip install -q -e '.[dev]'
 	rm -f $(VENV)/.installed-*
 	touch $@
 
