@@ -102,6 +102,11 @@ class Informer:
             stored = self._cache.get(key)
         return self._load(stored) if stored is not None else None
 
+    def __contains__(self, key: object) -> bool:
+        """Whether the cache has `key` (without unpacking its object)."""
+        with self._lock:
+            return key in self._cache
+
     def keys(self) -> list[str]:
         """Every cached key."""
         with self._lock:

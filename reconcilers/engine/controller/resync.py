@@ -33,13 +33,13 @@ log = logging.getLogger(__name__)
 
 
 class KeyCache(Protocol):
-    """What the schedule reads of an informer: its keys, one key's object, whether it has listed."""
+    """What the schedule reads of an informer: its keys, whether it still has a key, whether it has listed."""
 
     synced: Event
 
     def keys(self) -> list[str]: ...
 
-    def get(self, key: str) -> object | None: ...
+    def __contains__(self, key: object) -> bool: ...
 
 
 def periods(kinds: KindMap, default: float) -> dict[KindId, float]:
@@ -86,7 +86,7 @@ class KindResync:
         upto = min(n, max(0, int((now - self.start) * n / self.period + 0.5)))
         keys.extend(self.order[self.cursor:upto])
         self.cursor = max(self.cursor, upto)
-        return [k for k in dict.fromkeys(keys) if cache.get(k) is not None]
+        return [k for k in dict.fromkeys(keys) if k in cache]
 
     def next_at(self) -> float:
         """When the next key is due (inf: never, or the informer has not listed)."""

@@ -16,7 +16,7 @@ from tests.reconcilers.engine.controller.kinds import GadgetReconciler, WidgetRe
 
 
 class FakeCache:
-    """An informer's cache: keys, get, synced."""
+    """An informer's cache: keys, membership, synced."""
 
     def __init__(self, keys=(), synced=True):
         self.objects = {k: {"k": k} for k in keys}
@@ -29,8 +29,8 @@ class FakeCache:
         self.listed += 1
         return list(self.objects)
 
-    def get(self, key):
-        return self.objects.get(key)
+    def __contains__(self, key):
+        return key in self.objects
 
 
 def names(n, prefix="k"):
