@@ -10,9 +10,10 @@ hands it off to its loop), and every completed list to `on_listed` (the controll
 what the cluster no longer has: objects deleted while nobody watched). Each new watch or list after the first counts in
 `opsconsole_informer_restarts_total{resource,reason}`.
 
-The handler gets each object as the API delivered it; the cache keeps what `keep` makes of it (`slim.py`: the
-controller's informers drop managedFields and the last-applied annotation, and keep a stub of each Event), packed
-(compact JSON bytes, unpacked on every read), or the object as delivered when `keep` is None. A change's previous
+The handler gets each object as the API delivered it; the cache (`store.py`, the informer's base class) keeps what
+`keep` makes of it (`slim.py`: the controller's informers drop managedFields and the last-applied annotation, and
+keep a stub of each Event), packed (compact JSON bytes, unpacked on every read), or the object as delivered when
+`keep` is None. A change's previous
 state (`InformerEvent.old`), and the last state of an object a re-list finds gone, are what the cache kept. A list is
 applied page by page, so no more than one page of whole objects is held at a time.
 """
@@ -33,7 +34,8 @@ from urllib3.exceptions import HTTPError
 from reconcilers.core.reconciler import ResourceKind
 from reconcilers.engine import kube, metrics, supervise
 from reconcilers.engine.controller.events import ADDED, DELETED, MODIFIED, InformerEvent, object_key
-from reconcilers.engine.controller.slim import Keep, pack, unpack
+from reconcilers.engine.controller.slim import Keep
+from reconcilers.engine.controller.store import ObjectStore
 
 log = logging.getLogger(__name__)
 
@@ -41,7 +43,7 @@ Handler = Callable[[InformerEvent], None]
 Listed = Callable[["Informer"], None]
 
 
-class Informer:
+class Informer(ObjectStore):
     """The cache and list+watch loop of one kind (all namespaces unless `namespace` is given). `keep`: what the
     cache keeps of each object, packed (None: the object as delivered); `index_uids`: keep the uid → key index
     (`uids`, `key_for_uid`)."""
@@ -70,8 +72,7 @@ class Informer:
         self.watch_timeout_seconds = watch_timeout_seconds
         self.min_backoff = min_backoff
         self.max_backoff = max_backoff
-        self.keep = keep
-        self.index_uids = index_uids
+        super().__init__(keep=keep, index_uids=index_uids)
 
         self.resource_version = ""  # the last one seen: where a watch resumes
         self.listed_at: datetime | None = None  # when the last complete list began (wall clock, UTC)
@@ -80,9 +81,6 @@ class Informer:
         self.watches = 0
         self.watch_starts: deque[str] = deque(maxlen=100)  # the resourceVersion each watch started from
         self._need_list = True
-        self._lock = threading.Lock()
-        self._cache: dict[str, Any] = {}  # key -> packed bytes (`keep`) or the object as delivered
-        self._uids: dict[str, str] = {}
         self._stop = threading.Event()
         self._stream: kube.WatchStream | None = None
         self._thread: supervise.Supervised | None = None
@@ -93,40 +91,6 @@ class Informer:
 
     def __repr__(self) -> str:
         return f"<Informer {self.kind.plural}.{self.kind.group or 'core'}/{self.kind.version}>"
-
-    # -- the cache (thread-safe reads) ---------------------------------------------------------------------
-
-    def get(self, key: str) -> dict[str, Any] | None:
-        """The cached object of one key."""
-        with self._lock:
-            stored = self._cache.get(key)
-        return self._load(stored) if stored is not None else None
-
-    def __contains__(self, key: object) -> bool:
-        """Whether the cache has `key` (without unpacking its object)."""
-        with self._lock:
-            return key in self._cache
-
-    def keys(self) -> list[str]:
-        """Every cached key."""
-        with self._lock:
-            return list(self._cache)
-
-    def items(self) -> list[dict[str, Any]]:
-        """Every cached object."""
-        with self._lock:
-            stored = list(self._cache.values())
-        return [self._load(value) for value in stored]
-
-    def uids(self) -> set[str]:
-        """The uid of every cached object (empty without `index_uids`)."""
-        with self._lock:
-            return set(self._uids)
-
-    def key_for_uid(self, uid: str) -> str | None:
-        """The key of the cached object with this uid (None without `index_uids`)."""
-        with self._lock:
-            return self._uids.get(uid)
 
     # -- one step ------------------------------------------------------------------------------------------
 
@@ -161,10 +125,8 @@ class Informer:
             if not page.continue_token:
                 break
             token = page.continue_token
-        with self._lock:
-            gone = [(key, stored) for key, stored in self._cache.items() if key not in listed]
-        for key, stored in gone:
-            changes += self._apply(DELETED, key, self._load(stored))
+        for key, gone in self.absent_from(listed):
+            changes += self._apply(DELETED, key, gone)
         self.resource_version = page.resource_version
         self._need_list = False
         self.lists += 1
@@ -239,32 +201,10 @@ class Informer:
             self.resource_version = event.resource_version
         return changes
 
-    def _store(self, obj: dict[str, Any]) -> Any:
-        """What the cache holds for `obj`."""
-        return pack(self.keep(obj)) if self.keep is not None else obj
-
-    @staticmethod
-    def _load(stored: Any) -> dict[str, Any]:
-        """A cached object as a dict."""
-        return unpack(stored) if isinstance(stored, bytes) else stored
-
     def _apply(self, etype: str, key: str, obj: dict[str, Any]) -> int:
         """Update the cache with one change and report it; 0 when it was no change (same resourceVersion)."""
         uid = str((obj.get("metadata") or {}).get("uid") or "")
-        stored = self._store(obj) if etype != DELETED else None
-        with self._lock:
-            before = self._cache.get(key)
-            old = self._load(before) if before is not None else None
-            if etype == DELETED:
-                if old is not None:
-                    del self._cache[key]
-            else:
-                self._cache[key] = stored
-            if self.index_uids:
-                if old is not None:
-                    self._uids.pop(str(old["metadata"].get("uid") or ""), None)
-                if etype != DELETED:
-                    self._uids[uid] = key
+        old = self.replace(etype == DELETED, key, obj)
         events: list[InformerEvent] = []
         if etype == DELETED:
             events.append(InformerEvent(DELETED, self.kind, obj, old))
