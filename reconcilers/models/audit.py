@@ -76,6 +76,7 @@ class AnomalyCategory(models.TextChoices):
 
     REFUSED = "refused"  # the kind's state machine refused a phase change the reconciler concluded
     OUT_OF_BAND = "out_of_band"  # a status phase the engine did not write (whatever field manager it names)
+    LOOP = "loop"  # the same trigger re-enqueued the same key more often than the kind allows in a minute
 
 
 class Anomaly(AppendOnlyModel):

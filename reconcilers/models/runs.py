@@ -46,6 +46,13 @@ class ReconcileRun(AppendOnlyModel):
         max_length=128, blank=True, default="",
         help_text="The operator version that executed the run: OPSCONSOLE_OPERATOR_VERSION (an image tag), else the "
                   "Python distribution providing the kind's code and its version.")
+    #: why the run happened (reconcilers.engine.triggers): the coalesced triggers of its key, oldest first, bounded
+    triggers = models.JSONField(
+        default=list, blank=True,
+        help_text="Why the run happened: the triggers coalesced on its key (watch events with the fields that "
+                  "changed and their actor, resync, manual request, rollback, requeue), oldest first, bounded.")
+    triggers_dropped = models.PositiveIntegerField(
+        default=0, help_text="Triggers coalesced on the key beyond the bound: counted, not kept.")
 
     class Meta:
         base_manager_name = "objects"
