@@ -159,6 +159,8 @@ OPSCONSOLE_TRUSTED_PROXIES = [c.strip() for c in os.environ.get("OPSCONSOLE_TRUS
 AXES_RESET_ON_SUCCESS = True
 AXES_RESET_COOL_OFF_ON_FAILURE_DURING_LOCKOUT = False  # attempts during a lockout are refused, not counted
 AXES_LOCKOUT_CALLABLE = "opsconsole.console.views.login.login_locked_out"
+# axes logs "AXES: BEGIN version …" at every start when verbose: every manage.py command printed it
+AXES_VERBOSE = False
 # axes.W006 warns that a lockout without 'ip_address' lets an attacker rotate addresses past it; here the lockout
 # is per account on purpose (an address shared behind a proxy must not lock real users out), and the address is
 # throttled apart (opsconsole.accounts.login_throttle), so the warning names a risk that is covered.

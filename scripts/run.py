@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import os
 import shlex
+import signal
 import subprocess
 import sys
 import time
@@ -63,6 +64,20 @@ def worker_concurrency(cores: int | None = None) -> int:
     return max(2, min(4, 2 * cores))
 
 
+#: the start of Celery's warning when its worker runs as root (celery.platforms.ROOT_DISCOURAGED)
+ROOT_WARNING = "You're running the worker with superuser privileges"
+
+
+def root_warning_filter(euid: int | None = None) -> str:
+    """` -W ignore:<ROOT_WARNING>` when the sandbox runs as root (a container, a CI job), else nothing.
+
+    Celery warns at every start of a worker run as root; the sandbox runs everything as whoever typed `make run`,
+    and `main` says once that it is root (a deployment runs the worker as a non-root user: deploy/). Only that one
+    warning is filtered (by its text), none of the others."""
+    euid = os.geteuid() if euid is None else euid
+    return " -W " + shlex.quote(f"ignore:{ROOT_WARNING}") if euid == 0 else ""
+
+
 def procfile_lines(env: dict[str, str], data_dir: Path, login: str) -> list[str]:
     """The processes honcho runs, one `name: command` line each."""
     py = shlex.quote(sys.executable)
@@ -79,8 +94,8 @@ def procfile_lines(env: dict[str, str], data_dir: Path, login: str) -> list[str]
         )
     if (ROOT / "reconcilers" / "management" / "commands" / "runcontroller.py").exists():
         lines.append(f"controller: {py} manage.py runcontroller --bootstrap --install-crds")
-    lines.append(f"worker: {py} -m celery -A opsconsole worker -l INFO --concurrency {worker_concurrency()} "
-                 "-n worker@%h")
+    lines.append(f"worker: {py}{root_warning_filter()} -m celery -A opsconsole worker -l INFO "
+                 f"--concurrency {worker_concurrency()} -n worker@%h")
     lines.append(
         f"web: {py} -m gunicorn opsconsole.wsgi -b {WEB_ADDR} --workers 2 --threads 4 --access-logfile -"
     )
@@ -129,8 +144,11 @@ def ordered_manager() -> type:
     from honcho.manager import Manager
 
     class OrderedManager(Manager):
+        forced = False  # whether a process had to be SIGKILLed (it did not stop on SIGTERM)
+
         def _killall(self, force: bool = False) -> None:
             if force:  # honcho's KILL_WAIT passed: SIGKILL whatever is left, as honcho does
+                self.forced = True
                 super()._killall(force=True)
                 return
             pids = {name: p["pid"] for name, p in self._processes.items()
@@ -145,6 +163,15 @@ def ordered_manager() -> type:
     return OrderedManager
 
 
+def exit_status(returncode: int | None, forced: bool) -> int:
+    """`make run`'s exit status: 0 after a clean Ctrl-C or SIGTERM (honcho reports 130 or 143 for the signal
+    itself, which made make print `Error 130` after every ordinary stop), honcho's status otherwise (a process
+    that exited on its own first, or a stop that needed SIGKILL: 1 if honcho had none)."""
+    if returncode in (128 + signal.SIGINT, 128 + signal.SIGTERM):
+        return 1 if forced else 0
+    return returncode or 0
+
+
 def run_procfile(lines: list[str], env: dict[str, str]) -> int:
     """Run the `name: command` lines under honcho (output multiplexed, as `honcho start` does), stopped in order."""
     from honcho.printer import Printer
@@ -154,7 +181,7 @@ def run_procfile(lines: list[str], env: dict[str, str]) -> int:
         name, _, command = line.partition(":")
         manager.add_process(name.strip(), command.strip(), env=env, cwd=str(ROOT))
     manager.loop()
-    return manager.returncode or 0
+    return exit_status(manager.returncode, manager.forced)
 
 
 def main() -> int:
@@ -183,6 +210,9 @@ def main() -> int:
     else:
         print(f"cluster: using KUBECONFIG={env['KUBECONFIG']}")
 
+    if os.geteuid() == 0:
+        print("worker: running as root (fine for the sandbox; a deployment runs it as a non-root user), "
+              "Celery's warning about it is left out")
     print("database: migrating", env.get("DATABASE_URL", f"sqlite:///{data_dir / 'opsconsole.sqlite3'}"))
     manage("migrate", "--noinput", env=env)
     login = manage("demo_admin", env=env).strip()

@@ -76,6 +76,28 @@ def test_ctrl_c_under_the_process_manager_stops_the_controller_before_kubesim(tm
     kubesim_signalled = float((tmp_path / "kubesim.stopped").read_text())
     assert kubesim_signalled >= controller_done, out
     assert out.index("SIGTERM to controller") < out.index("SIGTERM to kubesim"), out
+    assert proc.returncode == 0, out  # a clean Ctrl-C: no `make: *** Error 130`
+
+
+def test_the_exit_status_is_zero_after_a_clean_stop_by_signal_only():
+    from scripts.run import exit_status
+
+    assert [exit_status(130, False), exit_status(143, False)] == [0, 0]  # Ctrl-C, SIGTERM: all stopped
+    assert exit_status(130, True) == 1  # something had to be SIGKILLed
+    assert [exit_status(3, False), exit_status(None, False), exit_status(0, False)] == [3, 0, 0]
+
+
+def test_celerys_root_warning_alone_is_filtered_and_only_for_root():
+    from scripts.run import root_warning_filter
+
+    assert root_warning_filter(1000) == ""
+    probe = ("import warnings; from celery.platforms import ROOT_DISCOURAGED; from celery.exceptions import "
+             "SecurityWarning; warnings.warn(SecurityWarning(ROOT_DISCOURAGED.format(uid=0, euid=0, gid=0, egid=0)));"
+             " warnings.warn(SecurityWarning('another warning'))")
+    # through a shell, as honcho runs the Procfile's lines
+    out = subprocess.run(f"{shlex.quote(sys.executable)}{root_warning_filter(0)} -c {shlex.quote(probe)}",
+                         shell=True, capture_output=True, text=True, check=True).stderr
+    assert "superuser privileges" not in out and "another warning" in out, out
 
 
 def test_the_sandbox_runs_two_worker_processes_per_core_between_two_and_four():

@@ -104,3 +104,11 @@ def test_expiry_durations(text, days):
 def test_bad_expiry_durations(text):
     with pytest.raises(TokenError):
         token_expiry_parse(text)
+
+
+def test_create_names_the_role_it_is_limited_to_or_the_users_own():
+    f.user("ci", "operator")
+    _, err = run("create", "--user", "ci", "--name", "plain")
+    assert "the user's own role (operator)" in err and "’" not in err
+    _, err = run("create", "--user", "ci", "--role", "viewer", "--name", "capped")
+    assert ", role viewer," in err

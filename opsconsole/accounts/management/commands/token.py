@@ -20,7 +20,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.utils import timezone
 
 from opsconsole.accounts.models import ApiToken
-from opsconsole.accounts.roles import ROLES
+from opsconsole.accounts.roles import ROLES, user_role
 from opsconsole.accounts.services import (
     TokenError,
     action_record,
@@ -86,7 +86,8 @@ class Command(BaseCommand):
         token = issued.token
         self._record("token.create", 201, target, "create", {"token_id": token.pk, "prefix": token.prefix})
         expires = token.expires_at.isoformat() if token.expires_at else "never"
-        self.stderr.write(f"token {token.pk} ({token.name}) for {username}, role {token.role or 'the user’s'}, "
+        role = f"role {token.role}" if token.role else f"the user's own role ({user_role(user) or 'none'})"
+        self.stderr.write(f"token {token.pk} ({token.name}) for {username}, {role}, "
                           f"expires {expires}. It is shown this once:")
         self.stdout.write(issued.secret)
 
