@@ -5,6 +5,7 @@ still answers and the next start reconciles at once."""
 from __future__ import annotations
 
 import os
+import re
 import shlex
 import signal
 import subprocess
@@ -106,3 +107,15 @@ def test_the_sandbox_runs_two_worker_processes_per_core_between_two_and_four():
     assert [worker_concurrency(n) for n in (1, 2, 3, 16)] == [2, 4, 4, 4]
     (worker,) = [line for line in procfile_lines({}, Path("/tmp/x"), "admin") if line.startswith("worker:")]
     assert f"--concurrency {worker_concurrency()} " in worker
+
+
+def test_the_readmes_process_table_names_every_process_make_run_starts(tmp_path):
+    from scripts.run import procfile_lines
+
+    everything = {"OPSCONSOLE_EMBEDDED_REDIS": "1", "OPSCONSOLE_KUBESIM": "1", "KUBECONFIG": str(tmp_path / "k")}
+    started = {line.partition(":")[0] for line in procfile_lines(everything, tmp_path, "login")}
+    readme = (ROOT / "README.md").read_text()
+    table = readme[readme.index("| process | what it is |"):].split("\n\n")[0]
+    named = set(re.findall(r"^\| `([a-z]+)` \|", table, re.M))
+    assert started >= {"redis", "kubesim", "controller", "worker", "web", "announce", "webhooks", "demo"}
+    assert named == started
