@@ -29,7 +29,7 @@ from opentelemetry import trace
 from opentelemetry.trace import SpanKind, Status, StatusCode
 
 from reconcilers.core.reconciler import ResourceKind
-from reconcilers.engine import jsonfast, sampling
+from reconcilers.engine import jsonfast, requestwatch, sampling
 from reconcilers.engine.metrics import REST_CLIENT_REQUESTS
 
 __all__ = [
@@ -241,10 +241,28 @@ def request_json(
     content_type: str | None = None,
     timeout: Timeout = DEFAULT_TIMEOUT,
 ) -> Any:
-    """One request to any REST path; the decoded JSON answer (None when empty). Raises ApiException."""
+    """One request to any REST path; the decoded JSON answer (None when empty). Raises ApiException. Inside a
+    `requestwatch.watching` block the watch may add query parameters and is told the answer."""
+    watch = requestwatch.current()
+    if watch is not None:
+        return _watched(watch, api, method, path, query, body, content_type, timeout)
     resp = _raw(api, method, path, query=query, body=body, content_type=content_type, timeout=timeout)
     data = resp.data
     return jsonfast.loads(data) if data else None
+
+
+def _watched(watch: requestwatch.RequestWatch, api: k8s.ApiClient, method: str, path: str,
+             query: dict[str, Any] | None, body: Any, content_type: str | None, timeout: Timeout) -> Any:
+    try:
+        resp = _raw(api, method, path, query=watch.query(method, path, query), body=body, content_type=content_type,
+                    timeout=timeout)
+        data = resp.data
+        answer = jsonfast.loads(data) if data else None
+    except Exception as exc:
+        watch.answered(method, path, body, None, exc)
+        raise
+    watch.answered(method, path, body, answer, None)
+    return answer
 
 
 def server_version(api: k8s.ApiClient, timeout: float = 5.0) -> dict[str, Any]:
