@@ -1,6 +1,6 @@
 """Certificates for the webhook server, made with the `cryptography` package: a CA and a serving certificate it
 signs (for the Service's DNS names, localhost and 127.0.0.1), kept in a directory (the data folder for the
-embedded run and the tests; a mounted Secret in deploy/k8s). API servers verify the serving certificate with the
+embedded run and the tests; a mounted Secret in deploy/kustomize). API servers verify the serving certificate with the
 CA, which `manage.py webhooks --ca-bundle` writes into the configurations.
 
 The other direction (mutual TLS): a client CA of its own, which the server trusts for callers, and the API server's

@@ -277,7 +277,7 @@ def crd_manifest(reconciler: Reconciler | type[Reconciler]) -> dict[str, Any]:
     }
 
 
-#: where the generated CRDs send ConversionReviews (deploy/k8s's Service; `runwebhooks --install` writes a URL and
+#: where the generated CRDs send ConversionReviews (deploy/kustomize's Service; `runwebhooks --install` writes a URL and
 #: the CA into the CRD in the sandbox)
 CONVERSION_SERVICE = {"namespace": "opsconsole", "name": "opsconsole-webhooks", "port": 443}
 

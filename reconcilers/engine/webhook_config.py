@@ -7,7 +7,7 @@ webhook per kind that overrides `mutate`, on CREATE and UPDATE of the object its
 Equivalent`), `sideEffects: None`
 (a dry run is admitted and recorded as one), `timeoutSeconds` 5, `failurePolicy` from the kind's
 `webhook_failure_policy` (Fail unless it says Ignore), paths `/validate/<group>/<plural>` and
-`/mutate/<group>/<plural>` on the `runwebhooks` server (a URL, or the Service in deploy/k8s).
+`/mutate/<group>/<plural>` on the `runwebhooks` server (a URL, or the Service in deploy/kustomize).
 """
 
 from __future__ import annotations
@@ -75,7 +75,7 @@ def _webhook(action: str, rec: Reconciler, url: str | None, ca_bundle: bytes | N
 def webhook_configurations(reconcilers: Iterable[Reconciler] | None = None, *, url: str | None = None,
                            ca_bundle: bytes | None = None) -> list[dict[str, Any]]:
     """[MutatingWebhookConfiguration, ValidatingWebhookConfiguration] for the kinds (the registered ones by
-    default); `url`: the server's base URL (else the deploy/k8s Service); `ca_bundle`: the CA's PEM."""
+    default); `url`: the server's base URL (else the deploy/kustomize Service); `ca_bundle`: the CA's PEM."""
     recs = sorted(registry.registered() if reconcilers is None else reconcilers,
                   key=lambda r: (r.resource.group, r.resource.plural))
     labels = {"app.kubernetes.io/name": "opsconsole"}

@@ -1,10 +1,12 @@
-"""deploy/k8s: every manifest (PodDisruptionBudgets and the retention CronJob included) applies to kubesim with
-the CRDs and the generated RBAC, and they hold together (selectors match, secrets only referenced, probes,
-resources, a leader-election standby, a retention command the real command accepts)."""
+"""deploy/kustomize: both overlays build with `kubectl kustomize`; production's output (PodDisruptionBudgets and the
+retention CronJob included) applies to kubesim with the CRDs and the generated RBAC, and it holds together
+(selectors match, secrets only referenced, probes, resources, a leader-election standby, a retention command the
+real command accepts, the audit key from a Secret); the sandbox runs one pod per process without budgets."""
 
 from __future__ import annotations
 
 import io
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -18,8 +20,9 @@ from reconcilers.core.reconciler import ResourceKind
 from reconcilers.engine import kube
 
 ROOT = Path(__file__).resolve().parents[2]
-K8S = ROOT / "deploy" / "k8s"
+KUSTOMIZE = ROOT / "deploy" / "kustomize"
 CRDS = ROOT / "deploy" / "crds"
+KUBECTL = "/usr/bin/kubectl"
 
 
 def _docs(directory: Path) -> list[dict[str, Any]]:
@@ -29,9 +32,23 @@ def _docs(directory: Path) -> list[dict[str, Any]]:
     return docs
 
 
+def build(overlay: str) -> list[dict[str, Any]]:
+    """What `kubectl kustomize deploy/kustomize/overlays/<overlay>` builds, as documents."""
+    out = subprocess.run([KUBECTL, "kustomize", str(KUSTOMIZE / "overlays" / overlay)], capture_output=True,
+                         text=True, timeout=60, check=False)
+    assert out.returncode == 0, out.stderr
+    return [d for d in yaml.safe_load_all(out.stdout) if d]
+
+
 @pytest.fixture(scope="module")
 def manifests() -> list[dict[str, Any]]:
-    return _docs(K8S)
+    """The production overlay (every process twice, with its budget)."""
+    return build("production")
+
+
+@pytest.fixture(scope="module")
+def sandbox() -> list[dict[str, Any]]:
+    return build("sandbox")
 
 
 def _of(manifests: list[dict[str, Any]], kind: str) -> list[dict[str, Any]]:
@@ -223,3 +240,35 @@ def test_the_webhook_server_serves_only_the_api_server_and_its_probes_need_no_cl
     services = {s["metadata"]["name"]: s for s in _of(manifests, "Service")}
     assert [p["targetPort"] for p in services["opsconsole-webhooks"]["spec"]["ports"]] == ["https"]
     assert [p["targetPort"] for p in services["opsconsole-webhooks-metrics"]["spec"]["ports"]] == ["metrics"]
+
+
+def test_both_overlays_build_every_process_from_the_same_base(manifests: list[dict[str, Any]],
+                                                              sandbox: list[dict[str, Any]]) -> None:
+    def names(docs: list[dict[str, Any]]) -> set[tuple[str, str]]:
+        return {(d["kind"], d["metadata"]["name"]) for d in docs}
+
+    deployments = {("Deployment", f"opsconsole-{c}") for c in ("web", "worker", "controller", "webhooks")}
+    assert deployments <= names(manifests) and deployments <= names(sandbox)
+    # the sandbox drops only the budgets
+    assert names(manifests) - names(sandbox) == {("PodDisruptionBudget", f"opsconsole-{c}")
+                                                 for c in ("web", "worker", "controller", "webhooks")}
+    assert not _of(sandbox, "PodDisruptionBudget")
+    assert {d["spec"]["replicas"] for d in _of(sandbox, "Deployment")} == {1}
+    assert {d["spec"]["replicas"] for d in _of(manifests, "Deployment")} == {2}
+    (config,) = _of(sandbox, "ConfigMap")
+    assert config["data"]["LOG_FORMAT"] == "plain"
+    (config,) = _of(manifests, "ConfigMap")
+    assert config["data"]["LOG_FORMAT"] == "json"
+
+
+def test_production_pins_the_image_and_mounts_the_audit_key_from_a_secret(manifests: list[dict[str, Any]]) -> None:
+    images = {c["image"] for w in _workloads(manifests) for c in _containers(w)}
+    assert images == {"opsconsole:0.1.0"}
+    pod = _pod_spec(_deployment(manifests, "controller"))
+    (container,) = pod["containers"]
+    key_file = {e["name"]: e.get("value") for e in container["env"]}["OPSCONSOLE_AUDIT_KEY_FILE"]
+    mounts = {m["mountPath"]: m for m in container["volumeMounts"]}
+    mount = mounts[key_file.rsplit("/", 1)[0]]
+    assert mount["readOnly"] is True
+    (volume,) = [v for v in pod["volumes"] if v["name"] == mount["name"]]
+    assert volume["secret"]["secretName"] == "opsconsole-audit-key"

@@ -1,6 +1,6 @@
 """The least-privilege proof: the engine runs on kubesim under `--authorization-mode=RBAC` as a ServiceAccount bound
-only to the ClusterRole `manage.py rbac` generates for the registered kinds, as deploy/k8s runs it (one account for
-web, worker and controller).
+only to the ClusterRole `manage.py rbac` generates for the registered kinds, as deploy/kustomize runs it (one account
+for web, worker and controller).
 
 - Enough: the controller and the workers converge every kind, follow a spec change, roll back, suspend and
   resume, answer the console's reads (health tree, object page) and a manual reconcile, and clean up on deletion

@@ -128,7 +128,7 @@ def test_it_serves_memcacheds_conversion_and_keeps_its_wiring_in_place(tmp_path)
             config = kube.get_object(api, CRD, None, "memcacheds.cache.example.com")["spec"]["conversion"]["webhook"]
             assert config["clientConfig"]["url"].endswith("/convert/cache.example.com/memcacheds")
             assert kube.get_object(api, MEMCACHED_V1BETA1, ns, "m")["spec"]["replicas"] == 3
-            # the conversion pointed back at the deploy/k8s Service (as deploy/crds has it), and a configuration
+            # the conversion pointed back at the deploy/kustomize Service (as deploy/crds has it), and a configuration
             # deleted: both back within a look or two
             kube.patch_object(api, CRD, None, "memcacheds.cache.example.com", {"spec": {"conversion": {"webhook": {
                 "clientConfig": {"url": None, "caBundle": None,

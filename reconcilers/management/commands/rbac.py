@@ -10,7 +10,7 @@ from reconcilers.engine.rbac import RbacError, cluster_role_yaml
 
 
 class Command(BaseCommand):
-    """Print (or check) the ClusterRole that `deploy/k8s/rbac.yaml` holds."""
+    """Print (or check) the ClusterRole that `deploy/kustomize/base/rbac.yaml` holds."""
 
     help = "Print the least-privilege ClusterRole for the registered reconcilers (YAML)."
 

@@ -1,13 +1,13 @@
 """`manage.py runwebhooks`: serve the registered kinds' admission webhooks over TLS (opsconsole.webhooks).
 
-Certificates come from `--cert`/`--key` (a mounted Secret in deploy/k8s), or are made in `--cert-dir` (default:
+Certificates come from `--cert`/`--key` (a mounted Secret in deploy/kustomize), or are made in `--cert-dir` (default:
 `<data dir>/webhooks`): a CA kept across restarts and a serving certificate for `--name` and 127.0.0.1. Print the
 configurations with that CA by `manage.py webhooks --ca-bundle <cert-dir>/webhook-ca.pem`. A generated serving
 certificate is made again within 30 days of its expiry, and a certificate file that changes (a rotated Secret) is
 loaded again, both without a restart or a dropped request (`--reload-interval`).
 
 Mutual TLS always: only a caller presenting a client certificate signed by the client CA (the API server) is
-served. `--client-ca FILE` names that CA (deploy/k8s: a Secret); with generated certificates and no `--client-ca`,
+served. `--client-ca FILE` names that CA (deploy/kustomize: a Secret); with generated certificates and no `--client-ca`,
 a client CA and the API server's client certificate are made in the same directory (`webhook-client-ca.pem`,
 `webhook-client.pem`, `webhook-client-key.pem`: kubesim's `--webhook-client-cert/-key`, or a kube-apiserver's
 admission kubeconfig). With `--cert`/`--key` and no `--client-ca` it refuses to start; only
@@ -53,7 +53,7 @@ class Command(BaseCommand):
         parser.add_argument("--cert-dir", help="where generated certificates live (default <data dir>/webhooks)")
         parser.add_argument("--name", action="append", default=None,
                             help="a DNS name the generated certificate covers (repeatable; default the "
-                                 "deploy/k8s Service's names and localhost)")
+                                 "deploy/kustomize Service's names and localhost)")
         parser.add_argument("--client-ca", help="the CA of the API server's client certificate (mutual TLS; default "
                                                  "with generated certificates: one made in --cert-dir)")
         parser.add_argument("--insecure-skip-client-verify", action="store_true",

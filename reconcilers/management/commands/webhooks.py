@@ -1,7 +1,7 @@
 """`manage.py webhooks [--url URL] [--ca-bundle FILE] [--check FILE | --apply]`: the Mutating/
 ValidatingWebhookConfigurations of the registered kinds (reconcilers.engine.webhook_config), as YAML.
 
-Without `--url` they point at the deploy/k8s Service `opsconsole/opsconsole-webhooks`; `--url` points them at a
+Without `--url` they point at the deploy/kustomize Service `opsconsole/opsconsole-webhooks`; `--url` points them at a
 server's base URL (the embedded run, tests). `--ca-bundle FILE` writes that CA (PEM) into them. `--check FILE`
 writes nothing and fails when FILE is not what would be printed (CI runs it on deploy/webhooks/configurations.yaml).
 `--apply` server-side applies them to the configured cluster (KUBECONFIG) instead of printing them, with the
@@ -27,7 +27,7 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser: CommandParser) -> None:
         """--url, --ca-bundle, --check, --apply."""
-        parser.add_argument("--url", help="the webhook server's base URL (default: the deploy/k8s Service)")
+        parser.add_argument("--url", help="the webhook server's base URL (default: the deploy/kustomize Service)")
         parser.add_argument("--ca-bundle", help="a PEM file with the CA that signed the server's certificate")
         parser.add_argument("--check", metavar="FILE", help="fail when FILE is not the current output")
         parser.add_argument("--apply", action="store_true",

@@ -1,4 +1,5 @@
-"""The generated ClusterRole: current in deploy/k8s/rbac.yaml, complete for what the kinds touch, least privilege."""
+"""The generated ClusterRole: current in deploy/kustomize/base/rbac.yaml, complete for what the kinds touch, least
+privilege."""
 
 from __future__ import annotations
 
@@ -19,7 +20,7 @@ from reconcilers.engine.rbac import RbacError, cluster_role, cluster_role_yaml, 
 from reconcilers.kinds.memcached import MemcachedReconciler
 from reconcilers.kinds.tenant import MACHINE, ROLE_BINDING, TenantReconciler
 
-CHECKED_IN = Path(__file__).resolve().parents[3] / "deploy" / "k8s" / "rbac.yaml"
+CHECKED_IN = Path(__file__).resolve().parents[3] / "deploy" / "kustomize" / "base" / "rbac.yaml"
 
 
 def _verbs(role: dict[str, Any], group: str, resource: str, name: str | None = None) -> set[str]:
@@ -37,7 +38,8 @@ def _verbs(role: dict[str, Any], group: str, resource: str, name: str | None = N
 def test_the_checked_in_rbac_yaml_is_what_the_command_prints_now() -> None:
     out = io.StringIO()
     call_command("rbac", stdout=out)
-    assert out.getvalue() == CHECKED_IN.read_text(encoding="utf-8"), "regenerate: manage.py rbac > deploy/k8s/rbac.yaml"
+    assert out.getvalue() == CHECKED_IN.read_text(encoding="utf-8"), \
+        "regenerate: manage.py rbac > deploy/kustomize/base/rbac.yaml"
 
 
 def test_check_flag_passes_on_the_current_file_and_fails_on_a_stale_one(tmp_path: Path) -> None:
