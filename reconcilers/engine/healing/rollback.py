@@ -141,10 +141,13 @@ def _record_started(api: Any, reconciler: Reconciler, resource_id: int, to_gener
         if (obj.get("spec") or {}) == spec:
             raise RollbackRefused(f"the current spec is already generation {to_generation}'s", status=400)
         rollback_id, who = uuid.uuid4().hex, transition_actor(actor, auto)
+        # who asked: the person (`user:<name>`), or for the automatic path the rollback's own actor (`rollback:auto`,
+        # not the `controller` that called it): one name for the engine's rollback on every record and transition
+        by = who if auto else actor
         version = str(obj["metadata"].get("resourceVersion") or "")
         from_digest = spec_digest(obj.get("spec") or {})
         detail = {"rollback_id": rollback_id, "from_generation": current, "to_generation": to_generation,
-                  "auto": auto, "by": actor, "field_manager": ROLLBACK_FIELD_MANAGER, "annotation": ROLLBACK_ID,
+                  "auto": auto, "by": by, "field_manager": ROLLBACK_FIELD_MANAGER, "annotation": ROLLBACK_ID,
                   "resource_version": version, "from_digest": from_digest}
         if trigger:
             detail["trigger"] = trigger
@@ -154,7 +157,7 @@ def _record_started(api: Any, reconciler: Reconciler, resource_id: int, to_gener
                                 target_generation=to_generation, at=now, detail=detail)
         previous.pop("previous", None)
         resource.rollback = {
-            "state": WRITING, "id": rollback_id, "actor": who, "by": actor, "auto": auto,
+            "state": WRITING, "id": rollback_id, "actor": who, "by": by, "auto": auto,
             "from_generation": current, "to_generation": to_generation, "from_digest": from_digest,
             "resource_version": version, "started_at": now.isoformat(), "reason": reason, "record": record.seq,
             "trigger": trigger or None, "previous": previous or None,

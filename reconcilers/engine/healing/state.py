@@ -137,7 +137,7 @@ def healing_conditions(state: RecordedState, live_conditions: list[dict[str, Any
 
 def rollback_message(rollback: dict[str, Any]) -> str:
     """One line for a rollback in progress."""
-    who = rollback.get("by") or rollback.get("actor") or "?"
+    who = rollback.get("actor") or rollback.get("by") or "?"  # the rollback's actor, as on its transitions
     why = f": {rollback['reason']}" if rollback.get("reason") else ""
     return (f"rolling back from generation {rollback.get('from_generation')} to the spec of generation "
             f"{rollback.get('to_generation')} (now generation {rollback.get('generation')}), by {who}{why}")
