@@ -6,7 +6,7 @@ from django.urls import URLPattern, include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, SpectacularSwaggerView
 from rest_framework.routers import SimpleRouter
 
-from opsconsole.api import actions, anomalies, by_key, healing, reads, revisions, tokens, tree, versions
+from opsconsole.api import actions, anomalies, by_key, healing, reads, revisions, tokens, tree, versions, whatif
 from opsconsole.api.pagination import NewestFirstPagination
 
 router = SimpleRouter(trailing_slash=False)
@@ -38,6 +38,7 @@ def _addressed(form: str, prefix: str) -> list[URLPattern]:
         path(f"{prefix}/events", view("events", pagination_class=None), name=f"resource-{form}-events"),
         path(f"{prefix}/revisions", revisions_view.as_view(), name=f"resource-{form}-revisions"),
         path(f"{prefix}/reconcile", reconcile.as_view(), name=f"resource-{form}-reconcile"),
+        path(f"{prefix}/whatif", whatif.BY_ADDRESS[form].as_view(), name=f"resource-{form}-whatif"),
         *(path(f"{prefix}/{sub}", view.as_view(), name=f"resource-{form}-{sub}")
           for sub, view in healing.BY_ADDRESS[form].items()),
         *(path(f"{prefix}/{sub}", view.as_view(), name=f"resource-{form}-anomaly-{view.step}")
@@ -52,6 +53,7 @@ urlpatterns = [
     path("redoc", SpectacularRedocView.as_view(url_name="schema"), name="redoc"),
     path("resources/reconcile", actions.BulkReconcileView.as_view(), name="resource-reconcile-bulk"),
     path("resources/<str:pk>/reconcile", actions.ResourceReconcileView.as_view(), name="resource-reconcile"),
+    path("resources/<str:pk>/whatif", whatif.ResourceWhatIfView.as_view(), name="resource-whatif"),
     path("resources/<str:pk>/revisions", revisions.ResourceRevisionsView.as_view(), name="resource-revisions"),
     path("resources/<str:pk>/healing", healing.ResourceHealingView.as_view(), name="resource-healing"),
     path("resources/<str:pk>/tree", tree.ResourceTreeView.as_view(), name="resource-tree"),

@@ -202,7 +202,7 @@ def what_if(reconciler: Reconciler, api: Any, live: dict[str, Any], spec: Any, r
     meta = live.get("metadata") or {}
     namespace, name = meta.get("namespace") or "", meta["name"]
     out = WhatIf(key=kind.request(namespace, name).key(), recorded_phase=recorded or "", previewed_at=now_rfc3339())
-    out.spec_diff, _more = diff(live.get("spec"), spec, "spec")
+    out.spec_diff, _more = diff(live.get("spec"), spec, "spec")  # as given, until the server defaults it
     watch = DryRunWatch()
     with requestwatch.watching(watch):
         body = {**live, "metadata": {k: v for k, v in meta.items() if k != "managedFields"}, "spec": spec}
@@ -218,6 +218,7 @@ def what_if(reconciler: Reconciler, api: Any, live: dict[str, Any], spec: Any, r
                 out.error = f"ApiException {exc.status}: {_message(exc)}"
             return out
         out.generation = int((candidate.get("metadata") or {}).get("generation") or 0)
+        out.spec_diff, _more = diff(live.get("spec"), candidate.get("spec"), "spec")  # with the server's defaults
         outcome = step.reconcile_step(reconciler, api, candidate, recorded)
     out.admission = watch.verdicts
     refused_dry = next((v for v in watch.verdicts if not v.allowed and _refuses_dry_run_verdict(v)), None)
