@@ -121,6 +121,8 @@ class _ProcessServer:
                "--image-pull-backoff-max", str(o.kubelet.image_pull_backoff_max), "--log-level", "WARNING"]
         for marker in o.kubelet.broken_image_markers:
             cmd += ["--broken-image-marker", marker]
+        for marker in o.kubelet.crash_image_markers:
+            cmd += ["--crash-image-marker", marker]
         cmd += [f"--token={o.token}"] if o.token else ["--no-auth"]  # a token may begin with "-"
         if o.token and not o.tls:
             cmd.append("--no-tls")
@@ -251,6 +253,24 @@ class KubesimHandle:
     def faults(self) -> dict[str, Any]:
         """The current fault settings."""
         return self._admin("GET", "/kubesim/faults")
+
+    def image_markers(self) -> dict[str, list[str]]:
+        """The simulated kubelet's failure markers: {"broken": [...], "crash": [...]} (see the README)."""
+        kubelet = self.options.kubelet
+        return {"broken": list(kubelet.broken_image_markers), "crash": list(kubelet.crash_image_markers)}
+
+    def set_image_markers(self, *, broken: list[str] | None = None, crash: list[str] | None = None) -> None:
+        """Replace the failure markers of a running kubesim (thread mode only: a process-mode kubesim takes them
+        as options when it starts): image tags containing a `broken` marker never pull, tags containing a
+        `crash` marker crash-loop. Each list is swapped whole, so the kubelet's loop reads one or the other."""
+        if self.mode != "thread":
+            raise RuntimeError("image markers change at run time in thread mode only; start a process-mode kubesim "
+                               "with broken_image_markers=[...] / crash_image_markers=[...] instead")
+        kubelet = self.options.kubelet
+        if broken is not None:
+            kubelet.broken_image_markers = [str(m) for m in broken]
+        if crash is not None:
+            kubelet.crash_image_markers = [str(m) for m in crash]
 
     def fail_pod(self, namespace: str, name: str, *, reason: str = "Error", message: str = "",
                  exit_code: int = 1) -> dict[str, Any]:

@@ -20,16 +20,21 @@ if TYPE_CHECKING:
     from reconcilers.authoring.testing.cluster import POD_DELAYS, TIMINGS
     from reconcilers.authoring.testing.engine import Engine
     from reconcilers.authoring.testing.fake import FakeContext
+    from reconcilers.authoring.testing.faults import KubesimFaults
     from reconcilers.authoring.testing.kinds import KindNotFound
     from reconcilers.authoring.testing.reconcile import Reconciling
+    from reconcilers.authoring.testing.specs import SpecRejected
 
-__all__ = ["POD_DELAYS", "TIMINGS", "Engine", "FakeContext", "KindNotFound", "Reconciling"]
+__all__ = ["POD_DELAYS", "TIMINGS", "Engine", "FakeContext", "KindNotFound", "KubesimFaults", "Reconciling",
+           "SpecRejected"]
 
 _WHERE = {
     "FakeContext": "reconcilers.authoring.testing.fake",
     "Engine": "reconcilers.authoring.testing.engine",
     "KindNotFound": "reconcilers.authoring.testing.kinds",
     "Reconciling": "reconcilers.authoring.testing.reconcile",
+    "SpecRejected": "reconcilers.authoring.testing.specs",
+    "KubesimFaults": "reconcilers.authoring.testing.faults",
     "POD_DELAYS": "reconcilers.authoring.testing.cluster",
     "TIMINGS": "reconcilers.authoring.testing.cluster",
 }

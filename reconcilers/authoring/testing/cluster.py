@@ -91,28 +91,3 @@ def delete_namespace(api: Any, name: str) -> None:
 def resource_of(kind: type[Reconciler] | ResourceKind) -> ResourceKind:
     """The ResourceKind of a Reconciler class (or the ResourceKind itself)."""
     return kind if isinstance(kind, ResourceKind) else kind.resource
-
-
-def get_or_create(api: Any, resource: ResourceKind, obj: dict[str, Any]) -> dict[str, Any]:
-    """The live object named by `obj`, created from `obj` first when it does not exist."""
-    meta = obj.get("metadata") or {}
-    namespace = meta.get("namespace") if resource.namespaced else None
-    live = kube.get_object(api, resource, namespace, meta["name"])
-    if live is None:
-        try:
-            live, _ = kube.ensure_object(api, resource, obj, namespace)
-        except kube.ApiException as exc:
-            if exc.status not in (400, 422):
-                raise
-            raise ValueError(f"the API server refused to create {resource.kind} {meta['name']}: "
-                             f"{_message(exc)} (the CRD's schema checks this, before any reconcile)") from exc
-    return live
-
-
-def _message(exc: Any) -> str:
-    import json
-
-    try:
-        return str(json.loads(exc.body).get("message") or exc.reason)
-    except (TypeError, ValueError, AttributeError):
-        return str(exc.reason)

@@ -2,10 +2,12 @@
 
 `Reconciling(api, kinds, namespace)` finds the kind's reconciler by the object's apiVersion + kind, creates the
 object when it does not exist (in the test's namespace when the kind is namespaced and the manifest names
-none), reads it live, runs `reconcilers.engine.step.reconcile_step` and then `step.complete` (Events, finalizer
+none) or writes the spec it is given when that changed (`specs.SpecWriter`: as `kubectl apply` does), reads it
+live, runs `reconcilers.engine.step.reconcile_step` and then `step.complete` (Events, finalizer
 removal), and returns the `Outcome`. The phase "on record" that the runner would read from its database is
 kept per object uid instead: the last planned transition's `to_phase`, passed as `recorded` to the next run of
-the same object. No Django, Redis or Celery is involved.
+the same object. `update_spec(obj, **changes)` merge-patches the live spec (and `obj`'s). A spec the API server
+refuses raises `specs.SpecRejected` naming the fields. No Django, Redis or Celery is involved.
 """
 
 from __future__ import annotations
@@ -15,8 +17,8 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from reconcilers.authoring.testing.cluster import get_or_create
 from reconcilers.authoring.testing.kinds import find_kind
+from reconcilers.authoring.testing.specs import SpecWriter
 from reconcilers.core.reconciler import Reconciler
 from reconcilers.engine.step import Outcome, QueueAction, complete, reconcile_step
 
@@ -40,6 +42,7 @@ class Reconciling:
         self.ensure_crds = ensure_crds
         self.recorded: dict[str, str] = {}  # uid → the phase on record
         self.outcomes: list[Outcome] = []
+        self.specs = SpecWriter(api)
         self._reconcilers: dict[type[Reconciler], Reconciler] = {}
 
     def reconciler_for(self, obj: dict[str, Any]) -> Reconciler:
@@ -60,9 +63,10 @@ class Reconciling:
         return obj
 
     def once(self, obj: dict[str, Any]) -> Outcome:
-        """Create `obj` if missing, read it live, run the reconcile step and `complete`; the Outcome."""
+        """Create `obj` if missing (else write its spec when it differs from the one given last), read it live, run
+        the reconcile step and `complete`; the Outcome. SpecRejected when the API server refuses the spec."""
         reconciler = self.reconciler_for(obj)
-        live = get_or_create(self.api, reconciler.resource, self.manifest(obj, reconciler))
+        live = self.specs.live(reconciler.resource, self.manifest(obj, reconciler))
         uid = live["metadata"]["uid"]
         outcome = reconcile_step(reconciler, self.api, live, self.recorded.get(uid))
         if outcome.transitions:
@@ -70,6 +74,15 @@ class Reconciling:
         complete(outcome)
         self.outcomes.append(outcome)
         return outcome
+
+    def update_spec(self, obj: dict[str, Any], **changes: Any) -> dict[str, Any]:
+        """Merge-patch `changes` (spec fields as the object names them, camelCase; None removes one) into the live
+        object's spec and into `obj["spec"]`; the live object. SpecRejected when the API server refuses them."""
+        reconciler = self.reconciler_for(obj)
+        manifest = self.manifest(obj, reconciler)
+        live = self.specs.update(reconciler.resource, manifest, changes)
+        obj["spec"] = manifest["spec"]
+        return live
 
     def until(self, obj: dict[str, Any], phase: str, timeout: float = 10.0) -> Outcome:
         """`once` again and again until the outcome's phase is `phase`, sleeping the requeue delay (at most
