@@ -16,7 +16,14 @@ import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
 BASE_DIR = Path(__file__).resolve().parent.parent
-DATA_DIR = Path(os.environ.get("OPSCONSOLE_DATA_DIR", BASE_DIR / "data"))
+PACKAGE_DIR = Path(__file__).resolve().parent
+#: run from a checkout (manage.py beside the packages), else installed from the wheel (site-packages)
+CHECKOUT = (BASE_DIR / "manage.py").is_file()
+#: the web assets: `templates/` and `static/` at the top of a checkout; the wheel carries them inside the package
+#: (opsconsole/templates, opsconsole/static: setup.py's build step copies them there)
+ASSETS_DIR = PACKAGE_DIR if (PACKAGE_DIR / "templates").is_dir() else BASE_DIR
+_INSTALLED_DATA = Path(os.environ.get("XDG_DATA_HOME") or Path.home() / ".local" / "share") / "opsconsole"
+DATA_DIR = Path(os.environ.get("OPSCONSOLE_DATA_DIR", BASE_DIR / "data" if CHECKOUT else _INSTALLED_DATA))
 
 
 def env_bool(name: str, default: bool) -> bool:
@@ -98,7 +105,7 @@ WSGI_APPLICATION = "opsconsole.wsgi.application"
 TEMPLATES = [
     {
         "BACKEND": "django.template.backends.django.DjangoTemplates",
-        "DIRS": [BASE_DIR / "templates"],
+        "DIRS": [ASSETS_DIR / "templates"],
         "APP_DIRS": True,
         "OPTIONS": {
             "context_processors": [
@@ -175,8 +182,8 @@ USE_I18N = True
 USE_TZ = True
 
 STATIC_URL = "static/"
-STATICFILES_DIRS = [BASE_DIR / "static"]
-STATIC_ROOT = Path(os.environ.get("STATIC_ROOT", BASE_DIR / "staticfiles"))
+STATICFILES_DIRS = [ASSETS_DIR / "static"]
+STATIC_ROOT = Path(os.environ.get("STATIC_ROOT", BASE_DIR / "staticfiles" if CHECKOUT else DATA_DIR / "staticfiles"))
 STATIC_ROOT.mkdir(parents=True, exist_ok=True)  # whitenoise expects it even when serving from finders
 WHITENOISE_USE_FINDERS = True
 STORAGES = {
