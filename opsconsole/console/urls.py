@@ -14,6 +14,7 @@ from opsconsole.console.views import (
     resources,
     tokens,
     trace,
+    whatif,
     workers,
 )
 
@@ -40,6 +41,7 @@ urlpatterns = [
     path("resources/reconcile", resources.resource_reconcile_selected, name="resources-reconcile"),
     path("resources/<rowid:pk>/", detail.resource_detail, name="resource"),
     path("resources/<rowid:pk>/reconcile", detail.resource_reconcile_now, name="resource-reconcile"),
+    path("resources/<rowid:pk>/whatif", whatif.resource_whatif_preview, name="resource-whatif"),
     path("resources/<rowid:pk>/rollback", healing.resource_rollback, name="resource-rollback"),
     path("resources/<rowid:pk>/suspend", healing.resource_suspend, name="resource-suspend"),
     path("resources/<rowid:pk>/resume", healing.resource_resume, name="resource-resume"),
