@@ -28,7 +28,8 @@ from opsconsole.accounts.roles import (
     user_namespaces,
     user_role,
 )
-from reconcilers.engine.admission import object_target as admission_target
+from opsconsole.accounts.targets import target_forms
+from reconcilers.engine.admission import legacy_object_target
 from reconcilers.models import ActionRecord, Outcome
 
 TOKEN_PREFIX = "oc_"
@@ -293,16 +294,20 @@ def action_record_list(
     *, actor: str = "", action: str = "", outcome: str = "", target: str = "", after: datetime | None = None,
     before: datetime | None = None, namespaces: frozenset[str] | None = None, username: str = "",
 ) -> QuerySet[ActionRecord]:
-    """The action record filtered by actor, action, outcome, target (a prefix: `Memcached team-a/` is every
-    admission decision about a Memcached in team-a, refused creates of objects that never existed included) and
+    """The action record filtered by actor, action, outcome, target (a prefix of an object's key:
+    `cache.example.com/v1alpha1/memcacheds/team-a/` is every action about a Memcached in team-a, admission decisions
+    about objects that never existed included; the older `Memcached team-a/` form matches the same) and
     time ([after, before)); not ordered. A value holding a NUL matches nothing (no record holds one: they are
     stored NUL-free). With `namespaces` (a reader limited to them) and `username` (the reader), only the records
     `action_record_visible` allows: the one rule for every path that reads the record."""
     qs = ActionRecord.objects.filter(action_record_visible(namespaces, username))
     if any("\x00" in value for value in (actor, action, outcome, target)):
         return qs.none()
-    if target:
-        qs = qs.filter(target__startswith=target)
+    if target:  # either form of an object's name (opsconsole.accounts.targets)
+        matches = Q()
+        for form in target_forms(target):
+            matches |= Q(target__startswith=form)
+        qs = qs.filter(matches)
     if actor:
         qs = qs.filter(actor=actor)
     if action:
@@ -316,8 +321,11 @@ def action_record_list(
     return qs
 
 
-def admission_decisions(kind: str, namespace: str, name: str, *, limit: int = 20) -> list[ActionRecord]:
-    """The admission webhooks' decisions about one object (`Kind namespace/name`, as the recorder names its
-    target), newest first: admitted, refused, dry runs, including those from before it existed."""
-    target = admission_target(kind, namespace, name)
-    return list(ActionRecord.objects.filter(action__startswith="admission.", target=target).order_by("-seq")[:limit])
+def admission_decisions(kind: str, namespace: str, name: str, *, key: str = "",
+                        limit: int = 20) -> list[ActionRecord]:
+    """The admission webhooks' decisions about one object, newest first: admitted, refused, dry runs, including
+    those from before it existed; named by its `key` (as the recorder names its target) or, recorded before
+    decisions used the key, `Kind namespace/name`."""
+    targets = [legacy_object_target(kind, namespace, name), *([key] if key else [])]
+    return list(ActionRecord.objects.filter(action__startswith="admission.", target__in=targets)
+                .order_by("-seq")[:limit])

@@ -93,8 +93,12 @@ class ActionQuerySerializer(serializers.Serializer):
     action = serializers.CharField(required=False, max_length=64)
     outcome = serializers.ChoiceField(required=False, choices=["allowed", "refused", "rejected", "failed"])
     target = serializers.CharField(required=False, max_length=512,
-                                   help_text="a prefix of the target: `Memcached team-a/cache` (an admission "
-                                             "decision's kind and object, created or not), `Memcached team-a/`")
+                                   help_text="a prefix of the target; an object is named by its key, "
+                                             "`cache.example.com/v1alpha1/memcacheds/team-a/cache` (every action "
+                                             "about it: reconciles, suspensions, admission decisions, created or "
+                                             "not), `cache.example.com/v1alpha1/memcacheds/team-a/` (every one in "
+                                             "team-a); the `Memcached team-a/cache` form of older admission "
+                                             "decisions finds the same records")
 
 
 # -- action inputs --------------------------------------------------------------------------------------------

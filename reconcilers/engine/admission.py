@@ -37,8 +37,16 @@ MAX_DEPTH = 100  # JSON nesting a review may have (kube objects are far shallowe
 OPERATIONS = ("CREATE", "UPDATE", "DELETE", "CONNECT")
 
 
-def object_target(kind: str, namespace: str, name: str) -> str:
-    """`Kind namespace/name` (`Kind name` when cluster-scoped): how a decision names its object on record."""
+def object_target(group: str, version: str, plural: str, namespace: str, name: str) -> str:
+    """The object's workqueue key, `group/version/plural/namespace/name`: how every action record names its object
+    (a reconcile, a suspension, an admission decision), as the console's links and the `target` filter do."""
+    return "/".join((group, version, plural, namespace, name))
+
+
+def legacy_object_target(kind: str, namespace: str, name: str) -> str:
+    """`Kind namespace/name` (`Kind name` when cluster-scoped): how admission decisions named their object on
+    record before they used the key (`object_target`). Those records stay as they are (`target` is a hashed field
+    of the action record's chain): the `target` filter matches both forms."""
     return f"{kind} {namespace + '/' if namespace else ''}{name}"
 
 
@@ -64,11 +72,16 @@ class Decision:
     peer_address: str = ""  # the caller's address (the API server's, over mutual TLS)
     peer_cn: str = ""  # the subject CN of the caller's client certificate
     subresource: str = ""
+    version: str = ""  # the kind's (storage) version and plural: what its key is made of
+    plural: str = ""
 
     @property
     def target(self) -> str:
-        """`Kind namespace/name` (the name may be empty for a create with generateName)."""
-        return object_target(self.kind, self.namespace, self.name)
+        """The object's key, `group/version/plural/namespace/name` (the name may be empty for a create with
+        generateName); `Kind namespace/name` for a decision queued before decisions carried the plural."""
+        if not self.plural:
+            return legacy_object_target(self.kind, self.namespace, self.name)
+        return object_target(self.group, self.version, self.plural, self.namespace, self.name)
 
     def response(self) -> dict[str, Any]:
         """The `response` of the AdmissionReview answer."""
@@ -170,7 +183,8 @@ def _decision(webhook: str, rec: Reconciler, request: dict[str, Any]) -> Decisio
     return Decision(webhook, str(request["uid"]), rec.resource.kind, rec.resource.group,
                     str(request.get("namespace") or meta.get("namespace") or ""),
                     str(request.get("name") or meta.get("name") or ""), str(request.get("operation") or ""),
-                    user, bool(request.get("dryRun")), subresource=str(request.get("subResource") or ""))
+                    user, bool(request.get("dryRun")), subresource=str(request.get("subResource") or ""),
+                    version=rec.resource.version, plural=rec.resource.plural)
 
 
 def _hook_failed(decision: Decision, rec: Reconciler, hook: str, exc: Exception) -> None:

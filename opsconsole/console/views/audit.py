@@ -18,6 +18,7 @@ from django.views.decorators.http import require_POST
 
 from opsconsole.accounts.roles import ADMIN, user_has_role, user_namespaces
 from opsconsole.accounts.services import action_record_list
+from opsconsole.accounts.targets import target_example
 from opsconsole.console.access import Refused, audited_action
 from opsconsole.console.live import page
 from opsconsole.console.paging import keyset_page
@@ -53,7 +54,8 @@ def audit_log(request: HttpRequest) -> HttpResponse:
     kept = {k: g[k] for k in keys if g.get(k)}
     chain = audit_chain_status(namespaces=user_namespaces(request.user))
     context: dict[str, Any] = {"view": view, "is_admin": is_admin, "filters": g, "rows": [], "next_url": "",
-                               "chain": chain, "errors": errors, "kept": urlencode(kept)}
+                               "chain": chain, "errors": errors, "kept": urlencode(kept),
+                               "target_example": target_example()}
     if not errors and view == "transitions":
         try:
             qs = transitions.transition_list(transitions.TransitionFilters(

@@ -15,7 +15,7 @@ from django.urls import reverse
 from django.views.decorators.http import require_POST
 
 from opsconsole.accounts.roles import ADMIN, OPERATOR, user_has_role, user_namespaces
-from opsconsole.accounts.services import admission_decisions, admission_target
+from opsconsole.accounts.services import admission_decisions
 from opsconsole.console.access import Refused, audited_action, resource_for_action
 from opsconsole.console.diagrams import state_machine_svg
 from opsconsole.console.live import page
@@ -101,8 +101,8 @@ def resource_detail(request: HttpRequest, pk: int) -> HttpResponse:
         context.update({"events": resources.resource_events(obj, limit=50),
                         "chain": audit_chain_status(resource_uid=obj.uid)})
         if user_has_role(request.user, ADMIN):  # they name Kubernetes users and groups: admins, as the record
-            context["admissions"] = admission_decisions(obj.kind, obj.namespace, obj.name)
-            context["admissions_target"] = admission_target(obj.kind, obj.namespace, obj.name)
+            context["admissions"] = admission_decisions(obj.kind, obj.namespace, obj.name, key=obj.key)
+            context["admissions_target"] = obj.key  # the filter finds the older `Kind namespace/name` too
     return page(request, "console/detail.html", context, FRAGMENTS)
 
 

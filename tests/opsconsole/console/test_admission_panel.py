@@ -1,7 +1,7 @@
 """The detail page's Admission decisions panel: the webhooks' decisions about the object, newest first, with the
 Kubernetes user, the operation, dry runs and the reasons of a refusal; shown to admins only (they name Kubernetes
 users and groups, as the action record does); absent for others. A refused create (no resource ever existed) is
-found on the audit log's actions view and in /api/v1/actions under its kind and name (`target`)."""
+found on the audit log's actions view and in /api/v1/actions under its key (`target`)."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ from reconcilers.kinds.memcached import MemcachedReconciler
 from tests.opsconsole.api import factories as f
 
 pytestmark = pytest.mark.django_db
+KEY = "cache.example.com/v1alpha1/memcacheds/"  # a decision names its object by its key, as every action does
 
 
 def decide(namespace: str, name: str, spec: dict, *, dry_run: bool = False, user: str = "alice") -> None:
@@ -51,13 +52,14 @@ def test_a_refused_create_of_an_object_that_never_existed_is_found_under_its_kin
     decide("team-c", "kept", {"size": 1})
     decide("team-d", "never", {"size": 1})
     admin = as_role("admin")
-    page = admin.get("/audit/?view=actions&target=Memcached+team-c/never").content.decode()
+    page = admin.get(f"/audit/?view=actions&target={KEY}team-c/never").content.decode()
     assert "eve" in page and "spec.size: must be at most 100" in page
-    assert "Memcached team-c/kept" not in page and "Memcached team-d/never" not in page
-    namespace = admin.get("/audit/?view=actions&target=Memcached+team-c/").content.decode()
-    assert "Memcached team-c/never" in namespace and "Memcached team-c/kept" in namespace
-    api = admin.get("/api/v1/actions", {"target": "Memcached team-c/never"}).json()
+    assert f"{KEY}team-c/kept" not in page and f"{KEY}team-d/never" not in page
+    namespace = admin.get(f"/audit/?view=actions&target={KEY}team-c/").content.decode()
+    assert f"{KEY}team-c/never" in namespace and f"{KEY}team-c/kept" in namespace
+    api = admin.get("/api/v1/actions", {"target": f"{KEY}team-c/never"}).json()
     (row,) = api["results"]
+    assert admin.get("/api/v1/actions", {"target": "Memcached team-c/never"}).json()["results"] == [row]
     assert (row["actor"], row["action"], row["outcome"]) == ("eve", "admission.validate", "rejected")
     too_long = admin.get("/api/v1/actions", {"target": "x" * 600})
     assert too_long.status_code == 400 and "target" in too_long.json()["fields"]
@@ -68,7 +70,7 @@ def test_the_panel_links_to_the_objects_decisions_in_the_audit_log(as_role):
     res = f.resource("linked", "team-e")
     decide("team-e", "linked", {"size": 1})
     page = as_role("admin").get(f"/resources/{res.pk}/").content.decode()
-    assert "?view=actions&amp;target=Memcached%20team-e/linked" in page
+    assert f"?view=actions&amp;target={KEY}team-e/linked" in page
 
 
 def test_each_decision_shows_its_caller_and_a_status_write_its_subresource(as_role):

@@ -35,7 +35,7 @@ def test_the_spec_model_refuses_naming_every_bad_field():
     assert response["allowed"] is False and response["status"]["code"] == 422
     assert response["status"]["reason"] == "Invalid" and "spec.size" in response["status"]["message"]
     assert (decision.user.username, decision.user.groups) == ("alice", ("devs", "system:authenticated"))
-    assert decision.target == "Memcached team/cache"
+    assert decision.target == "cache.example.com/v1alpha1/memcacheds/team/cache"  # the key, as every action
 
 
 def test_a_valid_spec_and_a_deletion_are_admitted():
