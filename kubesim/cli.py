@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 from kubesim.kubeconfig import write_kubeconfig
-from kubesim.options import Faults, KubeletOptions, Options
+from kubesim.options import DEFAULT_ZONES, Faults, KubeletOptions, Options
 from kubesim.simulator import Simulator
 
 
@@ -40,6 +40,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--history-size", type=int, default=10000, help="watch events kept for replay")
     p.add_argument("--bookmark-interval", type=float, default=60.0, help="seconds between watch BOOKMARKs")
     p.add_argument("--no-controllers", action="store_true", help="do not run the simulated controllers")
+    p.add_argument("--nodes", type=int, default=int(os.environ.get("KUBESIM_NODES") or Options().nodes),
+                   help="Nodes a new cluster registers (env KUBESIM_NODES; default 3)")
+    p.add_argument("--zones", default=os.environ.get("KUBESIM_ZONES") or ",".join(DEFAULT_ZONES),
+                   help="comma-separated zones the Nodes are spread over in turn (env KUBESIM_ZONES)")
     k = KubeletOptions()
     p.add_argument("--schedule-delay", type=float, default=k.schedule_delay, help="seconds until a Pod is bound")
     p.add_argument("--start-delay", type=float, default=k.start_delay, help="seconds until a Pod runs")
@@ -108,12 +112,16 @@ def options_from_args(args: argparse.Namespace) -> Options:
                     latency_rate=args.fault_latency_rate, watch_cut_after=args.fault_watch_cut_after,
                     watch_cut_interval=args.fault_watch_cut_interval)
     token = None if args.no_auth else (args.token or generated_token(args.data_dir))
+    zones = [z.strip() for z in args.zones.split(",") if z.strip()]
+    if args.nodes < 1 or not zones:
+        raise ValueError("--nodes must be at least 1 and --zones must name at least one zone")
     return Options(host=args.host, port=args.port, token=token, data_dir=args.data_dir,
                    tls=bool(token) and not args.no_tls, tls_cert=args.tls_cert, tls_key=args.tls_key,
                    history_size=args.history_size, bookmark_interval=args.bookmark_interval,
                    controllers=not args.no_controllers, kubelet=kubelet, faults=faults,
                    token_auth_file=args.token_auth_file, authorization_mode=args.authorization_mode,
-                   webhook_client_cert=args.webhook_client_cert, webhook_client_key=args.webhook_client_key)
+                   webhook_client_cert=args.webhook_client_cert, webhook_client_key=args.webhook_client_key,
+                   nodes=args.nodes, zones=zones)
 
 
 async def serve(options: Options, kubeconfig: str) -> None:

@@ -1,9 +1,12 @@
-"""kubesim's settings: listening address, auth, persistence, watch tuning, kubelet delays and faults."""
+"""kubesim's settings: listening address, auth, persistence, watch tuning, nodes and zones, kubelet delays, faults."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
 from typing import Any
+
+#: the zones of a new cluster's Nodes (label ``topology.kubernetes.io/zone``)
+DEFAULT_ZONES = ("zone-a", "zone-b", "zone-c")
 
 
 @dataclass
@@ -86,3 +89,5 @@ class Options:
     kubelet: KubeletOptions = field(default_factory=KubeletOptions)
     faults: Faults = field(default_factory=Faults)
     gc_interval: float = 2.0  # periodic garbage-collector sweep
+    nodes: int = 3  # Nodes registered on a new cluster (1: the single node ``kubelet.node_name``)
+    zones: list[str] = field(default_factory=lambda: list(DEFAULT_ZONES))  # node i is in zones[i % len(zones)]

@@ -17,7 +17,8 @@ from kubesim.auth.rbac import RBACAuthorizer, bootstrap_policy
 from kubesim.auth.request_info import Attributes
 from kubesim.cluster import Cluster
 from kubesim.controllers import ControllerManager
-from kubesim.meta import clone, new_uid, now
+from kubesim.meta import clone, now
+from kubesim.nodes import ensure_nodes
 from kubesim.options import Options
 from kubesim.persistence import Persistence
 from kubesim.registry.builtins import builtin_registry
@@ -84,7 +85,7 @@ class Simulator:
         return server_context(self.options.tls_cert, self.options.tls_key)
 
     def bootstrap(self) -> None:
-        """Load persisted state and make sure the default namespaces and the node exist."""
+        """Load persisted state and make sure the default namespaces exist; a new cluster registers its Nodes."""
         if self.persistence is not None:
             self.persistence.load(self.store)
         self.cluster.sync_crd_types()
@@ -94,27 +95,7 @@ class Simulator:
                 self.cluster.create(ns_rt, "", {"metadata": {"name": name}})
         if self.authorizer is not None:
             self._bootstrap_rbac()
-        node_rt = self.cluster.resource("", "nodes")
-        node_name = self.options.kubelet.node_name
-        if self.cluster.find(node_rt, "", node_name) is None:
-            node = self.cluster.create(node_rt, "", {"metadata": {"name": node_name, "labels": {
-                "kubernetes.io/hostname": node_name, "kubernetes.io/os": "linux"}}})
-            ready = clone(node)
-            ready["status"] = {
-                "conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady",
-                                "message": "kubelet is posting ready status", "lastHeartbeatTime": now(),
-                                "lastTransitionTime": now()}],
-                "addresses": [{"type": "InternalIP", "address": "10.0.0.10"},
-                              {"type": "Hostname", "address": node_name}],
-                "capacity": {"cpu": "8", "memory": "32Gi", "pods": "250"},
-                "allocatable": {"cpu": "8", "memory": "32Gi", "pods": "250"},
-                "nodeInfo": {"kubeletVersion": "v1.32.0", "kubeProxyVersion": "v1.32.0", "operatingSystem": "linux",
-                             "architecture": "amd64", "containerRuntimeVersion": "containerd://1.7.0",
-                             "kernelVersion": "6.1.0-kubesim", "osImage": "kubesim", "bootID": new_uid(),
-                             "machineID": new_uid().replace("-", ""), "systemUUID": new_uid()},
-                "daemonEndpoints": {"kubeletEndpoint": {"Port": 10250}},
-            }
-            self.cluster.update(node_rt, "", node_name, ready, subresource="status")
+        ensure_nodes(self.cluster, self.options)
 
     def _bootstrap_rbac(self) -> None:
         """The default ClusterRoles and ClusterRoleBindings of a new cluster, created when missing."""

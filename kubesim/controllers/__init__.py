@@ -31,13 +31,16 @@ class ControllerManager:
             NamespaceController,
             ServiceAccountController,
         )
+        from kubesim.controllers.nodes import NodeController
         from kubesim.controllers.replicaset import ReplicaSetController
+        from kubesim.controllers.scheduler import Scheduler
         from kubesim.controllers.statefulset import StatefulSetController
 
         sim = self.sim
         return [GarbageCollector(sim), NamespaceController(sim), ServiceAccountController(sim),
                 CRDCleanupController(sim), DeploymentController(sim), ReplicaSetController(sim),
-                StatefulSetController(sim), DisruptionController(sim), Kubelet(sim)]
+                StatefulSetController(sim), DisruptionController(sim), NodeController(sim), Scheduler(sim),
+                Kubelet(sim)]
 
     def get(self, name: str) -> object | None:
         """The running controller called ``name``."""

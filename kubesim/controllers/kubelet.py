@@ -1,4 +1,8 @@
-"""Scheduler and kubelet simulation: Pods are bound to the node, start and become Ready after delays.
+"""Kubelet simulation: Pods the scheduler bound to an existing node start and become Ready after delays.
+
+A running Pod annotated ``kubesim.io/ready: "false"`` turns not Ready (Ready and ContainersReady False, reason
+ContainersNotReady, a ``Warning Unhealthy`` Event), as a failing readiness probe makes it; removing the
+annotation (or any other value) makes it Ready again after ``ready_delay``.
 
 Images whose tag contains a broken marker cycle as the real kubelet's pulls do: ErrImagePull, a short pause,
 ImagePullBackOff, then after a backoff delay (``image_pull_backoff`` doubling up to ``image_pull_backoff_max``)
@@ -16,10 +20,15 @@ from typing import Any
 
 from kubesim.cluster.options import WriteOptions
 from kubesim.controllers.base import Controller
+from kubesim.controllers.workloads import set_pod_condition as _set_cond
 from kubesim.meta import clone, now
+from kubesim.nodes import host_ip
 from kubesim.store import Event
 
 POD_KEY = ("", "pods")
+NODE_KEY = ("", "nodes")
+#: the readiness switch: a running Pod with this annotation set to "false" turns (and stays) not Ready
+READY_ANNOTATION = "kubesim.io/ready"
 _ips = itertools.count(2)
 
 
@@ -91,11 +100,9 @@ class Kubelet(Controller):
         if status.get("phase") in ("Succeeded", "Failed"):
             return None
         spec = pod.get("spec") or {}
-        if not spec.get("nodeName"):
-            left = self._wait(pod, "schedule", self.opts.schedule_delay)
-            if left is not None:
-                return left
-            return self._bind(rt, pod)
+        node = self.store.get(NODE_KEY, "", spec.get("nodeName") or "") if spec.get("nodeName") else None
+        if node is None:
+            return None  # not bound yet (the scheduler's job), or bound to a node that is gone (pod GC's)
         containers = spec.get("containers") or []
         statuses = {s["name"]: s for s in status.get("containerStatuses") or []}
         started = all(statuses.get(c["name"], {}).get("image") == c.get("image") for c in containers)
@@ -104,7 +111,7 @@ class Kubelet(Controller):
             left = self._wait(pod, stage, self.opts.start_delay)
             if left is not None:
                 return left
-            return self._start(rt, pod)
+            return self._start(rt, pod, node)
         states = [self._image_state(c.get("image", "")) for c in containers]
         if "broken" in states:
             return self._pull_cycle(rt, pod, containers, statuses)
@@ -114,6 +121,8 @@ class Kubelet(Controller):
             if left is not None:
                 return left
             return self._crash(rt, pod)
+        if not wants_ready(pod):
+            return self._unready(rt, pod) if any(s.get("ready") for s in statuses.values()) else None
         if not all(s.get("ready") for s in statuses.values()):
             stage = "ready:" + ",".join(c.get("image", "") for c in containers)
             left = self._wait(pod, stage, self.opts.ready_delay)
@@ -141,17 +150,6 @@ class Kubelet(Controller):
         return None
 
     # ---- transitions ----------------------------------------------------------------------------------
-    def _bind(self, rt: Any, pod: dict[str, Any]) -> float | None:
-        new = clone(pod)
-        new["spec"]["nodeName"] = self.opts.node_name
-        st = new.setdefault("status", {})
-        st["conditions"] = _set_cond(st.get("conditions"), "PodScheduled", "True")
-        self.cluster.internal_put(rt, new)
-        self.record_event(new, "Normal", "Scheduled",
-                          f"Successfully assigned {pod['metadata']['namespace']}/{pod['metadata']['name']} to "
-                          f"{self.opts.node_name}", "default-scheduler")
-        return 0.0 if self.opts.start_delay <= 0 else self.opts.start_delay
-
     def _container_status(self, c: dict[str, Any], state: dict[str, Any], ready: bool, restarts: int = 0,
                           last: dict[str, Any] | None = None) -> dict[str, Any]:
         s = {"name": c["name"], "image": c.get("image", ""),
@@ -160,12 +158,12 @@ class Kubelet(Controller):
              "started": "running" in state, "state": state, "lastState": last or {}}
         return s
 
-    def _start(self, rt: Any, pod: dict[str, Any]) -> float | None:
+    def _start(self, rt: Any, pod: dict[str, Any], node: dict[str, Any]) -> float | None:
         stamp = now()
         new = clone(pod)
         st = new.setdefault("status", {})
-        st.setdefault("hostIP", "10.0.0.10")
-        st.setdefault("hostIPs", [{"ip": "10.0.0.10"}])
+        st.setdefault("hostIP", host_ip(node))
+        st.setdefault("hostIPs", [{"ip": st["hostIP"]}])
         if not st.get("podIP"):
             n = next(_ips)
             st["podIP"] = f"10.244.{n // 250}.{n % 250 + 1}"
@@ -257,6 +255,23 @@ class Kubelet(Controller):
         self.record_event(new, "Warning", "BackOff", "Back-off restarting failed container", "kubelet")
         return max(self.opts.start_delay * 2, 0.2)
 
+    def _unready(self, rt: Any, pod: dict[str, Any]) -> float | None:
+        """The readiness switch is off: the containers keep running but report not ready (a failing probe)."""
+        new = clone(pod)
+        st = new["status"]
+        for s in st.get("containerStatuses") or []:
+            s["ready"] = False
+        reason = "ContainersNotReady"
+        msg = "containers with unready status: [" + " ".join(c["name"] for c in pod["spec"]["containers"]) + "]"
+        st["conditions"] = _set_cond(_set_cond(st.get("conditions"), "ContainersReady", "False", reason, msg),
+                                     "Ready", "False", reason, msg)
+        self.cluster.replace(rt, pod, new, subresource="status", opts=WriteOptions(field_manager="kubelet"))
+        images = ",".join(c.get("image", "") for c in pod["spec"].get("containers") or [])
+        self.since.pop((pod["metadata"]["uid"], "ready:" + images), None)  # Ready again only after ready_delay
+        self.record_event(new, "Warning", "Unhealthy", "Readiness probe failed: kubesim.io/ready is \"false\"",
+                          "kubelet")
+        return None
+
     def _ready(self, rt: Any, pod: dict[str, Any]) -> float | None:
         new = clone(pod)
         st = new["status"]
@@ -268,30 +283,11 @@ class Kubelet(Controller):
         return None
 
 
+def wants_ready(pod: dict[str, Any]) -> bool:
+    """False while the Pod carries the readiness switch ``kubesim.io/ready: "false"``."""
+    return ((pod["metadata"].get("annotations") or {}).get(READY_ANNOTATION) or "").lower() != "false"
+
+
 def _pull_failed(image: str) -> dict[str, Any]:
     return {"waiting": {"reason": "ErrImagePull",
                         "message": f'failed to pull and unpack image "{image}": not found'}}
-
-
-def _set_cond(conds: list[dict[str, Any]] | None, ctype: str, status: str, reason: str | None = None,
-              message: str | None = None) -> list[dict[str, Any]]:
-    out = [dict(c) for c in conds or []]
-    for c in out:
-        if c["type"] == ctype:
-            if c["status"] != status:
-                c["lastTransitionTime"] = now()
-            c["status"] = status
-            c.pop("reason", None)
-            c.pop("message", None)
-            if reason:
-                c["reason"] = reason
-            if message:
-                c["message"] = message
-            return out
-    c = {"type": ctype, "status": status, "lastProbeTime": None, "lastTransitionTime": now()}
-    if reason:
-        c["reason"] = reason
-    if message:
-        c["message"] = message
-    out.append(c)
-    return out

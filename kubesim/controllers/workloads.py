@@ -7,7 +7,7 @@ import json
 import math
 from typing import Any
 
-from kubesim.meta import clone
+from kubesim.meta import clone, now
 
 _SAFE = "bcdfghjklmnpqrstvwxz2456789"
 
@@ -100,3 +100,28 @@ def condition(ctype: str, status: str, reason: str, message: str, stamp: str,
         last_update = prev.get("lastUpdateTime", stamp)
     return {"type": ctype, "status": status, "lastUpdateTime": last_update, "lastTransitionTime": transition,
             "reason": reason, "message": message}
+
+
+def set_pod_condition(conds: list[dict[str, Any]] | None, ctype: str, status: str, reason: str | None = None,
+                  message: str | None = None) -> list[dict[str, Any]]:
+    """Pod conditions with one set (lastTransitionTime moves only when the status changes)."""
+    out = [dict(c) for c in conds or []]
+    for c in out:
+        if c["type"] == ctype:
+            if c["status"] != status:
+                c["lastTransitionTime"] = now()
+            c["status"] = status
+            c.pop("reason", None)
+            c.pop("message", None)
+            if reason:
+                c["reason"] = reason
+            if message:
+                c["message"] = message
+            return out
+    c = {"type": ctype, "status": status, "lastProbeTime": None, "lastTransitionTime": now()}
+    if reason:
+        c["reason"] = reason
+    if message:
+        c["message"] = message
+    out.append(c)
+    return out

@@ -31,7 +31,7 @@ def test_a_deployment_becomes_available_with_ready_owned_pods(apps, core, ns):
     pods = core.list_namespaced_pod(ns, label_selector="app=web").items
     assert len(pods) == 3
     for p in pods:
-        assert p.status.phase == "Running" and p.spec.node_name == "kubesim-node" and p.status.pod_ip
+        assert p.status.phase == "Running" and p.spec.node_name.startswith("kubesim-node-") and p.status.pod_ip
         assert p.metadata.owner_references[0].kind == "ReplicaSet" and p.metadata.owner_references[0].controller
         assert {c.type: c.status for c in p.status.conditions}["Ready"] == "True"
 
@@ -156,7 +156,7 @@ def test_controllers_post_events(core, apps, ns):
 
 
 def test_node_is_registered_and_ready(core):
-    node = core.read_node("kubesim-node")
+    node = core.read_node("kubesim-node-1")
     assert {c.type: c.status for c in node.status.conditions}["Ready"] == "True"
     assert isinstance(client.V1Node, type)
 
