@@ -4,21 +4,26 @@ expectedPods is the number of selected Pods for an integer minAvailable, else th
 ask for (a Deployment's through its ReplicaSet, a StatefulSet's, a bare ReplicaSet's; an unmanaged Pod counts
 one); desiredHealthy is minAvailable (a percentage of expectedPods, rounded up) or expectedPods minus
 maxUnavailable (a percentage rounded up); currentHealthy counts Ready Pods not being deleted; disruptionsAllowed
-is what is left over, with the DisruptionAllowed condition. Evictions are not served, so nothing consumes it.
+is what is left over, with the DisruptionAllowed condition. The Eviction API (kubesim/cluster/eviction.py) takes
+one disruption and records the Pod in ``status.disruptedPods``; such a Pod does not count as healthy until it is
+deleted (then it drops out of the map) or two minutes pass, as the real controller's DeletionTimeout.
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Hashable, Iterable
 from typing import Any
 
 from kubesim.controllers.base import Controller
 from kubesim.controllers.workloads import is_pod_ready, resolve_int_or_percent
-from kubesim.meta import now
+from kubesim.meta import now, parse_time
 from kubesim.selectors import selector_from_label_selector
 from kubesim.store import Event
 
 PDB_KEY = ("policy", "poddisruptionbudgets")
+#: seconds an evicted Pod stays in status.disruptedPods waiting to be deleted (the controller's DeletionTimeout)
+DELETION_TIMEOUT = 120.0
 POD_KEY = ("", "pods")
 SCALED = {("apps", "deployments"), ("apps", "replicasets"), ("apps", "statefulsets")}
 
@@ -76,7 +81,9 @@ class DisruptionController(Controller):
             return None
         spec = pdb.get("spec") or {}
         pods = [p for p in self.store.items(POD_KEY, ns) if _selects(pdb, p)]
-        healthy = sum(1 for p in pods if is_pod_ready(p) and not p["metadata"].get("deletionTimestamp"))
+        disrupted, recheck = _disrupted_pods(pdb, pods)
+        healthy = sum(1 for p in pods if is_pod_ready(p) and not p["metadata"].get("deletionTimestamp")
+                      and p["metadata"]["name"] not in disrupted)
         min_available, max_unavailable = spec.get("minAvailable"), spec.get("maxUnavailable")
         if isinstance(min_available, int):
             expected, desired = len(pods), min_available
@@ -98,5 +105,28 @@ class DisruptionController(Controller):
                   "desiredHealthy": desired, "expectedPods": expected,
                   "conditions": [{"type": "DisruptionAllowed", "status": state, "reason": reason, "message": "",
                                   "observedGeneration": generation, "lastTransitionTime": stamp}]}
+        if disrupted:
+            status["disruptedPods"] = disrupted
         self.write_status(rt, pdb, status)
-        return None
+        return recheck
+
+
+def _disrupted_pods(pdb: dict[str, Any], pods: list[dict[str, Any]]) -> tuple[dict[str, str], float | None]:
+    """The evicted Pods still to be deleted (kept DELETION_TIMEOUT after their eviction; a Pod already terminating
+    or gone drops out), and when to look again for the oldest one to expire."""
+    recorded = (pdb.get("status") or {}).get("disruptedPods") or {}
+    if not recorded:
+        return {}, None
+    alive = {p["metadata"]["name"] for p in pods if not p["metadata"].get("deletionTimestamp")}
+    current = time.time()
+    kept: dict[str, str] = {}
+    recheck: float | None = None
+    for name, stamp in recorded.items():
+        try:
+            left = DELETION_TIMEOUT - (current - parse_time(stamp).timestamp())
+        except (TypeError, ValueError, AttributeError):
+            continue
+        if name in alive and left > 0:
+            kept[name] = stamp
+            recheck = left if recheck is None else min(recheck, left)
+    return kept, recheck

@@ -54,6 +54,8 @@ def _resource_entries(rt: ResourceType) -> list[dict[str, Any]]:
                     "group": "autoscaling", "version": "v1", "kind": "Scale", "verbs": ["get", "patch", "update"]})
     if rt.kind == "Pod" and not rt.group:
         out.append({"name": "pods/log", "singularName": "", "namespaced": True, "kind": "Pod", "verbs": ["get"]})
+        out.append({"name": "pods/eviction", "singularName": "", "namespaced": True, "group": "policy",
+                    "version": "v1", "kind": "Eviction", "verbs": ["create"]})
     if rt.kind == "Namespace":
         out.append({"name": "namespaces/finalize", "singularName": "", "namespaced": False, "kind": "Namespace",
                     "verbs": ["update"]})

@@ -1,4 +1,5 @@
-"""Handlers for resource paths: /api/v1/... and /apis/<group>/<version>/... (CRUD, list, watch, subresources)."""
+"""Handlers for resource paths: /api/v1/... and /apis/<group>/<version>/... (CRUD, list, watch, subresources:
+status, scale, pods/log, pods/eviction, namespaces/finalize)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from kubesim import errors
 from kubesim.auth.rbac import RBAC_GROUP
 from kubesim.auth.request_info import forbidden_message, request_attributes, split_resource_path
 from kubesim.cluster import WriteOptions
+from kubesim.cluster.eviction import evict
 from kubesim.cluster.patching import APPLY as APPLY_PATCH
 from kubesim.cluster.patching import _decode as decode_patch
 from kubesim.meta import clone, dumps_bytes
@@ -67,7 +69,7 @@ def parse_path(sim: Simulator, path: str) -> Target:
     if not rt.namespaced and namespace is not None:
         raise errors.resource_not_found()
     if sub is not None and not ((sub == "status" and rt.status) or (sub == "scale" and rt.scale)
-                                or (sub == "log" and rt.kind == "Pod" and not rt.group)
+                                or (sub in ("log", "eviction") and rt.kind == "Pod" and not rt.group)
                                 or (sub == "finalize" and rt.kind == "Namespace")):
         raise errors.resource_not_found()
     return Target(rt, version, namespace, name, sub)
@@ -140,6 +142,12 @@ class ResourceHandler:
                                              request.query.get("container")), content_type="text/plain")
         if t.sub == "scale":
             return await self._scale(t, request)
+        if t.sub == "eviction":
+            if method != "POST":
+                raise errors.method_not_allowed()
+            code, status = evict(self.cluster, t.namespace or "", t.name, await read_body(request),
+                                 _write_opts(request))
+            return json_response(status, code)
         if t.sub == "finalize":
             if method != "PUT":
                 raise errors.method_not_allowed()
