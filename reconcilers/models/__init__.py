@@ -8,6 +8,7 @@ from reconcilers.models.actions import ActionRecord, Outcome
 from reconcilers.models.aggregates import ResourceCount, ResourceCountDelta, TransitionCount, TransitionCountDelta
 from reconcilers.models.audit import Anomaly, AnomalyCategory, SpecRevision, Transition
 from reconcilers.models.base import AppendOnlyError, AppendOnlyModel
+from reconcilers.models.captures import RunCapture
 from reconcilers.models.healing import HealingAction, HealingRecord, KubeEvent, NotificationDelivery
 from reconcilers.models.resource import Resource
 from reconcilers.models.runs import ReconcileRequest, ReconcileRun, RequestState, RunResult
@@ -30,6 +31,7 @@ __all__ = [
     "Resource",
     "ResourceCount",
     "ResourceCountDelta",
+    "RunCapture",
     "RunResult",
     "Span",
     "SpecRevision",
