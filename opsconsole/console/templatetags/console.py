@@ -93,12 +93,29 @@ def badge(value: str | None) -> str:
     return format_html('<span class="badge badge-{}">{}</span>', _PHASE_CLASS.get(text, "none"), text)
 
 
+class _TextDumper(yaml.SafeDumper):
+    """SafeDumper writing a multi-line string as a literal block (`|`), the way a person writes one, instead of
+    a quoted scalar whose line breaks show doubled. PyYAML itself falls back to quoting a string that a block
+    cannot hold exactly (trailing spaces on a line, control characters)."""
+
+
+def _str(dumper: yaml.SafeDumper, value: str) -> yaml.ScalarNode:
+    return dumper.represent_scalar("tag:yaml.org,2002:str", value, style="|" if "\n" in value else None)
+
+
+_TextDumper.add_representer(str, _str)
+
+
 @register.filter
 def as_yaml(value: Any) -> str:
-    """A JSON document as block YAML (escaped by the template)."""
+    """A JSON document as block YAML (escaped by the template), multi-line strings as literal blocks."""
     if value in (None, {}, []):
         return "{}"
-    return yaml.safe_dump(value, sort_keys=True, default_flow_style=False, allow_unicode=True).rstrip()
+    text = yaml.dump(value, Dumper=_TextDumper, sort_keys=True, default_flow_style=False, allow_unicode=True)
+    if "\n" not in text.rstrip() or "|" not in text:
+        return text.rstrip()
+    # a literal block last keeps its final line break only with the document's: it must read back the same
+    return text.rstrip() if yaml.safe_load(text.rstrip()) == value else text
 
 
 @register.filter
