@@ -1,4 +1,5 @@
-"""docs/operations.md keeps up with what it documents: every alert rule and every deploy/k8s file."""
+"""docs/operations.md keeps up with what it documents: every alert rule, every file of the kustomize base and
+overlays, and every top-level key of the Helm chart's values."""
 
 from __future__ import annotations
 
@@ -21,6 +22,17 @@ def test_every_alert_has_a_section_saying_what_it_means_and_the_first_response()
         assert "First response" in match.group(1), alert
 
 
-def test_every_manifest_file_is_listed() -> None:
-    for path in sorted((ROOT / "deploy" / "k8s").glob("*.yaml")):
-        assert f"`{path.name}`" in DOC, path.name
+def test_every_kustomize_file_is_listed() -> None:
+    paths = sorted((ROOT / "deploy" / "kustomize").rglob("*.yaml"))
+    assert paths
+    for path in paths:
+        if path.name != "kustomization.yaml":
+            assert f"`{path.name}`" in DOC, path.relative_to(ROOT)
+
+
+def test_every_top_level_value_of_the_chart_is_in_the_settings_table() -> None:
+    values = yaml.safe_load((ROOT / "deploy" / "helm" / "opsconsole" / "values.yaml").read_text(encoding="utf-8"))
+    match = re.search(r"^### Where each setting goes\n(.*?)(?=^## |^### |\Z)", DOC, re.S | re.M)
+    assert match, "docs/operations.md has no section 'Where each setting goes'"
+    for key in values:
+        assert f"`{key}" in match.group(1), key
