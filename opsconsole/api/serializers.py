@@ -205,12 +205,23 @@ class LiveChildSerializer(serializers.Serializer):
     uid = serializers.CharField(allow_blank=True)
 
 
+CHILDREN_HELP = (
+    "the resources of registered kinds that this one owns (a controller ownerReference to it), as mirrored in "
+    "opsconsole's database, each with its phase: a Tenant's Memcacheds, say. Empty when what it owns are plain "
+    "Kubernetes objects (Deployments, Services, ConfigMaps…), which are not mirrored: `live_children` (the "
+    "detail only) lists those")
+LIVE_CHILDREN_HELP = (
+    "every object this one owns in the cluster (its kind's owned kinds, by ownerReference uid), read live from "
+    "the Kubernetes API for this response; a child of a registered kind is in both this and `children`. When the "
+    "read failed: what was read, and `live_children_error` says why")
+
+
 class ResourceSerializer(serializers.ModelSerializer):
     """A resource in a list: where it stands, since when, and how its last reconcile went."""
 
     time_in_phase_seconds = serializers.SerializerMethodField()
     generation_lag = serializers.SerializerMethodField()
-    children = serializers.SerializerMethodField()
+    children = serializers.SerializerMethodField(help_text=CHILDREN_HELP)
     active_anomalies = serializers.SerializerMethodField(help_text="the anomaly rules matching now")
     rollback_state = serializers.SerializerMethodField(
         help_text="the last rollback: in_progress, succeeded, failed, refused (null: none)")
@@ -252,8 +263,9 @@ class ResourceSerializer(serializers.ModelSerializer):
 class ResourceDetailSerializer(ResourceSerializer):
     """One resource: the list fields plus spec, status and the children read live from the cluster."""
 
-    live_children = serializers.SerializerMethodField()
-    live_children_error = serializers.SerializerMethodField()
+    live_children = serializers.SerializerMethodField(help_text=LIVE_CHILDREN_HELP)
+    live_children_error = serializers.SerializerMethodField(
+        help_text="why `live_children` may be incomplete (the Kubernetes API did not answer); empty when it was read")
 
     class Meta(ResourceSerializer.Meta):
         fields = [*ResourceSerializer.Meta.fields, "resource_version", "spec", "status", "live_children",
