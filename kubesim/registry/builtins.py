@@ -96,6 +96,7 @@ def builtin_types() -> list[ResourceType]:
                      status=True, scale=apps_scale, tracks_generation=True, field_selectors=("status.replicas",)),
         ResourceType("apps", ["v1"], "statefulsets", "statefulset", "StatefulSet", True, ["sts"], ["all"],
                      status=True, scale=apps_scale, tracks_generation=True),
+        ResourceType("apps", ["v1"], "controllerrevisions", "controllerrevision", "ControllerRevision", True),
         ResourceType("batch", ["v1"], "jobs", "job", "Job", True, [], ["all"], status=True, tracks_generation=True),
         ResourceType("batch", ["v1"], "cronjobs", "cronjob", "CronJob", True, ["cj"], ["all"], status=True,
                      tracks_generation=True),
