@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from reconcilers.authoring import scaffold
-from reconcilers.authoring.scaffold import rendering
+from reconcilers.authoring.scaffold import project, rendering
 
 BIN = Path(sys.executable).parent
 ROOT = Path(__file__).resolve().parents[2]
@@ -39,8 +39,9 @@ def test_every_template_is_package_data_and_used():
     data = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["package-data"][PACKAGE]
     names = template_files()
     assert names and all(any(fnmatch.fnmatch(f"templates/{n}", pattern) for pattern in data) for n in names)
-    used = set(re.findall(r'template\("(\w+)"\)', Path(rendering.__file__).read_text()))
-    assert {f"{n}.py.tmpl" for n in used} == names
+    used = {f"{n}.py.tmpl" for n in re.findall(r'template\("(\w+)"\)', Path(rendering.__file__).read_text())}
+    used |= {f"project_{n}.tmpl" for n in project.PROJECT_FILES.values()}  # startkind --project's files
+    assert used == names
 
 
 @pytest.fixture(scope="module")

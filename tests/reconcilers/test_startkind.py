@@ -5,9 +5,11 @@ plugin); every refused input or target is a CommandError that writes nothing and
 from __future__ import annotations
 
 import importlib
+import json
 import os
 import subprocess
 import sys
+import tomllib
 from importlib.metadata import entry_points
 from io import StringIO
 from pathlib import Path
@@ -86,6 +88,9 @@ def test_the_package_imports_its_crd_generates_and_accepts_the_sample(generated,
     checked = kubesim_schema.process(sample, version["schema"]["openAPIV3Schema"])
     assert checked.causes == [] and checked.unknown == []
     assert cls.spec_model.model_validate(sample["spec"])  # the sample's spec is valid for the engine too
+    spec_schema = version["schema"]["openAPIV3Schema"]["properties"]["spec"]
+    assert spec_schema["description"] == f"The desired state of a {kind}."
+    assert "snake_case" not in json.dumps(crd)  # a note for the author, not for `kubectl explain`
     assert "Next steps:" in output and f"pytest {base / package}" in output
     assert f'{package} = "{package}.kind:{kind}Reconciler"' in output
     assert f"OPSCONSOLE_RECONCILERS={package}.kind.{kind}Reconciler make run" in output
@@ -179,6 +184,9 @@ REFUSED = [
     (["Website", "--group", "web.example.com", "--cluster-scoped", "--owns", "apps/v1/Deployment,v1/Namespace"],
      "--cluster-scoped with namespaced --owns kinds (apps/v1/Deployment)"),
     (["Website", "--group", "web.example.com", "--owns", "v1/Namespace"], "cannot own cluster-scoped kinds"),
+    (["Website", "--group", "web.example.com", "--project", "web kind"], "cannot name a Python distribution"),
+    (["Website", "--group", "web.example.com", "--project", "web_"], "cannot name a Python distribution"),
+    (["Website", "--group", "web.example.com", "--project", "web-kind", "--package", "src/web"], "name the package"),
 ]
 
 
@@ -227,3 +235,44 @@ def test_an_existing_empty_directory_is_filled(tmp_path):
     startkind("Website", "--group", "web.example.com", "--package", str(tmp_path / "website"))
     assert (tmp_path / "website" / "kind.py").is_file()
     assert [p.name for p in tmp_path.iterdir()] == ["website"]  # no temporary directory left behind
+
+
+# -- --project: a repository of its own --------------------------------------------------------------------------
+
+
+def test_a_project_is_a_repository_of_its_own_around_the_package(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    output = startkind("StaticSite", "--group", "web.example.com", "--owns", "apps/v1/Deployment,v1/Service",
+                       "--project", "staticsite-kind")
+    project = tmp_path / "staticsite-kind"
+    files = sorted(str(p.relative_to(project)) for p in project.rglob("*") if p.is_file())
+    assert files == [".gitignore", "Dockerfile", "README.md", "ci.sh", "pyproject.toml", "staticsite/__init__.py",
+                     "staticsite/kind.py", "staticsite/samples/staticsite.yaml", "staticsite/tests/__init__.py",
+                     "staticsite/tests/test_staticsite.py"]
+    meta = tomllib.loads((project / "pyproject.toml").read_text())
+    assert meta["project"]["name"] == "staticsite-kind"
+    assert meta["project"]["dependencies"] == [f"opsconsole=={importlib.metadata.version('opsconsole')}"]
+    assert meta["project"]["entry-points"]["opsconsole.kinds"] == {
+        "staticsite": "staticsite.kind:StaticSiteReconciler"}
+    assert meta["tool"]["pytest"]["ini_options"]["testpaths"] == ["staticsite"]
+    assert (project / "ci.sh").stat().st_mode & 0o111
+    assert subprocess.run(["bash", "-n", str(project / "ci.sh")], capture_output=True).returncode == 0
+    ci = (project / "ci.sh").read_text()
+    assert "pip install -q -e '.[test]'" in ci and "python -m pytest" in ci and '"$(dirname "$0")"' in ci
+    dockerfile = (project / "Dockerfile").read_text()
+    assert "FROM ${OPSCONSOLE_IMAGE}" in dockerfile and "pip install --no-cache-dir --no-deps" in dockerfile
+    assert "from staticsite.kind import StaticSiteReconciler" in (project / "staticsite/tests/test_staticsite.py"
+                                                                  ).read_text()
+    assert "cd staticsite-kind && ./ci.sh" in output and "opsconsole crds StaticSite" in output
+    assert "restart them after changing its code" in output
+    readme = (project / "README.md").read_text()
+    assert "PIP_FIND_LINKS" in readme and "restart them after changing its code" in readme
+
+
+def test_a_project_directory_is_never_overwritten(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "web-kind").mkdir()
+    (tmp_path / "web-kind" / "README.md").write_text("mine\n")
+    with pytest.raises(CommandError, match="refusing to overwrite .*web-kind/README.md"):
+        startkind("Website", "--group", "web.example.com", "--project", "web-kind")
+    assert [p.name for p in (tmp_path / "web-kind").iterdir()] == ["README.md"]

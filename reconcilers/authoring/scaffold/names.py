@@ -111,7 +111,8 @@ class Owned:
 
 @dataclass(frozen=True)
 class Scaffold:
-    """What `write` writes: `directory` (the package) and its files by relative path."""
+    """What `write` writes: `directory` (the package, or with `project` the repository around it) and its files
+    by relative path. `project`: the distribution's name when the kind is a repository of its own, else ""."""
 
     kind: str
     group: str
@@ -122,6 +123,7 @@ class Scaffold:
     directory: Path
     owns: tuple[Owned, ...]
     files: dict[str, str]
+    project: str = ""
 
     @property
     def reconciler_path(self) -> str:

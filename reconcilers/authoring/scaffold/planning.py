@@ -19,14 +19,17 @@ from reconcilers.authoring.scaffold.checks import (
     parse_owns,
 )
 from reconcilers.authoring.scaffold.names import DEFAULT_VERSION, PLURAL, Scaffold, ScaffoldError, plural_of
+from reconcilers.authoring.scaffold.project import EXECUTABLE, check_dist_name, render_project
 from reconcilers.authoring.scaffold.rendering import render
 from reconcilers.engine import registry
 
 
 def plan(kind: str, group: str, *, version: str = DEFAULT_VERSION, owns: str = "", cluster_scoped: bool = False,
          package_dir: str | os.PathLike[str] | None = None, plural: str | None = None,
-         cwd: str | os.PathLike[str] | None = None) -> Scaffold:
-    """Check everything and render every file; ScaffoldError (nothing written) naming the first problem."""
+         cwd: str | os.PathLike[str] | None = None, project: str | os.PathLike[str] | None = None) -> Scaffold:
+    """Check everything and render every file; ScaffoldError (nothing written) naming the first problem. With
+    `project`, the kind is a repository of its own in that directory (`package_dir` then names the package
+    inside it)."""
     check_kind(kind)
     check_group(group)
     check_version(version)
@@ -37,19 +40,27 @@ def plan(kind: str, group: str, *, version: str = DEFAULT_VERSION, owns: str = "
     namespaced = not cluster_scoped
     check_scope(namespaced, owned)
     base = Path(cwd) if cwd is not None else Path.cwd()
-    directory = (base / (package_dir if package_dir else kind.lower())).resolve()
+    root = (base / project).resolve() if project else None
+    if root is not None and package_dir and Path(package_dir).name != str(package_dir).rstrip("/"):
+        raise ScaffoldError(f"--package {package_dir!r}: with --project, name the package only (e.g. --package "
+                            f"{kind.lower()}); it goes inside the project directory")
+    directory = ((root or base) / (package_dir if package_dir else kind.lower())).resolve()
     package = directory.name
     check_package(package, directory)
+    dist = check_dist_name(root.name) if root is not None else ""
     for rec in registry.registered():
         if (rec.resource.group, rec.resource.plural) == (group, plural):
             raise ScaffoldError(f"{plural}.{group} is already reconciled by the registered kind {rec.resource.kind}")
     scaffold = Scaffold(kind, group, version, plural, namespaced, package, directory, owned, {})
     files = render(scaffold)
+    if root is not None:
+        files = render_project(scaffold, dist, files)
+        directory = root
     check_target(directory, files)
     for name, text in files.items():
         if name.endswith(".py"):
             compile(text, name, "exec")  # a template bug fails here, before anything is written
-    return Scaffold(kind, group, version, plural, namespaced, package, directory, owned, files)
+    return Scaffold(kind, group, version, plural, namespaced, package, directory, owned, files, dist)
 
 
 def write(scaffold: Scaffold) -> list[Path]:
@@ -62,6 +73,8 @@ def write(scaffold: Scaffold) -> list[Path]:
             path = tmp / name
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(text, encoding="utf-8")
+            if name in EXECUTABLE:
+                path.chmod(0o755)
         if scaffold.directory.is_dir():
             scaffold.directory.rmdir()  # empty (checked): the rename takes its place
         os.rename(tmp, scaffold.directory)
@@ -75,6 +88,8 @@ def next_steps(scaffold: Scaffold, shown_dir: str) -> str:
     """What to do next, as printed by the command (`shown_dir`: the package directory as the user named it)."""
     s = scaffold
     lower = s.kind.lower()
+    if s.project:
+        return _project_steps(s, shown_dir)
     parent = s.directory.parent
     pythonpath = "" if parent == Path.cwd().resolve() else f"PYTHONPATH={parent} "
     env = f"{pythonpath}OPSCONSOLE_RECONCILERS={s.reconciler_path}"
@@ -91,3 +106,16 @@ def next_steps(scaffold: Scaffold, shown_dir: str) -> str:
         f'       {s.kind.lower()} = "{s.package}.kind:{s.kind}Reconciler"',
     ])
 
+
+
+def _project_steps(s: Scaffold, shown_dir: str) -> str:
+    return "\n".join([
+        "Next steps:",
+        f"  1. Edit {shown_dir}/{s.package}/kind.py: the spec model (# your fields here), the children and "
+        "reconcile().",
+        f"  2. Run its tests:   cd {shown_dir} && ./ci.sh   (pip must find opsconsole: see README.md)",
+        f"  3. See its CRD:     opsconsole crds {s.kind}   (installed, the entry point registers it)",
+        f"  4. Ship it:         docker build --build-arg OPSCONSOLE_IMAGE=<your opsconsole image> -t {s.project} "
+        f"{shown_dir}",
+        "  Workers and the controller import kinds when they start: restart them after changing its code.",
+    ])

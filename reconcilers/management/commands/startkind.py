@@ -1,5 +1,7 @@
 """`manage.py startkind Kind --group GROUP [--version V] [--owns g/v/Kind,...] [--cluster-scoped] [--package DIR]
-[--plural P]`: scaffold a new kind as a Python package (kind.py, a sample, a test) and print the next steps.
+[--plural P] [--project DIR]`: scaffold a new kind as a Python package (kind.py, a sample, a test) and print the
+next steps. With `--project DIR`, the package goes in a repository of its own (pyproject.toml with the entry point,
+README.md, ci.sh, Dockerfile), which depends on the opsconsole distribution and needs no clone of it.
 
 The logic is `reconcilers.authoring.scaffold`; nothing is written, and nothing overwritten, when an input or the
 target is refused.
@@ -35,19 +37,27 @@ class Command(BaseCommand):
         parser.add_argument("--cluster-scoped", action="store_true", help="a cluster-scoped kind (default namespaced)")
         parser.add_argument("--package", metavar="DIR", help="the package directory (default ./<kind lower>)")
         parser.add_argument("--plural", help="the resource's plural (default: the English plural of the kind)")
+        parser.add_argument("--project", metavar="DIR",
+                            help="a repository of its own for the kind (pyproject.toml with the entry point, "
+                                 "README.md, ci.sh, Dockerfile, the package inside); DIR's name is the "
+                                 "distribution's, --package then names the package (default: the kind in lower case)")
 
     def handle(self, *args: Any, **options: Any) -> None:
         """Plan (every check), write, and print what was written and the next steps."""
         try:
             plan = scaffold.plan(options["kind"], options["group"], version=options["api_version"],
                                  owns=options["owns"], cluster_scoped=options["cluster_scoped"],
-                                 package_dir=options["package"], plural=options["plural"])
+                                 package_dir=options["package"], plural=options["plural"],
+                                 project=options["project"])
             paths = scaffold.write(plan)
         except scaffold.ScaffoldError as exc:
             raise CommandError(str(exc)) from exc
         except OSError as exc:
             raise CommandError(f"could not write the package: {exc}") from exc
-        shown = options["package"].rstrip("/") if options["package"] else plan.kind.lower()
+        if options["project"]:
+            shown = options["project"].rstrip("/")
+        else:
+            shown = options["package"].rstrip("/") if options["package"] else plan.kind.lower()
         scope = "namespaced" if plan.namespaced else "cluster-scoped"
         self.stdout.write(f"Created the {plan.kind} kind ({plan.plural}.{plan.group}/{plan.version}, {scope}) "
                           f"in {plan.directory}:")
