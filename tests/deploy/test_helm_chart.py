@@ -333,3 +333,41 @@ def test_an_upgrade_keeps_the_generated_secrets_and_changes_what_the_values_chan
 
     key = serialization.load_pem_private_key(after["opsconsole-audit-key"]["audit-signing.key"], password=None)
     assert isinstance(key, Ed25519PrivateKey)
+
+
+def _crd(kind: str, plural: str) -> dict[str, Any]:
+    return {"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+            "metadata": {"name": f"{plural}.monitoring.coreos.com"},
+            "spec": {"group": "monitoring.coreos.com", "scope": "Namespaced",
+                     "names": {"plural": plural, "singular": kind.lower(), "kind": kind},
+                     "versions": [{"name": "v1", "served": True, "storage": True, "schema": {"openAPIV3Schema": {
+                         "type": "object", "x-kubernetes-preserve-unknown-fields": True}}}]}}
+
+
+def test_monitoring_objects_appear_once_the_cluster_serves_the_prometheus_operators_kinds(
+        installed: Any, cluster: KubesimHandle) -> None:
+    _, api, release = installed
+    kinds = {d["kind"] for d in yaml.safe_load_all(release["manifest"]) if d}
+    assert not kinds & {"ServiceMonitor", "PodMonitor", "PrometheusRule"}  # auto, and none served at install
+    crds = kube.kind_for(api, "apiextensions.k8s.io/v1", "CustomResourceDefinition", refresh=True)
+    for kind, plural in (("ServiceMonitor", "servicemonitors"), ("PodMonitor", "podmonitors"),
+                         ("PrometheusRule", "prometheusrules")):
+        kube.create_object(api, crds, _crd(kind, plural))
+    assert wait_for(lambda: kube.kind_for(api, "monitoring.coreos.com/v1", "PrometheusRule", refresh=True),
+                    timeout=10)
+    # a fresh Helm client, as a new `helm upgrade` is (one caches the cluster's discovery for its lifetime)
+    with helm.Config(kubeconfig_path=cluster.kubeconfig, namespace=NAMESPACE) as config:
+        preview = config.upgrade(str(CHART), RELEASE, VALUES, namespace=NAMESPACE, dry_run="server")
+    docs = [d for d in yaml.safe_load_all(preview["manifest"]) if d]
+    assert sorted(d["metadata"]["name"] for d in docs if d["kind"] == "PodMonitor") == [
+        "opsconsole-controller", "opsconsole-webhooks", "opsconsole-worker"]
+    assert {(d["kind"], d["metadata"]["name"]) for d in docs if d["kind"] in ("ServiceMonitor", "PrometheusRule")
+            } == {("ServiceMonitor", "opsconsole-web"), ("PrometheusRule", "opsconsole")}
+
+
+def test_the_chart_test_asks_the_web_service_for_readiness(rendered: Docs) -> None:
+    pod = _one(rendered, "Pod", "opsconsole-test-web")
+    assert pod["metadata"]["annotations"]["helm.sh/hook"] == "test"
+    (container,) = pod["spec"]["containers"]
+    assert "http://opsconsole-web:80/readyz" in container["command"][-1]
+    assert container["securityContext"]["allowPrivilegeEscalation"] is False
