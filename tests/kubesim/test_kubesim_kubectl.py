@@ -369,3 +369,37 @@ def test_kubectl_auth_can_i_is_answered_as_always_allow_does(kubectl):
     assert kubectl("auth", "can-i", "delete", "memcacheds.cache.example.com", "-n", "team-a").stdout.strip() == "yes"
     rules = kubectl("auth", "can-i", "--list").stdout
     assert "*.*" in rules and "[*]" in rules
+
+
+DRAINED = """
+apiVersion: v1
+kind: Pod
+metadata: {name: w, namespace: drain, labels: {app: w}}
+spec:
+  nodeSelector: {kubernetes.io/hostname: kubesim-node-1}
+  containers: [{name: c, image: "w:1"}]
+---
+apiVersion: policy/v1
+kind: PodDisruptionBudget
+metadata: {name: w, namespace: drain}
+spec:
+  maxUnavailable: 1
+  selector: {matchLabels: {app: w}}
+"""
+
+
+def test_kubectl_drain_cordons_the_node_and_evicts_its_pods_through_the_eviction_api(kubectl):
+    kubectl("create", "namespace", "drain")
+    kubectl("apply", "-f", "-", stdin=DRAINED)
+    wait_for(lambda: kubectl("get", "pod", "w", "-n", "drain", "-o", "jsonpath={.status.phase}").stdout == "Running")
+    wait_for(lambda: kubectl("get", "pdb", "w", "-n", "drain", "-o",
+                             "jsonpath={.status.disruptionsAllowed}").stdout == "1")
+    try:
+        out = kubectl("drain", "kubesim-node-1", "--force", "--ignore-daemonsets", "--timeout=20s")
+        assert "node/kubesim-node-1 cordoned" in out.stdout and "pod/w evicted" in out.stdout
+        assert "node/kubesim-node-1 drained" in out.stdout
+        assert kubectl("get", "node", "kubesim-node-1", "-o", "jsonpath={.spec.unschedulable}").stdout == "true"
+        assert kubectl("get", "pod", "w", "-n", "drain", check=False).returncode != 0
+    finally:
+        kubectl("uncordon", "kubesim-node-1")
+        kubectl("delete", "namespace", "drain", "--wait=false")
