@@ -1,7 +1,7 @@
 """The kinds this installation runs: built-in, from installed packages' entry points, and named in settings.
 
 Three sources, in this order, each kind once:
-- the built-in kinds (`BUILTIN`: Memcached, Tenant) unless `settings.OPSCONSOLE_BUILTIN_KINDS` is false;
+- the built-in kinds (`BUILTIN`: Memcached, Tenant, KVStore) unless `settings.OPSCONSOLE_BUILTIN_KINDS` is false;
 - the Python entry points of group `opsconsole.kinds` of every installed distribution (a kind author's
   package declares `website = "website.kind:WebsiteReconciler"` under `[project.entry-points."opsconsole.kinds"]`)
   unless `settings.OPSCONSOLE_KIND_ENTRY_POINTS` is false;
@@ -28,6 +28,7 @@ ENTRY_POINT_GROUP = "opsconsole.kinds"
 BUILTIN = (
     "reconcilers.kinds.memcached.MemcachedReconciler",
     "reconcilers.kinds.tenant.TenantReconciler",
+    "reconcilers.kinds.kvstore.KVStoreReconciler",
 )
 
 _lock = threading.Lock()

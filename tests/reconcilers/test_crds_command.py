@@ -25,12 +25,13 @@ def run(*args: str) -> str:
 
 
 def test_deploy_crds_are_what_the_built_in_kinds_generate():
-    assert "2 CRD(s) in" in run("--check", str(DEPLOY_CRDS))
+    assert "3 CRD(s) in" in run("--check", str(DEPLOY_CRDS))
 
 
 def test_it_prints_one_document_per_kind_and_can_narrow_to_one():
     docs = [d for d in yaml.safe_load_all(run()) if d]
-    assert [d["metadata"]["name"] for d in docs] == ["memcacheds.cache.example.com", "tenants.tenancy.example.com"]
+    assert [d["metadata"]["name"] for d in docs] == ["memcacheds.cache.example.com", "tenants.tenancy.example.com",
+                                                     "kvstores.stateful.example.com"]
     only = [d for d in yaml.safe_load_all(run("memcacheds.cache.example.com")) if d]
     assert [d["spec"]["names"]["kind"] for d in only] == ["Memcached"]
 

@@ -12,6 +12,7 @@ from reconcilers.core.reconciler import Context, Reconciler, ResourceKind
 from reconcilers.core.statemachine import StateMachine
 from reconcilers.core.types import Result
 from reconcilers.engine import registry
+from reconcilers.kinds.kvstore import KVStoreReconciler
 from reconcilers.kinds.memcached import MemcachedReconciler
 from reconcilers.kinds.tenant import TenantReconciler
 
@@ -63,13 +64,14 @@ def installed(tmp_path, monkeypatch):
 
 def test_the_built_in_kinds_are_registered_without_any_setting():
     found = registry.registered()
-    assert [type(r) for r in found] == [MemcachedReconciler, TenantReconciler]
+    assert [type(r) for r in found] == [MemcachedReconciler, TenantReconciler, KVStoreReconciler]
     assert registry.registered()[0] is found[0]  # built once per process
 
 
 def test_a_kind_named_in_settings_is_added_to_the_built_in_ones_and_a_repeated_one_counts_once(settings):
     settings.OPSCONSOLE_RECONCILERS = [f"{HERE}.WidgetReconciler", BUILTIN[0]]
-    assert [type(r) for r in registry.registered()] == [MemcachedReconciler, TenantReconciler, WidgetReconciler]
+    assert [type(r) for r in registry.registered()] == [MemcachedReconciler, TenantReconciler, KVStoreReconciler,
+                                                        WidgetReconciler]
 
 
 def test_the_built_in_kinds_can_be_turned_off(settings):
@@ -81,7 +83,8 @@ def test_the_built_in_kinds_can_be_turned_off(settings):
 
 def test_an_installed_package_registers_its_kinds_by_entry_point(installed, settings):
     installed({"widget": f"{HERE}:WidgetReconciler"})
-    assert [type(r) for r in registry.registered()] == [MemcachedReconciler, TenantReconciler, WidgetReconciler]
+    assert [type(r) for r in registry.registered()] == [MemcachedReconciler, TenantReconciler, KVStoreReconciler,
+                                                        WidgetReconciler]
     origins = {s.path: s.origin for s in registry.sources()}
     assert origins[f"{HERE}:WidgetReconciler"] == "entry point 'widget' of widget_kinds"
     settings.OPSCONSOLE_KIND_ENTRY_POINTS = False
