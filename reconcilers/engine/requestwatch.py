@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
-from contextvars import ContextVar
+from contextvars import ContextVar, Token
 from typing import Any, Protocol
 
 #: the methods that change nothing (never sent as a dry run)
@@ -44,3 +44,13 @@ def watching(watch: RequestWatch) -> Iterator[RequestWatch]:
         yield watch
     finally:
         _current.reset(token)
+
+
+def push(watch: RequestWatch) -> Token[RequestWatch | None]:
+    """Set `watch` until `pop(token)` (for a watch that is itself a context manager)."""
+    return _current.set(watch)
+
+
+def pop(token: Token[RequestWatch | None]) -> None:
+    """Put back the watch before the `push` that returned `token`."""
+    _current.reset(token)
