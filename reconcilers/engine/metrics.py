@@ -131,6 +131,16 @@ TIME_IN_PHASE = Histogram(
     "opsconsole_time_in_phase_seconds", "How long resources stayed in a phase before leaving it",
     ["kind", "phase"], buckets=TIME_IN_PHASE_BUCKETS,
 )
+PHASE_SECONDS = Histogram(
+    "opsconsole_phase_seconds", "Time spent per phase, by kind, observed when a transition leaves the phase: the "
+    "service level indicator of the kinds' phase objectives (reconcilers.engine.slo; an objective's bound is one "
+    "of these buckets)", ["kind", "phase"], buckets=TIME_IN_PHASE_BUCKETS,
+)
+RECONCILE_TRIGGERS = Counter(
+    "opsconsole_reconcile_triggers_total", "Why keys were enqueued, by controller and trigger (watch, created, "
+    "deleted, child, manual, resync, rollback, requeue_<reason>; reconcilers.engine.triggers.label)",
+    ["kind", "trigger"],
+)
 ANOMALIES = Counter(
     "opsconsole_anomalies_total", "Anomalies detected, by kind and rule (rollback_failed: a rollback that failed or "
     "could not be done, escalated to a person)", ["kind", "rule"],
@@ -195,6 +205,7 @@ def label_pairs_init(
         RECONCILE_FAILURES.labels(controller, reason)
     for state in states:
         TIME_IN_PHASE.labels(kind, state)
+        PHASE_SECONDS.labels(kind, state)
     for source, target in transitions:
         TRANSITIONS.labels(kind, source, target)
 

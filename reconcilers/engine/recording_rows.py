@@ -90,6 +90,8 @@ class RunRecord:
     trace_id: str = ""
     request_token: str | None = None  # the manual-reconcile token this run handled
     operator_version: str = ""  # the operator version that executed it (versions.operator_version)
+    triggers: list[dict[str, Any]] = field(default_factory=list)  # why it ran (reconcilers.engine.triggers)
+    triggers_dropped: int = 0  # triggers coalesced beyond the bound
 
 
 @dataclass
@@ -117,7 +119,8 @@ def run_row(run: RunRecord, resource: Resource | None, *, request: ReconcileRequ
         id=run_id, key=run.key, kind=run.kind, resource=resource, started_at=run.started_at,
         duration_seconds=run.duration_seconds, result=run.result, error_class=run.error_class[:255],
         error_message=run.error_message, attempt=run.attempt, worker=run.worker[:255], trace_id=run.trace_id,
-        request=request, operator_version=run.operator_version[:128],
+        request=request, operator_version=run.operator_version[:128], triggers=run.triggers,
+        triggers_dropped=run.triggers_dropped,
     )
 
 
@@ -204,12 +207,14 @@ def revision_row(resource: Resource, live: dict[str, Any], at: datetime, previou
 
 
 def transitions_observe(kind: str, moves: list[Move]) -> None:
-    """opsconsole_transitions_total and opsconsole_time_in_phase_seconds for committed transitions."""
+    """opsconsole_transitions_total, opsconsole_time_in_phase_seconds and opsconsole_phase_seconds (the phase
+    objectives' indicator) for committed transitions."""
     try:
         for source, target, seconds in moves:
             metrics.TRANSITIONS.labels(kind, source, target).inc()
             if source and seconds is not None:
                 metrics.TIME_IN_PHASE.labels(kind, source).observe(max(0.0, seconds))
+                metrics.PHASE_SECONDS.labels(kind, source).observe(max(0.0, seconds))
     except Exception:  # metrics are never a reason to fail a recording
         log.debug("transition metrics not recorded", exc_info=True)
 

@@ -13,6 +13,10 @@
    outside the reconcile (the database away: nothing recorded) is an error retried with backoff too.
 6. Telemetry: the span `reconcile <Kind>` (tail sampling: `sampling.keep_notable`), the object read and the child
    applies (`metrics.child_applies_observed`), controller-runtime's metrics at the end.
+
+Why it ran: the triggers the claim took (`reconcilers.engine.triggers`) are completed from the record
+(`trigger_actors.resolve`), set on the span and recorded with the run; a trigger the controller marked as a loop
+gets its anomaly; a run that puts its key back notes why (a `requeue` trigger for the next run).
 """
 
 from __future__ import annotations
@@ -39,6 +43,8 @@ from reconcilers.engine import (
     registry,
     sampling,
     step,
+    trigger_actors,
+    triggers,
     versions,
 )
 from reconcilers.engine.annotation_requests import request_annotations
@@ -78,8 +84,10 @@ class Run:
         self.trace_id = ""
         self.forget = False  # reset the key's failure count when the lease is released (one round trip less)
         self.requeue_after: float | None = None  # RequeueAfter, applied as the lease is released (the same trip)
+        self.run_id: int | None = None  # the run's row, once recorded
         self.read_from = objectcache.API  # where the object came from (objectcache.CACHE, API or STALE)
         self.result = "error"  # the run's result label, once it ended
+        self.triggers, self.triggers_dropped = triggers.decode(claim.why)  # why it runs
 
     def execute(self) -> str:
         try:
@@ -93,7 +101,9 @@ class Run:
         metrics.ACTIVE_WORKERS.labels(reconciler.name).inc()
         try:
             with sampling.tracer("opsconsole.reconcilers").start_as_current_span(
-                    f"reconcile {reconciler.resource.kind}", attributes={"opsconsole.key": self.key}) as span:
+                    f"reconcile {reconciler.resource.kind}", attributes={
+                        "opsconsole.key": self.key,
+                        **trigger_actors.span_attributes(self.triggers, self.triggers_dropped)}) as span:
                 self.trace_id = sampling.sampled_trace_id(span)  # '' when this run is not sampled
                 try:
                     result = self._execute(span)
@@ -142,6 +152,10 @@ class Run:
                                       child_cache=objectcache.child_cache(self.queue, recorded),
                                       engine_wrote=provenance.engine_wrote_checker(self.queue.redis))
         provenance.outcome_noted(self.queue.redis, rec.resource, obj, recorded, outcome)
+        if self.triggers:
+            self.triggers = trigger_actors.resolve(rec.resource, obj, self.triggers,
+                                                   state.rollback if state is not None else None)
+            span.set_attributes(trigger_actors.span_attributes(self.triggers, self.triggers_dropped))
         sent, unchanged = (outcome.ctx.applies_sent, outcome.ctx.applies_unchanged) if outcome.ctx else (0, 0)
         if sent or unchanged:
             span.set_attributes({"opsconsole.children.applied": sent, "opsconsole.children.unchanged": unchanged})
@@ -158,6 +172,10 @@ class Run:
         self.error_class = outcome.error_class
         span.set_attributes({"opsconsole.phase.from": record.from_phase, "opsconsole.phase.to": record.to_phase})
         step.complete(outcome, record_events.recorded_events(rec, outcome, record))
+        if any(t.get("loop") for t in self.triggers):
+            loops = trigger_actors.loops_recorded(obj["metadata"].get("uid") or "", self.triggers, rec.name)
+            span.set_attribute("opsconsole.anomaly.loop", loops)
+        self.run_id = record.run_id
         self._queue(outcome)
         if record.rollback_concluded:
             span.set_attribute("opsconsole.rollback", record.rollback_concluded)
@@ -205,12 +223,25 @@ class Run:
             return
         self.forget = True  # with done(): the failures reset as the lease goes
         if action is QueueAction.REQUEUE_NOW:
+            self._note_requeue("requeue")
             self.queue.add(self.key)  # processing: marked dirty, dispatched by done()
         elif action is QueueAction.REQUEUE_AFTER:
             self.requeue_after = outcome.delay or 0.0  # with done()
+            self._note_requeue("requeue_after", delay=self.requeue_after)
+
+    def _note_requeue(self, reason: str, *, delay: float | None = None) -> None:
+        """Why the next run of the key runs: this run put it back (best effort: a trigger is never a reason to
+        fail a run)."""
+        trigger = triggers.requeue_trigger(reason, error_class=self.error_class, run_id=self.run_id, delay=delay)
+        try:
+            self.queue.note({self.key: triggers.encode([trigger])}, triggers.BOUND)
+            metrics.RECONCILE_TRIGGERS.labels(self.reconciler.name, triggers.label(trigger)).inc()
+        except Exception:  # noqa: BLE001
+            log.debug("%s: requeue trigger not noted", self.key, exc_info=True)
 
     def _retry(self, action: QueueAction, delay: float | None = None) -> float:
         """Put the key back after a failure (backoff, or a TemporaryError's `delay`), counted; returns the delay."""
+        self._note_requeue("retry_after" if action is QueueAction.RETRY_AFTER else "error", delay=delay)
         if action is QueueAction.RETRY_AFTER:
             self.queue.add_after(self.key, delay or 0.0)
         else:
@@ -245,7 +276,8 @@ class Run:
                                    duration_seconds=time.monotonic() - self.t0, result=result,
                                    error_class=error_class, error_message=error_message,
                                    attempt=self.claim.failures + 1, worker=worker(), trace_id=self.trace_id,
-                                   request_token=token, operator_version=versions.operator_version(self.reconciler))
+                                   request_token=token, operator_version=versions.operator_version(self.reconciler),
+                                   triggers=self.triggers, triggers_dropped=self.triggers_dropped)
 
     def _record_unobserved(self, message: str) -> None:
         """The run that could not read its object is on record too (best effort: the database may be away)."""

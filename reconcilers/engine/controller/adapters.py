@@ -15,7 +15,7 @@ from typing import Any
 from django.db import transaction
 
 from reconcilers.core.reconciler import Reconciler
-from reconcilers.engine import dispatch, objectcache, recording
+from reconcilers.engine import dispatch, objectcache, recording, triggers
 from reconcilers.engine.checkpoint import checkpoint_write as _checkpoint_write
 from reconcilers.engine.controller.dbconn import close_old_db_connections
 from reconcilers.engine.controller.handoff import EventPair, MirrorUpdate
@@ -49,6 +49,11 @@ def checkpoint_write(api: Any) -> Any:
 def enqueue_many(keys: list[str]) -> list[str]:
     """The keys into the workqueue in one round trip; those newly added."""
     return dispatch.enqueue_many(keys)
+
+
+def note_triggers(why: dict[str, str]) -> None:
+    """The keys' triggers into the workqueue (`WorkQueue.note`), before the keys are added."""
+    dispatch.get_queue().note(why, triggers.BOUND)
 
 
 def cache_entries(objects: Objects) -> dict[str, tuple[str, bytes] | None]:

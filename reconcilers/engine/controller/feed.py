@@ -7,6 +7,11 @@ per step. When it answers again `resync_now` is set: a Redis that restarted with
 key, and nothing else would bring them back before the next resync (hours away by default). A restart too quick
 for any call to fail is caught by the queue's epoch (`WorkQueue.epoch`), read with the pump every
 `EPOCH_CHECK_SECONDS`: a value Redis keeps as long as it keeps the queue, so a new one means the queue was lost.
+
+The keys' triggers (`reconcilers.engine.triggers`) are noted in the workqueue just before the keys are added (one
+round trip per batch, `note`), each marked `loop` when the same trigger enqueued the same key more than
+`triggers.LOOP_PER_MINUTE` times this minute (the run records the anomaly), and counted in
+opsconsole_reconcile_triggers_total.
 """
 
 from __future__ import annotations
@@ -16,8 +21,9 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
-from reconcilers.engine.controller.gauges import count_add
-from reconcilers.engine.controller.handoff import Handoff
+from reconcilers.engine import metrics, triggers
+from reconcilers.engine.controller.gauges import controller_of, count_add
+from reconcilers.engine.controller.handoff import Handoff, Why
 from reconcilers.engine.controller.kindmap import KindId
 
 log = logging.getLogger(__name__)
@@ -42,7 +48,9 @@ class QueueFeed:
                  pump: Callable[[], int], cache_prune: Callable[[str, list[str]], Any],
                  cache_live: Callable[[float | None], Any], names: dict[KindId, str], clock: Callable[[], float],
                  enqueue: Callable[[str], bool] | None = None,
-                 epoch: Callable[[str], str] | None = None) -> None:
+                 epoch: Callable[[str], str] | None = None,
+                 note: Callable[[dict[str, str]], Any] | None = None,
+                 loops: triggers.LoopCounter | None = None) -> None:
         self.handoff, self.names, self.clock, self.enqueue = handoff, names, clock, enqueue
         self.enqueue_many, self.cache_write, self.cache_and_enqueue = enqueue_many, cache_write, cache_and_enqueue
         self.pump, self.cache_prune, self.cache_live = pump, cache_prune, cache_live
@@ -52,6 +60,8 @@ class QueueFeed:
         self.enqueued = 0  # keys handed to the workqueue (tests and logs)
         self.epoch = epoch  # WorkQueue.epoch (None: not checked)
         self.epoch_seen: str | None = None
+        self.note = note  # WorkQueue.note: the keys' triggers (None: not kept)
+        self.loops = loops or triggers.LoopCounter()
         self._next_epoch = -float("inf")
 
     def failed(self, what: str, exc: Exception) -> None:
@@ -77,7 +87,10 @@ class QueueFeed:
         objects, keys = self.handoff.take_objects_and_keys(batch_size)  # each key's object is among them
         if not keys and not objects:
             return False
+        why = self.handoff.take_triggers(keys)
         try:
+            if why and self.note is not None:
+                self.note(self._why_entries(why))
             if objects and self.cache_and_enqueue is not None:
                 added = self.cache_and_enqueue(objects, keys)
             else:
@@ -86,7 +99,7 @@ class QueueFeed:
                 added = self.enqueue_many(keys) if keys else []
         except Exception as exc:
             self.handoff.put_objects_back(objects)
-            self.handoff.put_keys(keys)
+            self.handoff.put_keys(keys, why)
             self.failed("enqueue", exc)
             return False
         self.recovered()
@@ -94,6 +107,17 @@ class QueueFeed:
         for key in added:
             count_add(key, self.names)
         return True
+
+    def _why_entries(self, why: dict[str, Why]) -> dict[str, str]:
+        """The keys' triggers as `WorkQueue.note` takes them, loops marked, each counted in the metric."""
+        now, entries = self.clock(), {}
+        for key, (kept, dropped) in why.items():
+            kind = controller_of(key, self.names) or ""
+            marked = [self.loops.mark(key, t, now) for t in kept]
+            for t in marked:
+                metrics.RECONCILE_TRIGGERS.labels(kind, triggers.label(t)).inc()
+            entries[key] = triggers.encode(marked, dropped)
+        return entries
 
     def pump_once(self) -> bool:
         """Release the delayed and expired keys (dispatch.pump), and every EPOCH_CHECK_SECONDS read the queue's

@@ -1,6 +1,8 @@
 """The thread-safe handoff between informer threads (which put) and the controller loop (which takes).
 
-Keys are coalesced (a key put twice before the loop takes it is taken once, in first-put order); objects for the
+Keys are coalesced (a key put twice before the loop takes it is taken once, in first-put order), each with the
+triggers that put it (`reconcilers.engine.triggers`: kept together, at most `triggers.BOUND`, the rest counted);
+objects for the
 object cache per key, keeping the newest state (None: deleted); mirror
 updates are coalesced per uid keeping the newest state; mirror sweeps (after an informer's list) per kind,
 keeping the newest list's time; Kubernetes Events for the archive per Event uid keeping the newest state, at most
@@ -18,6 +20,7 @@ from itertools import islice
 from typing import Any
 
 from reconcilers.core.reconciler import Reconciler, ResourceKind
+from reconcilers.engine import triggers as why
 
 
 @dataclass(frozen=True)
@@ -44,6 +47,7 @@ class MirrorSweep:
 MAX_EVENTS = 10000
 
 EventPair = tuple[dict[str, Any], dict[str, Any] | None]  # (an Event as seen, its previous state or None)
+Why = tuple[list[dict[str, Any]], int]  # a key's triggers (oldest first, bounded) and how many were dropped
 
 
 class Handoff:
@@ -52,6 +56,7 @@ class Handoff:
     def __init__(self, max_events: int = MAX_EVENTS) -> None:
         self._lock = threading.Lock()
         self._keys: dict[str, None] = {}
+        self._why: dict[str, Why] = {}  # the triggers of the keys waiting (a key put without one has none)
         self._objects: dict[str, dict[str, Any] | None] = {}
         self._mirror: dict[str, MirrorUpdate] = {}
         self._mirror_left: dict[str, MirrorUpdate] = {}  # left by a take (`leave`), older than all in _mirror
@@ -61,16 +66,29 @@ class Handoff:
         self.events_dropped = 0  # Events dropped because too many waited (logs, tests)
         self._wake = threading.Event()
 
-    def put_key(self, key: str) -> None:
+    def put_key(self, key: str, trigger: dict[str, Any] | None = None) -> None:
+        """A key to enqueue, with the trigger that makes it (coalesced with those already waiting)."""
         with self._lock:
             self._keys[key] = None
+            if trigger is not None:
+                kept, dropped = self._why.get(key) or ([], 0)
+                self._why[key] = why.merge(kept, dropped, (trigger,))
         self._wake.set()
 
-    def put_keys(self, keys: list[str]) -> None:
-        """Put several keys (used to give back keys the loop could not enqueue), ahead of newer ones."""
+    def put_keys(self, keys: list[str], triggers: dict[str, Why] | None = None) -> None:
+        """Put several keys (used to give back keys the loop could not enqueue, with their `triggers`), ahead of
+        newer ones (their triggers too)."""
         with self._lock:
             self._keys = {**dict.fromkeys(keys), **self._keys}
+            for key, (kept, dropped) in (triggers or {}).items():
+                newer, newer_dropped = self._why.get(key) or ([], 0)
+                self._why[key] = why.merge(kept, dropped + newer_dropped, newer)
         self._wake.set()
+
+    def take_triggers(self, keys: list[str]) -> dict[str, Why]:
+        """The triggers waiting for these keys (taken), for the keys that have any."""
+        with self._lock:
+            return {key: taken for key in keys if (taken := self._why.pop(key, None)) is not None}
 
     def put_object(self, key: str, obj: dict[str, Any] | None) -> None:
         """The newest state of the object of `key` for the object cache (None: it was deleted)."""
@@ -191,6 +209,7 @@ class Handoff:
         """Drop everything (on losing leadership)."""
         with self._lock:
             self._keys.clear()
+            self._why.clear()
             self._objects.clear()
             self._mirror.clear()
             self._mirror_left.clear()

@@ -39,6 +39,7 @@ from reconcilers.engine.controller.leader import LeaderElector
 from reconcilers.engine.controller.mirror import MIRROR_REFRESH_LINGER_SECONDS, MIRROR_YIELD_MAX_SECONDS
 from reconcilers.engine.controller.parts import ControllerParts
 from reconcilers.engine.controller.resync import ResyncSchedule
+from reconcilers.engine.triggers import resync_trigger
 
 __all__ = [  # the constants and helpers tests import from here, where they used to live
     "ARCHIVE_MAX_ATTEMPTS", "ARCHIVE_YIELD_MAX_SECONDS", "EVENTS", "MIRROR_REFRESH_LINGER_SECONDS",
@@ -191,8 +192,9 @@ class Controller:
         return self._hand_off(keys)
 
     def _hand_off(self, keys: list[str]) -> bool:
+        trigger = resync_trigger()
         for key in keys:
-            self.handoff.put_key(key)
+            self.handoff.put_key(key, trigger)
         return self.feed.enqueue_handed_off(self.batch_size) or bool(keys)
 
     def _sleep_budget(self) -> float:

@@ -1,15 +1,19 @@
 """What the informer threads call: each event filtered (events.py) into what the loop does with it, through the
 handoff: the object for the object cache (before its key), the keys to enqueue (an owned child's owners'), the
-mirror update, the Event for the archive, and a sweep after each (re-)list. Any thread; it touches neither Redis nor
-the database.
+mirror update, the Event for the archive, and a sweep after each (re-)list. Each key goes with its trigger
+(`reconcilers.engine.triggers`): the event, the fields that changed and the field manager that wrote them. Any
+thread; it touches neither Redis nor the database.
 """
 
 from __future__ import annotations
 
+from reconcilers.core.meta import AUTO_ROLLBACK, FLUX_REQUESTED_AT, RECONCILE_REQUESTED_AT, SUSPENDED, SUSPENDED_UNTIL
+from reconcilers.engine import triggers
 from reconcilers.engine.controller.archive import EventsArchive
 from reconcilers.engine.controller.events import (
     DELETED,
     InformerEvent,
+    annotation,
     child_changed,
     owner_keys,
     primary_wants_reconcile,
@@ -18,6 +22,22 @@ from reconcilers.engine.controller.handoff import Handoff, MirrorSweep, MirrorUp
 from reconcilers.engine.controller.informer import Informer
 from reconcilers.engine.controller.informers import InformerSet
 from reconcilers.engine.controller.kindmap import KindMap, kind_id
+
+#: the annotations whose change enqueues a reconciled object (events.primary_wants_reconcile)
+WATCHED_ANNOTATIONS = (RECONCILE_REQUESTED_AT, FLUX_REQUESTED_AT, SUSPENDED, SUSPENDED_UNTIL, AUTO_ROLLBACK)
+
+
+def primary_trigger(event: InformerEvent) -> dict:
+    """The trigger of an event of a reconciled object: a manual request (the reconcile-requested-at annotation
+    set to a new token), else the event with what changed."""
+    if event.type != DELETED:
+        for name in (RECONCILE_REQUESTED_AT, FLUX_REQUESTED_AT):
+            token = annotation(event.obj, name)
+            if token and token != annotation(event.old, name):
+                return triggers.manual_trigger(token)
+    fields = triggers.primary_fields(event.obj, event.old, WATCHED_ANNOTATIONS) if event.type == "MODIFIED" else []
+    return triggers.event_trigger(event.type, event.kind.kind, event.obj, event.old, role=triggers.SELF,
+                                  fields=fields)
 
 
 class EventRouter:
@@ -36,7 +56,7 @@ class EventRouter:
             if self.object_cache and event.key:  # before its key: the loop writes the objects, then enqueues
                 self.handoff.put_object(event.key, None if event.type == DELETED else event.obj)
             if primary_wants_reconcile(event):
-                self.handoff.put_key(event.key)
+                self.handoff.put_key(event.key, primary_trigger(event))
             if self.mirror and event.uid:
                 self.handoff.put_mirror(MirrorUpdate(event.kind, event.uid, event.obj, event.type == DELETED,
                                                      self.kinds.reconciler_of.get(kid)))
@@ -47,8 +67,13 @@ class EventRouter:
             if self.object_cache and kid not in self.kinds.primary and event.key:  # a child: before its owner's key
                 self.handoff.put_object(event.key, None if event.type == DELETED else event.obj)
             if child_changed(event):
-                for key in sorted(owner_keys(event, owners, self.informers.key_for_uid)):
-                    self.handoff.put_key(key)
+                keys = sorted(owner_keys(event, owners, self.informers.key_for_uid))
+                trigger = triggers.event_trigger(
+                    event.type, event.kind.kind, event.obj, event.old, role=triggers.CHILD,
+                    fields=triggers.child_fields(event.obj, event.old) if event.type == "MODIFIED" else []
+                ) if keys else None
+                for key in keys:
+                    self.handoff.put_key(key, trigger)
 
     def handle_event(self, event: InformerEvent) -> None:
         """An informer event of core/v1 Events: handed to the archive. A deletion is not: the archive keeps what

@@ -99,6 +99,7 @@ def build_controller(
     cache_prune: Callable[[str, list[str]], Any] | None = None,
     cache_live: Callable[[float | None], Any] | None = None,
     queue_epoch: Callable[[str], str] | None = None,
+    note_triggers: Callable[[dict[str, str]], Any] | None = None,
 ) -> Controller:
     """A `Controller` for `reconcilers` with every collaborator built. A callable passed replaces its default
     backend (tests): `enqueue` (one key → sent?) replaces the batched enqueue, and a test that fakes the enqueue
@@ -117,7 +118,9 @@ def build_controller(
         cache_and_enqueue=adapters.cache_and_enqueue if enqueue is None and cache_write is None else None,
         cache_prune=cache_prune or adapters.cache_prune, cache_live=cache_live or adapters.cache_live,
         # a Redis that lost the queue without the controller seeing a failed call: only with the real queue
-        epoch=queue_epoch if queue_epoch is not None else adapters.queue_epoch if pump is None else None)
+        epoch=queue_epoch if queue_epoch is not None else adapters.queue_epoch if pump is None else None,
+        # the keys' triggers (why each run runs): with the real queue, or where a test passes where they go
+        note=note_triggers if note_triggers is not None else adapters.note_triggers if enqueue is None else None)
     gauges = QueueGauges(queue_depths or adapters.queue_depths,
                          adapters.depth_record if queue_depths is None else None, kinds.controller_names, clock)
     busy = lambda: gauges.keys_waiting  # noqa: E731 - keys wait for a worker (the last depth sample)

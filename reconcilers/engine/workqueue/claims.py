@@ -7,7 +7,7 @@ releases it with `done()`. A worker that finished its key takes the longest-queu
 first served, whether a task was sent for it or not) and runs it in the same task. A key taken so keeps its task's
 place under the cap until that task arrives, finds nothing queued and frees it (then drains in turn), so draining
 workers do not make the pump send a task per key. `claim` and `claim_next` return the key's entry of the object
-cache with the lease.
+cache with the lease, and take the key's triggers (`why`, appended by `Enqueue.note`).
 """
 
 from __future__ import annotations
@@ -32,6 +32,7 @@ if cur and cur.owner ~= owner and tonumber(cur.expires) > now then
 end
 local got = take(key, owner, lease, false)
 got[#got + 1] = redis.call('HGET', KEYS[9], key) or ''
+got[#got + 1] = why(key)
 return got
 """,
     "claim_next": "return take_next(ARGV[2], ARGV[3])",
@@ -51,6 +52,7 @@ class Claim:
     lease_expires: float
     failures: int  # consecutive failures so far (the run's attempt number is failures + 1)
     cached: str = ""  # the object cache's entry for the key ('<resourceVersion> <JSON>', '' when none)
+    why: str = ""  # the triggers that enqueued the key since its last claim (reconcilers.engine.triggers.decode)
 
 
 class Claims(QueueCore):
@@ -63,8 +65,9 @@ class Claims(QueueCore):
         got = self._run("claim", key, owner, repr(self.lease_seconds), "1" if only_if_dirty else "0")
         if not got:
             return None
-        queued, since, expires, failures, cached = got
-        return Claim(key, owner, float(queued), float(since), float(expires), int(failures), text(cached))
+        queued, since, expires, failures, cached, why = got
+        return Claim(key, owner, float(queued), float(since), float(expires), int(failures), text(cached),
+                     text(why))
 
     def claim_next(self, owner: str) -> Claim | None:
         """Take the lease of the longest-queued key not processing for owner (a task sent for it then finds
@@ -82,8 +85,9 @@ class Claims(QueueCore):
     def _next_claim(owner: str, got: Any) -> Claim | None:
         if not got:
             return None
-        key, queued, since, expires, failures, cached = got
-        return Claim(text(key), owner, float(queued), float(since), float(expires), int(failures), text(cached))
+        key, queued, since, expires, failures, cached, why = got
+        return Claim(text(key), owner, float(queued), float(since), float(expires), int(failures), text(cached),
+                     text(why))
 
     def done(self, key: str, owner: str, *, forget: bool = False, requeue_after: float | None = None,
              hold: bool = False) -> bool:

@@ -20,6 +20,11 @@ from reconcilers.engine.workqueue.lua import text
 SCRIPTS = {
     "add": "return mark(ARGV[2], nil, ARGV[3] == '1')",
     "add_many": "return mark_all(2)",
+    "note": """
+local bound = tonumber(ARGV[2])
+for i = 3, #ARGV, 2 do note(ARGV[i], ARGV[i + 1], bound) end
+return 1
+""",
     "top_up": """
 local out = {}
 local room = tonumber(ARGV[2])
@@ -53,6 +58,13 @@ class Enqueue(QueueCore):
             return [], []
         sent, held = self._run("add_many", *keys)
         return [text(k) for k in sent], [text(k) for k in held]
+
+    def note(self, why: dict[str, str], bound: int = 8) -> None:
+        """Append triggers to keys' `why` entries (key → `reconcilers.engine.triggers.encode`d), at most
+        `bound` kept per key, the rest counted: one round trip. A key's claim takes its entry, so note before
+        `add`: a worker that claims the key finds them."""
+        if why:
+            self._run("note", str(bound), *[part for pair in why.items() for part in pair])
 
     def top_up(self, limit: int | None = None) -> list[str]:
         """Send ready keys (the longest queued first) while fewer than `max_sent` sent keys wait for a worker, at

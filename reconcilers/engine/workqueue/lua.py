@@ -12,14 +12,16 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 PARTS = ("dirty", "processing", "leases", "delayed", "failures", "bucket", "dispatched", "resent", "objects",
-         "objects-live", "lingering", "wake")
+         "objects-live", "lingering", "wake", "why")
 
 # KEYS: 1 dirty, 2 processing, 3 leases, 4 delayed, 5 failures, 6 bucket, 7 dispatched, 8 resent, 9 objects (the
 # object cache, reconcilers.engine.objectcache: key -> '<resourceVersion> <JSON>'), 10 objects-live (set, with a
 # time to live, while a controller's informers keep the cache: children are read from it only then), 11 lingering
 # (sorted set lingerer -> until when: idle draining workers waiting for a key), 12 wake (list: a token per key held
-# for a lingerer; a lingerer blocks on it). ARGV[1]: now,
-# or < 0 for the Redis server's clock. Times are formatted with 6 decimals: Lua numbers returned to Redis truncate.
+# for a lingerer; a lingerer blocks on it), 13 why (hash key -> the triggers that enqueued it,
+# reconcilers.engine.triggers: '<dropped>\n' then one JSON per line, at most a bound of them; appended by `note`,
+# taken with the claim). ARGV[1]: now, or < 0 for the Redis server's clock. Times are formatted with 6 decimals: Lua
+# numbers returned to Redis truncate.
 # RESEND and RESEND_MAX (the queue's redispatch_after and redispatch_max) are set per queue by the prologue.
 PRELUDE = """
 local now = tonumber(ARGV[1])
@@ -92,6 +94,31 @@ local function take(key, owner, lease, keep_sent)  -- owner's lease on key (the 
   redis.call('ZADD', KEYS[3], f(expires), key)
   return {queued, f(since), f(expires), tonumber(redis.call('HGET', KEYS[5], key)) or 0}
 end
+local function note(key, lines, bound)  -- append triggers ('<dropped>\\n' then JSON lines) to key's why entry,
+  -- at most `bound` kept
+  local cur = redis.call('HGET', KEYS[13], key)
+  local dropped, kept, body = 0, 0, ''
+  if cur then
+    local head, rest = string.match(cur, '^(%d+)\\n(.*)$')
+    if head then
+      dropped, body = tonumber(head), rest
+      local _, lines_held = string.gsub(rest, '\\n', '')
+      kept = lines_held
+    end
+  end
+  local add_head, add_rest = string.match(lines, '^(%d+)\\n(.*)$')
+  if add_head then dropped, lines = dropped + tonumber(add_head), add_rest end
+  for line in string.gmatch(lines, '[^\\n]+') do
+    if kept < bound then body = body .. line .. '\\n'; kept = kept + 1 else dropped = dropped + 1 end
+  end
+  redis.call('HSET', KEYS[13], key, dropped .. '\\n' .. body)
+end
+local function why(key)  -- key's triggers, taken (with its claim)
+  local raw = redis.call('HGET', KEYS[13], key)
+  if not raw then return '' end
+  redis.call('HDEL', KEYS[13], key)
+  return raw
+end
 local function cache_put(key, rv, body)  -- the object cache's entry for key, unless it holds a newer version
   -- (numeric resourceVersions compared; an opaque one replaces); body '' removes the entry
   if body == '' then redis.call('HDEL', KEYS[9], key); return 1 end
@@ -128,6 +155,7 @@ local function take_next(owner, lease, unsent)  -- owner's lease on the longest-
   local got = take(key, owner, tonumber(lease), true)
   table.insert(got, 1, key)
   got[#got + 1] = redis.call('HGET', KEYS[9], key) or ''
+  got[#got + 1] = why(key)
   return got
 end
 """
