@@ -199,7 +199,8 @@ def test_the_prometheus_config_and_alert_rules_pass_promtool():
     rules_check = subprocess.run(["promtool", "check", "rules", str(DEPLOY / "prometheus" / "alerts.yml")],
                                  capture_output=True, text=True, timeout=30)
     assert rules_check.returncode == 0, rules_check.stdout + rules_check.stderr
-    for alert in ("StuckPending", "ErrorRate", "WorkqueueDepth", "NoLeader", "AnomalyDetected", "RollbackFailed"):
+    for alert in ("StuckPending", "ErrorRate", "WorkqueueDepth", "NoLeader", "AnomalyDetected", "RollbackFailed",
+                  "RolloutBlocked"):
         assert alert in rules
 
 
