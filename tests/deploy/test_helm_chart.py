@@ -3,7 +3,7 @@ schema refuses bad values, it renders offline, and it installs (and upgrades) fo
 module's own, where the workloads roll out and the ClusterRole and webhook configurations are exactly what the
 registered kinds generate. The chart's copies (crds/, files/) must equal what `manage.py crds`, `rbac` and
 `webhooks` print and the files of deploy/prometheus and deploy/grafana: a drift fails here. The pod specs must
-match the kustomize base's (the two ways of installing run the same processes)."""
+match the kustomize production overlay's (the two ways of installing run the same processes)."""
 
 from __future__ import annotations
 
@@ -29,7 +29,7 @@ from tests.fixtures.cluster import POD_DELAYS
 
 ROOT = Path(__file__).resolve().parents[2]
 CHART = ROOT / "deploy" / "helm" / "opsconsole"
-KUSTOMIZE = ROOT / "deploy" / "kustomize" / "base"
+PRODUCTION = ROOT / "deploy" / "kustomize" / "overlays" / "production"
 RELEASE = NAMESPACE = "opsconsole"
 VALUES = {"database": {"url": "postgres://opsconsole:pw@postgres.example:5432/opsconsole"},
           "redis": {"url": "redis://redis.example:6379/0"}}
@@ -117,15 +117,16 @@ def test_a_stale_chart_copy_is_caught(tmp_path: Path) -> None:
         call_command("rbac", "--check", str(stale), stdout=io.StringIO())
 
 
-def _kustomize_base() -> Docs:
-    out = subprocess.run(["/usr/bin/kubectl", "kustomize", str(KUSTOMIZE)], capture_output=True, text=True,
+def _kustomize_production() -> Docs:
+    out = subprocess.run(["/usr/bin/kubectl", "kustomize", str(PRODUCTION)], capture_output=True, text=True,
                          timeout=60, check=True)
     return [d for d in yaml.safe_load_all(out.stdout) if d]
 
 
-def test_the_pod_specs_are_the_kustomize_bases(rendered: Docs) -> None:
-    """Commands, ports, probes, resources and security contexts of every container, container by container."""
-    base = _kustomize_base()
+def test_the_pod_specs_are_the_kustomize_production_overlays(rendered: Docs) -> None:
+    """Commands, ports, probes, resources, security contexts, env and mounts of every container, container by
+    container (the image aside: the overlay pins a tag, the chart uses its appVersion)."""
+    base = _kustomize_production()
     fields = ("command", "ports", "livenessProbe", "readinessProbe", "resources", "securityContext",
               "imagePullPolicy")
     for kind, name in [*(("Deployment", f"opsconsole-{c}") for c in COMPONENTS),
@@ -144,14 +145,19 @@ def test_the_pod_specs_are_the_kustomize_bases(rendered: Docs) -> None:
                 for field in fields:
                     assert mine.get(field) == source.get(field), (name, mine["name"], field)
                 assert {e["name"] for e in mine["env"]} == {e["name"] for e in source["env"]}, (name, mine["name"])
+                assert {m["mountPath"] for m in mine["volumeMounts"]} == {m["mountPath"] for m in
+                                                                          source["volumeMounts"]}, mine["name"]
 
 
-def test_the_audit_key_is_a_mounted_secret_the_controller_reads(rendered: Docs) -> None:
-    config = _one(rendered, "ConfigMap", "opsconsole-config")["data"]
+def test_the_audit_key_is_a_mounted_secret_only_the_controller_reads(rendered: Docs) -> None:
+    assert "OPSCONSOLE_AUDIT_KEY_FILE" not in _one(rendered, "ConfigMap", "opsconsole-config")["data"]
+    for component in ("web", "worker", "webhooks"):
+        pod = _pod_spec(_one(rendered, "Deployment", f"opsconsole-{component}"))
+        assert not [v for v in pod["volumes"] if "audit" in v["name"]], component
     pod = _pod_spec(_one(rendered, "Deployment", "opsconsole-controller"))
     (container,) = pod["containers"]
-    mount = {m["mountPath"]: m for m in container["volumeMounts"]}[
-        config["OPSCONSOLE_AUDIT_KEY_FILE"].rsplit("/", 1)[0]]
+    key_file = {e["name"]: e.get("value") for e in container["env"]}["OPSCONSOLE_AUDIT_KEY_FILE"]
+    mount = {m["mountPath"]: m for m in container["volumeMounts"]}[key_file.rsplit("/", 1)[0]]
     assert mount["readOnly"] is True
     (volume,) = [v for v in pod["volumes"] if v["name"] == mount["name"]]
     secret = _one(rendered, "Secret", volume["secret"]["secretName"])
