@@ -223,3 +223,4 @@ def opsconsole_engine(request: pytest.FixtureRequest, opsconsole_kinds: list[typ
     kinds = _kinds_or_fail(opsconsole_kinds)
     _opsconsole_crds.ensure(kinds)
     return _opsconsole_engines.get(kinds, kubesim_cluster, kube_api, request.config.rootpath)
+from reconcilers.authoring.testing.replay import replay_run  # noqa: E402, F401 - the replay_run fixture
