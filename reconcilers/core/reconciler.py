@@ -183,6 +183,9 @@ class Reconciler(ABC):
     #: period): None → OPSCONSOLE_RESYNC_SECONDS (10 h), 0 → never; a kind that must poll something outside
     #: Kubernetes says so here (one object's next run: `Result(requeue_after=...)`)
     resync_seconds: ClassVar[float | None] = None
+    #: service level objectives on the time in a phase (`reconcilers.core.objectives.PhaseObjective`); none
+    #: declared: the initial phase left within 5 minutes, 99 % of the time (`objectives.default_objectives`)
+    objectives: ClassVar[tuple[Any, ...]] = ()
 
     # -- typed kinds: the models and what the generated CRD says besides them -------------------------------
 
