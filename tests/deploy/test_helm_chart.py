@@ -377,3 +377,31 @@ def test_the_chart_test_asks_the_web_service_for_readiness(rendered: Docs) -> No
     (container,) = pod["spec"]["containers"]
     assert "http://opsconsole-web:80/readyz" in container["command"][-1]
     assert container["securityContext"]["allowPrivilegeEscalation"] is False
+
+
+@pytest.mark.parametrize("values", [
+    {"webhooks": {"enabled": False}, "web": {"migrate": False, "pdb": None}, "retention": {"enabled": False},
+     "grafana": {"dashboard": False}},
+    {"web": {"ingress": {"enabled": True, "className": "nginx", "tlsSecret": "web-tls"}, "trustedProxies":
+             "10.244.0.0/16"}, "webhooks": {"insecureSkipClientVerify": True}, "allowedHosts": ["ops.example"]},
+], ids=["minimal", "ingress-and-no-client-ca"])
+def test_other_values_render_valid_objects(chart: Any, values: dict[str, Any]) -> None:
+    docs = render(chart, **values)
+    names = {(d["kind"], d["metadata"]["name"]) for d in docs}
+    assert all(d.get("apiVersion") and d.get("kind") and d["metadata"].get("name") for d in docs)
+    web = _pod_spec(_one(docs, "Deployment", "opsconsole-web"))
+    if values.get("webhooks", {}).get("enabled") is False:
+        assert not {n for n in names if "webhook" in n[1].lower() or "Webhook" in n[0]}
+        assert ("PodDisruptionBudget", "opsconsole-web") not in names and "initContainers" not in web
+        assert ("CronJob", "opsconsole-retention") not in names
+        assert ("ConfigMap", "opsconsole-dashboard") not in names
+    else:
+        ingress = _one(docs, "Ingress", "opsconsole-web")
+        assert ingress["spec"]["tls"] == [{"hosts": ["opsconsole.example.com"], "secretName": "web-tls"}]
+        env = {e["name"]: e.get("value") for e in web["containers"][0]["env"]}
+        assert env["OPSCONSOLE_TRUSTED_PROXIES"] == "10.244.0.0/16"
+        hosts = _one(docs, "ConfigMap", "opsconsole-config")["data"]["ALLOWED_HOSTS"].split(",")
+        assert hosts == ["localhost", "opsconsole-web", "opsconsole-web.opsconsole.svc", "ops.example"]
+        (server,) = _pod_spec(_one(docs, "Deployment", "opsconsole-webhooks"))["containers"]
+        assert "--insecure-skip-client-verify" in server["command"] and "--client-ca" not in server["command"]
+        assert "/client-ca" not in {m["mountPath"] for m in server["volumeMounts"]}
