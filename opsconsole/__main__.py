@@ -13,7 +13,9 @@ def main() -> None:
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "opsconsole.settings")
     from django.core.management import execute_from_command_line
 
-    execute_from_command_line([os.path.basename(sys.argv[0]) or "opsconsole", *sys.argv[1:]])
+    prog = os.path.basename(sys.argv[0])
+    # `python -m opsconsole` runs this file: Django would call itself "python -m django" in its usage lines
+    execute_from_command_line(["opsconsole" if prog in ("", "__main__.py") else prog, *sys.argv[1:]])
 
 
 if __name__ == "__main__":

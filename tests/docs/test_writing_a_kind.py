@@ -95,3 +95,61 @@ def test_the_guide_runs_as_written(tmp_path):
                 assert line in output, f"$ {command}: {line!r} not in its output:\n{output}"
     kind = (tmp_path / "website" / "kind.py").read_text()
     assert "GREETING" in kind and "greeting: str" in kind
+
+
+# -- what a kind author meets, documented (doc checks) ------------------------------------------------------------
+
+HEALING = ROOT / "docs" / "healing.md"
+KUBESIM_README = ROOT / "kubesim" / "README.md"
+
+
+def engine_annotations() -> set[str]:
+    """Every `opsconsole.io/...` annotation the engine's code names."""
+    found = set()
+    for path in (ROOT / "reconcilers").rglob("*.py"):
+        if "migrations" not in path.parts:
+            found |= set(re.findall(r'"(opsconsole\.io/[a-z][a-z0-9-]*)"', path.read_text()))
+    return found
+
+
+def test_the_guide_names_every_annotation_the_engine_writes_or_reads():
+    guide = GUIDE.read_text()
+    annotations = engine_annotations()
+    assert "opsconsole.io/applied-digest" in annotations
+    assert [a for a in sorted(annotations) if f"`{a}`" not in guide] == []
+
+
+def test_kubesims_failure_markers_are_in_the_guide_and_healing_with_a_link_to_kubesims_readme():
+    from kubesim.options import KubeletOptions
+
+    defaults = KubeletOptions()
+    guide, healing = GUIDE.read_text(), HEALING.read_text()
+    for marker in [*defaults.broken_image_markers, *defaults.crash_image_markers]:
+        assert f"`{marker}`" in guide and f"`{marker}`" in healing, marker
+    link = "../kubesim/README.md#broken-images-crash-loops-and-events"
+    assert link in guide and link in healing
+    assert "### Broken images, crash loops and Events" in KUBESIM_README.read_text()
+    assert "writing-a-kind.md#kubesims-failure-markers" in healing and "### kubesim's failure markers" in guide
+    assert "`nginx:does-not-exist` runs" in guide  # the one a newcomer tries first
+
+
+def test_the_guide_documents_the_plugins_fixtures_and_errors():
+    guide = GUIDE.read_text()
+    for name in ("update_spec(obj, **changes)", "kubesim_faults", "fail_image_pull(", "crash_loop(", "SpecRejected",
+                 "reconcile_until(sample(replicas=3)"):
+        assert name in guide, name
+
+
+def test_the_guide_says_kubectl_explain_works_and_that_workers_restart_for_new_code():
+    guide = GUIDE.read_text()
+    assert "kubesim does not yet" not in guide and "explain websites.spec` shows the fields" in guide
+    assert "after changing its code, restart them" in guide
+
+
+def test_the_guide_has_a_section_for_a_kind_in_its_own_repository():
+    guide = GUIDE.read_text()
+    section = guide[guide.index("## 7. Your kind in its own repository"):guide.index("## What a kind declares")]
+    for needed in ("python -m build", "--project", "ci.sh", "FROM ${OPSCONSOLE_IMAGE}", "--no-deps",
+                   "PIP_FIND_LINKS", "opsconsole crds Website", "tests/packaging/test_wheel.py"):
+        assert needed in section, needed
+    assert "(#7-your-kind-in-its-own-repository)" in guide
