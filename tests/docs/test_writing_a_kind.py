@@ -1,7 +1,8 @@
 """docs/writing-a-kind.md, executed: every `console` block marked `<!-- guide: run -->` runs in a temporary
 directory (its `$ ` lines in order; the lines after a command are text its output must contain), and every code
 block marked `<!-- guide: edit FILE after|replace "ANCHOR" -->` or `<!-- guide: append FILE -->` is applied to
-the file the guide says, so the guide cannot rot."""
+the file the guide says, so the guide cannot rot. Doc checks hold what it must say: every annotation the engine
+names, kubesim's failure markers (in healing.md too), the plugin's fixtures, a kind in its own repository."""
 
 from __future__ import annotations
 
