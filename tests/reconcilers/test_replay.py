@@ -106,3 +106,38 @@ def test_secrets_keep_their_keys_and_hashes_never_their_values():
     listed.answered("GET", "/api/v1/namespaces/a/secrets", None, {"items": [{"metadata": {"name": "s"},
                                                                              "data": {"k": "c2VjcmV0"}}]}, None)
     assert "c2VjcmV0" not in str(listed.reads("/apis/x/v1/namespaces/a/things/t"))
+
+
+def test_manage_py_replay_prints_the_comparison_and_fails_on_a_difference(recorded_run, monkeypatch):
+    import io
+
+    from django.core.management import call_command
+    from django.core.management.base import CommandError
+
+    out = io.StringIO()
+    call_command("replay", str(recorded_run.pk), stdout=out)
+    assert "phase       recorded Pending" in out.getvalue() and "outcome     the same" in out.getvalue()
+    monkeypatch.setattr(MemcachedReconciler, "reconcile", lambda self, ctx, obj: (_ for _ in ()).throw(
+        PermanentError("no", reason="Broken")))
+    with pytest.raises(CommandError, match="another outcome"):
+        call_command("replay", str(recorded_run.pk), stdout=io.StringIO())
+    capture_store.captures_expire(days=0)
+    with pytest.raises(CommandError, match="gone: the inputs of run"):
+        call_command("replay", str(recorded_run.pk))
+
+
+@pytest.fixture(scope="session")
+def opsconsole_kinds():
+    return [MemcachedReconciler]
+
+
+def test_exported_inputs_replay_through_the_plugins_replay_run(recorded_run, replay_run, tmp_path):
+    import io
+
+    from django.core.management import call_command
+
+    path = tmp_path / "run.json"
+    call_command("replay", str(recorded_run.pk), "--export", str(path), stdout=io.StringIO())
+    assert "aHVudGVy" not in path.read_text() and '"format": 1' in path.read_text()
+    assert replay_run(str(path)).same
+    assert replay_run(recorded_run.pk).same
