@@ -51,6 +51,13 @@ def sandbox() -> list[dict[str, Any]]:
     return build("sandbox")
 
 
+@pytest.fixture(params=["production", "sandbox"])
+def overlay(request: pytest.FixtureRequest, manifests: list[dict[str, Any]],
+            sandbox: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Each overlay's output in turn, for what both must hold."""
+    return manifests if request.param == "production" else sandbox
+
+
 def _of(manifests: list[dict[str, Any]], kind: str) -> list[dict[str, Any]]:
     return [m for m in manifests if m["kind"] == kind]
 
@@ -141,22 +148,22 @@ def test_the_deployments_roll_out_pods_running_as_the_service_account(applied: A
     assert web and all(p["spec"]["initContainers"][0]["command"][-2:] == ["migrate", "--noinput"] for p in web)
 
 
-def test_the_binding_grants_the_generated_role_to_the_service_account(manifests: list[dict[str, Any]]) -> None:
-    (binding,) = _of(manifests, "ClusterRoleBinding")
-    (role,) = _of(manifests, "ClusterRole")
-    (sa,) = _of(manifests, "ServiceAccount")
+def test_the_binding_grants_the_generated_role_to_the_service_account(overlay: list[dict[str, Any]]) -> None:
+    (binding,) = _of(overlay, "ClusterRoleBinding")
+    (role,) = _of(overlay, "ClusterRole")
+    (sa,) = _of(overlay, "ServiceAccount")
     assert binding["roleRef"]["name"] == role["metadata"]["name"]
     assert binding["subjects"] == [{"kind": "ServiceAccount", "name": sa["metadata"]["name"],
                                     "namespace": sa["metadata"]["namespace"]}]
-    for workload in _workloads(manifests):
+    for workload in _workloads(overlay):
         assert _pod_spec(workload)["serviceAccountName"] == sa["metadata"]["name"]
 
 
-def test_no_secret_values_are_committed_only_references(manifests: list[dict[str, Any]]) -> None:
-    assert not _of(manifests, "Secret")
-    for cm in _of(manifests, "ConfigMap"):
+def test_no_secret_values_are_committed_only_references(overlay: list[dict[str, Any]]) -> None:
+    assert not _of(overlay, "Secret")
+    for cm in _of(overlay, "ConfigMap"):
         assert not {"SECRET_KEY", "DATABASE_URL", "REDIS_URL"} & set(cm["data"])
-    for workload in _workloads(manifests):
+    for workload in _workloads(overlay):
         for container in _containers(workload):
             refs = {e["name"]: e["valueFrom"]["secretKeyRef"] for e in container["env"] if "secretKeyRef" in
                     e.get("valueFrom", {})}
@@ -165,17 +172,17 @@ def test_no_secret_values_are_committed_only_references(manifests: list[dict[str
             assert not any("value" in e and e["name"] in refs for e in container["env"])
 
 
-def test_web_probes_healthz_for_liveness_and_readyz_for_readiness(manifests: list[dict[str, Any]]) -> None:
-    (web,) = _deployment(manifests, "web")["spec"]["template"]["spec"]["containers"]
+def test_web_probes_healthz_for_liveness_and_readyz_for_readiness(overlay: list[dict[str, Any]]) -> None:
+    (web,) = _deployment(overlay, "web")["spec"]["template"]["spec"]["containers"]
     assert web["livenessProbe"]["httpGet"]["path"] == "/healthz"
     assert web["readinessProbe"]["httpGet"]["path"] == "/readyz"
     hosts = {h["value"] for p in ("livenessProbe", "readinessProbe") for h in web[p]["httpGet"]["httpHeaders"]}
-    (config,) = _of(manifests, "ConfigMap")
+    (config,) = _of(overlay, "ConfigMap")
     assert hosts <= set(config["data"]["ALLOWED_HOSTS"].split(","))
 
 
-def test_every_container_has_requests_and_limits_and_runs_unprivileged(manifests: list[dict[str, Any]]) -> None:
-    for workload in _workloads(manifests):
+def test_every_container_has_requests_and_limits_and_runs_unprivileged(overlay: list[dict[str, Any]]) -> None:
+    for workload in _workloads(overlay):
         assert _pod_spec(workload)["securityContext"]["runAsNonRoot"] is True
         for c in _containers(workload):
             assert {"cpu", "memory"} <= set(c["resources"]["requests"]) and {"cpu", "memory"} <= set(
