@@ -141,3 +141,20 @@ def test_exported_inputs_replay_through_the_plugins_replay_run(recorded_run, rep
     assert "aHVudGVy" not in path.read_text() and '"format": 1' in path.read_text()
     assert replay_run(str(path)).same
     assert replay_run(recorded_run.pk).same
+
+
+def test_manage_py_retention_drops_inputs_past_their_retention_and_the_replay_says_gone(recorded_run, settings):
+    import io
+
+    from django.core.management import call_command
+
+    out = io.StringIO()
+    call_command("retention", "--spans-days", "7", stdout=out)
+    assert "the kept inputs of 0 runs" in out.getvalue()
+    settings.OPSCONSOLE_RUN_INPUTS_RETENTION_DAYS = 0
+    call_command("retention", "--spans-days", "7", stdout=out)
+    assert "the kept inputs of 1 runs" in out.getvalue()
+    row = RunCapture.objects.get(run_id=recorded_run.pk)
+    assert row.inputs is None and row.inputs_gone_at is not None
+    with pytest.raises(replay.ReplayRefused, match="gone"):
+        replay.run_replay(recorded_run.pk)

@@ -8,6 +8,7 @@ from typing import Any
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from reconcilers.engine.capture_store import captures_expire, retention_days
 from reconcilers.engine.retention import DEFAULT_BATCH, retention_apply
 
 
@@ -45,6 +46,9 @@ class Command(BaseCommand):
         report = retention_apply(runs_days=runs_days, spans_days=spans_days, events_days=events_days,
                                  dry_run=options["dry_run"], batch=options["batch_size"])
         verb = "would delete" if options["dry_run"] else "deleted"
+        # kept runs' inputs for replay: their own retention, OPSCONSOLE_RUN_INPUTS_RETENTION_DAYS (rows stay, "gone")
+        inputs = captures_expire(dry_run=options["dry_run"])
+        self.stdout.write(f"{verb} the kept inputs of {inputs} runs (older than {retention_days():g} days)")
         self.stdout.write(f"{verb} {report.runs_deleted} runs ({report.runs_kept_referenced} older runs kept: "
                           f"referenced by the audit trail or a request), {report.spans_deleted} spans and "
                           f"{report.events_deleted} archived Events; "
