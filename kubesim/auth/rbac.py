@@ -362,13 +362,14 @@ def bootstrap_policy() -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
                       aggregate_to="view"),
         _cluster_role("system:aggregate-to-view", [
             {"apiGroups": [""], "resources": [*_CORE_WORKLOADS, "namespaces", "resourcequotas"], "verbs": _READ},
-            {"apiGroups": ["apps"], "resources": _APPS, "verbs": _READ},
+            {"apiGroups": ["apps"], "resources": [*_APPS, "controllerrevisions"], "verbs": _READ},
             {"apiGroups": ["batch"], "resources": ["jobs", "cronjobs"], "verbs": _READ},
             {"apiGroups": ["policy"], "resources": ["poddisruptionbudgets"], "verbs": _READ}],
             labels={"rbac.authorization.k8s.io/aggregate-to-view": "true"}),
         _cluster_role("system:aggregate-to-edit", [
             {"apiGroups": [""], "resources": [*_CORE_WORKLOADS, "secrets"], "verbs": _WRITE},
             {"apiGroups": [""], "resources": ["secrets"], "verbs": _READ},
+            {"apiGroups": [""], "resources": ["pods/eviction"], "verbs": ["create"]},
             {"apiGroups": ["apps"], "resources": _APPS, "verbs": _WRITE},
             {"apiGroups": ["batch"], "resources": ["jobs", "cronjobs"], "verbs": _WRITE},
             {"apiGroups": ["policy"], "resources": ["poddisruptionbudgets"], "verbs": _WRITE}],

@@ -134,6 +134,8 @@ class Spread:
         self.self_match = [bool(s and s(pod)) for s in self.selectors]
         keys = [c.get("topologyKey", "") for c in self.constraints]
         self.counts: list[Counter[str]] = [Counter() for _ in self.constraints]
+        if not self.constraints:
+            return
         by_node: dict[str, list[dict[str, Any]]] = {}
         ns = pod["metadata"].get("namespace")
         for p in pods:

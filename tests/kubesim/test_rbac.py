@@ -337,3 +337,18 @@ def test_blocking_an_owners_deletion_needs_update_on_its_finalizers(admin, as_us
                                                                 "verbs": ["update"]}]))
     rbac.create_namespaced_role_binding(ns, binding("alice-fin", "Role", "widget-finalizers", [user("alice")]))
     assert core.create_namespaced_config_map(ns, child("blocking", True)).metadata.name == "blocking"
+
+
+def test_evicting_a_pod_needs_create_on_pods_eviction_which_edit_grants_and_view_does_not(admin, as_user, ns):
+    core = client.CoreV1Api(admin)
+    core.create_namespaced_pod(ns, {"metadata": {"name": "e"}, "spec": {"containers": [{"name": "c", "image": "x"}]}})
+    rbac = client.RbacAuthorizationV1Api(admin)
+    rbac.create_namespaced_role_binding(ns, binding("devs-view", "ClusterRole", "view", [group("devs")]))
+    rbac.create_namespaced_role_binding(ns, binding("ops-edit", "ClusterRole", "edit", [group("ops")]))
+    body = client.V1Eviction(metadata=client.V1ObjectMeta(name="e", namespace=ns))
+    status = forbidden(lambda: client.CoreV1Api(as_user("alice")).create_namespaced_pod_eviction("e", ns, body))
+    assert status["message"] == (f'pods "e" is forbidden: User "alice" cannot create resource "pods/eviction" in '
+                                 f'API group "" in the namespace "{ns}"')
+    client.CoreV1Api(as_user("bob")).create_namespaced_pod_eviction("e", ns, body)
+    assert not core.list_namespaced_pod(ns, field_selector="metadata.name=e").items or \
+        core.read_namespaced_pod("e", ns).metadata.deletion_timestamp
