@@ -187,3 +187,27 @@ def test_placement_schedule_anyway_prefers_the_emptiest_zone_and_min_domains_cou
     assert fit_error(never, {"a": "node(s) were unschedulable"}) == (
         "0/1 nodes are available: 1 node(s) were unschedulable. preemption: not eligible due to "
         "preemptionPolicy=Never.")
+
+
+def test_nodes_and_zones_come_from_flags_or_the_environment(monkeypatch):
+    from kubesim.cli import build_parser, options_from_args
+    from kubesim.nodes import node_names
+
+    opts = options_from_args(build_parser().parse_args(["--no-auth", "--nodes", "4", "--zones", "x, y"]))
+    assert node_names(opts) == [("kubesim-node-1", "x"), ("kubesim-node-2", "y"), ("kubesim-node-3", "x"),
+                                ("kubesim-node-4", "y")]
+    monkeypatch.setenv("KUBESIM_NODES", "2")
+    monkeypatch.setenv("KUBESIM_ZONES", "east,west")
+    opts = options_from_args(build_parser().parse_args(["--no-auth"]))
+    assert (opts.nodes, opts.zones) == (2, ["east", "west"])
+    with pytest.raises(ValueError, match="--nodes must be at least 1"):
+        options_from_args(build_parser().parse_args(["--no-auth", "--nodes", "0"]))
+
+
+def test_a_restarted_cluster_keeps_its_nodes_as_they_were(tmp_path):
+    with running_kubesim(data_dir=str(tmp_path), controllers=False) as k:
+        core = client.CoreV1Api(k.api_client())
+        core.delete_node("kubesim-node-3")
+        k.restart()
+        core = client.CoreV1Api(k.api_client())
+        assert sorted(n.metadata.name for n in core.list_node().items) == ["kubesim-node-1", "kubesim-node-2"]
