@@ -321,7 +321,8 @@ class ReconcileRunSerializer(serializers.ModelSerializer):
         model = ReconcileRun
         fields = [
             "id", "key", "kind", "resource_id", "started_at", "duration_seconds", "result", "error_class",
-            "error_message", "attempt", "worker", "operator_version", "trace_id", "request_id",
+            "error_message", "attempt", "worker", "operator_version", "trace_id", "request_id", "triggers",
+            "triggers_dropped",
         ]
 
 

@@ -6,7 +6,19 @@ from django.urls import URLPattern, include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, SpectacularSwaggerView
 from rest_framework.routers import SimpleRouter
 
-from opsconsole.api import actions, anomalies, by_key, healing, reads, revisions, tokens, tree, versions, whatif
+from opsconsole.api import (
+    actions,
+    anomalies,
+    by_key,
+    explain,
+    healing,
+    reads,
+    revisions,
+    tokens,
+    tree,
+    versions,
+    whatif,
+)
 from opsconsole.api.pagination import NewestFirstPagination
 
 router = SimpleRouter(trailing_slash=False)
@@ -39,6 +51,7 @@ def _addressed(form: str, prefix: str) -> list[URLPattern]:
         path(f"{prefix}/revisions", revisions_view.as_view(), name=f"resource-{form}-revisions"),
         path(f"{prefix}/reconcile", reconcile.as_view(), name=f"resource-{form}-reconcile"),
         path(f"{prefix}/whatif", whatif.BY_ADDRESS[form].as_view(), name=f"resource-{form}-whatif"),
+        path(f"{prefix}/explain", explain.BY_ADDRESS[form].as_view(), name=f"resource-{form}-explain"),
         *(path(f"{prefix}/{sub}", view.as_view(), name=f"resource-{form}-{sub}")
           for sub, view in healing.BY_ADDRESS[form].items()),
         *(path(f"{prefix}/{sub}", view.as_view(), name=f"resource-{form}-anomaly-{view.step}")
@@ -54,6 +67,7 @@ urlpatterns = [
     path("resources/reconcile", actions.BulkReconcileView.as_view(), name="resource-reconcile-bulk"),
     path("resources/<str:pk>/reconcile", actions.ResourceReconcileView.as_view(), name="resource-reconcile"),
     path("resources/<str:pk>/whatif", whatif.ResourceWhatIfView.as_view(), name="resource-whatif"),
+    path("resources/<str:pk>/explain", explain.ResourceExplainView.as_view(), name="resource-explain"),
     path("resources/<str:pk>/revisions", revisions.ResourceRevisionsView.as_view(), name="resource-revisions"),
     path("resources/<str:pk>/healing", healing.ResourceHealingView.as_view(), name="resource-healing"),
     path("resources/<str:pk>/tree", tree.ResourceTreeView.as_view(), name="resource-tree"),
@@ -69,6 +83,8 @@ urlpatterns = [
     path("queue/reset-backoff", actions.QueueResetBackoffView.as_view(), name="queue-reset-backoff"),
     path("metrics/summary", reads.MetricsSummaryView.as_view(), name="metrics-summary"),
     path("runs/versions", versions.RunVersionsView.as_view(), name="run-versions"),
+    path("runs/<str:pk>", explain.RunDetailView.as_view(), name="run-detail"),
+    path("slo", explain.SloView.as_view(), name="slo"),
     path("me", tokens.MeView.as_view(), name="me"),
     path("tokens", tokens.TokenListCreateView.as_view(), name="tokens"),
     path("tokens/<str:pk>", tokens.TokenRevokeView.as_view(), name="token-revoke"),
