@@ -3,7 +3,7 @@ PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV := .venv
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
 
-.PHONY: run test lint install clean
+.PHONY: run test lint install clean generate
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -23,6 +23,17 @@ test: $(STAMP)
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/lint-imports
+
+# What the registered kinds generate (CRDs, the ClusterRole, the webhook configurations), written everywhere the
+# repository keeps a copy: deploy/, the kustomize base and the Helm chart (tests fail while a copy is stale).
+generate: $(STAMP)
+	$(VENV)/bin/python manage.py crds --write deploy/crds
+	$(VENV)/bin/python manage.py crds --write deploy/helm/opsconsole/crds
+	$(VENV)/bin/python manage.py rbac > deploy/kustomize/base/rbac.yaml
+	cp deploy/kustomize/base/rbac.yaml deploy/helm/opsconsole/files/rbac.yaml
+	$(VENV)/bin/python manage.py webhooks > deploy/webhooks/configurations.yaml
+	cp deploy/webhooks/configurations.yaml deploy/helm/opsconsole/files/webhooks.yaml
+	cp deploy/prometheus/alerts.yml deploy/grafana/opsconsole-dashboard.json deploy/helm/opsconsole/files/
 
 clean:
 	rm -rf $(VENV) data staticfiles
