@@ -87,3 +87,17 @@ def test_the_slo_endpoint_lists_each_kind_s_objectives_with_three_windows(viewer
     assert body and {w["window"] for w in body[0]["windows"]} == {"1h", "6h", "30d"}
     memcached = next(o for o in body if o["kind"] == "Memcached")
     assert (memcached["phase"], memcached["within_seconds"], memcached["target"]) == ("Pending", 300, 0.99)
+
+
+def test_manage_py_explain_prints_the_same_answer(capsys):
+    from django.core.management import CommandError, call_command
+
+    res, run, _ = scene()
+    call_command("explain", res.key)
+    out = capsys.readouterr().out
+    assert f"Made by run {run.id}" in out and "trigger   child Deployment shop/web changed (status)" in out
+    assert "Warning  Pod web-abc: FailedScheduling" in out and "and 2 more coalesced" in out
+    call_command("explain", "memcached", "shop/web", "--json")
+    assert '"phase": "Running"' in capsys.readouterr().out
+    with pytest.raises(CommandError, match="key: nothing on record"):
+        call_command("explain", "no/such/key")
