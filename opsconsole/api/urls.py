@@ -16,6 +16,7 @@ from opsconsole.api import (
     revisions,
     tokens,
     tree,
+    verbosity,
     versions,
     whatif,
 )
@@ -67,6 +68,9 @@ urlpatterns = [
     path("resources/reconcile", actions.BulkReconcileView.as_view(), name="resource-reconcile-bulk"),
     path("resources/<str:pk>/reconcile", actions.ResourceReconcileView.as_view(), name="resource-reconcile"),
     path("resources/<str:pk>/whatif", whatif.ResourceWhatIfView.as_view(), name="resource-whatif"),
+    path("resources/<str:pk>/verbosity", verbosity.ResourceVerbosityView.as_view(), name="resource-verbosity"),
+    path("verbosity", verbosity.VerbosityView.as_view(), name="verbosity"),
+    path("runs/<str:pk>/log", verbosity.RunLogView.as_view(), name="run-log"),
     path("resources/<str:pk>/explain", explain.ResourceExplainView.as_view(), name="resource-explain"),
     path("resources/<str:pk>/revisions", revisions.ResourceRevisionsView.as_view(), name="resource-revisions"),
     path("resources/<str:pk>/healing", healing.ResourceHealingView.as_view(), name="resource-healing"),
