@@ -123,7 +123,9 @@ def _event_cells(o: dict[str, Any]) -> list[Any]:
 def _node_cells(o: dict[str, Any]) -> list[Any]:
     conds = (o.get("status") or {}).get("conditions") or []
     ready = next((c for c in conds if c.get("type") == "Ready"), None)
-    state = "Ready" if ready and ready.get("status") == "True" else "NotReady"
+    state = "Unknown" if ready is None else "Ready" if ready.get("status") == "True" else "NotReady"
+    if (o.get("spec") or {}).get("unschedulable"):
+        state += ",SchedulingDisabled"  # kubectl's printer: a cordoned node
     version = ((o.get("status") or {}).get("nodeInfo") or {}).get("kubeletVersion", "")
     return [o["metadata"]["name"], state, "<none>", _age(o), version]
 

@@ -399,6 +399,7 @@ def test_kubectl_drain_cordons_the_node_and_evicts_its_pods_through_the_eviction
         assert "node/kubesim-node-1 cordoned" in out.stdout and "pod/w evicted" in out.stdout
         assert "node/kubesim-node-1 drained" in out.stdout
         assert kubectl("get", "node", "kubesim-node-1", "-o", "jsonpath={.spec.unschedulable}").stdout == "true"
+        assert "Ready,SchedulingDisabled" in kubectl("get", "node", "kubesim-node-1").stdout
         assert kubectl("get", "pod", "w", "-n", "drain", check=False).returncode != 0
     finally:
         kubectl("uncordon", "kubesim-node-1")
