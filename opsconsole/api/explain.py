@@ -20,7 +20,6 @@ from opsconsole.api.reads import ERRORS
 from opsconsole.api.serializers import ReconcileRunSerializer
 from reconcilers.models import ReconcileRun, Resource
 from reconcilers.services import explain, slo
-from reconcilers.services.selectors.filters import namespace_q
 from reconcilers.services.selectors.resources import resource_get
 
 
@@ -120,7 +119,7 @@ class RunDetailSerializer(ReconcileRunSerializer):
         fields = [*ReconcileRunSerializer.Meta.fields, "triggers_explained"]
 
     def get_triggers_explained(self, run: ReconcileRun) -> list[dict[str, Any]]:
-        return TriggerSerializer([explain._trigger(t) for t in run.triggers or []], many=True).data
+        return TriggerSerializer(explain.run_triggers(run), many=True).data
 
 
 class ResourceExplainView(APIView):
@@ -167,12 +166,8 @@ class RunDetailView(APIView):
     @extend_schema(summary="One reconcile run with its triggers", operation_id="runs_retrieve", tags=["runs"],
                    responses={200: RunDetailSerializer, **ERRORS})
     def get(self, request: Request, pk: str) -> Response:
-        namespaces = user_namespaces(request.user)
         try:
-            qs = ReconcileRun.objects.all()
-            if namespaces is not None:
-                qs = qs.filter(resource__in=Resource.objects.filter(namespace_q(namespaces)))
-            run = qs.get(id=int(pk))
+            run = explain.run_visible(int(pk), namespaces=user_namespaces(request.user))
         except (ValueError, OverflowError, ReconcileRun.DoesNotExist) as exc:
             raise NotFound("No such run, or it is outside your namespaces.") from exc
         return Response(RunDetailSerializer(run).data)

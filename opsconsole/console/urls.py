@@ -15,6 +15,7 @@ from opsconsole.console.views import (
     tokens,
     trace,
     whatif,
+    why,
     workers,
 )
 
@@ -55,6 +56,8 @@ urlpatterns = [
          name="object"),
     path("objects/<str:group>/<str:version>/<str:plural>/<str:name>/", objects.object_detail, name="object-cluster"),
     path("traces/<str:trace_id>/", trace.trace_detail, name="trace"),
+    path("runs/<rowid:pk>/", why.run_detail, name="run"),
+    path("slo/", why.slo_page, name="slo"),
     path("audit/", audit.audit_log, name="audit"),
     path("audit/verify", audit.audit_verify, name="audit-verify"),
     path("queue/", queue.queue_view, name="queue"),

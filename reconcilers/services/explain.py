@@ -24,6 +24,7 @@ from typing import Any
 from reconcilers.core import actors
 from reconcilers.engine import triggers
 from reconcilers.models import Anomaly, KubeEvent, ReconcileRun, Resource, Transition
+from reconcilers.services.selectors.filters import namespace_q
 
 #: how far before the transition the children's Events count as "at that time"
 CHILD_EVENTS_BEFORE = timedelta(minutes=10)
@@ -127,3 +128,15 @@ def summary(resource: Resource, transition: Transition | None, run: dict[str, An
         parts.append("No run on record made it (a deletion or a rollback recorded it).")
     parts.append(children["summary"][0].upper() + children["summary"][1:] + ".")
     return " ".join(parts)
+
+
+def run_visible(run_id: int, *, namespaces: frozenset[str] | None = None) -> ReconcileRun:
+    """One run by id if its resource is visible to a caller limited to `namespaces` (ReconcileRun.DoesNotExist
+    otherwise: an invisible run does not exist)."""
+    return (ReconcileRun.objects.select_related("resource")
+            .filter(namespace_q(namespaces, column="resource__namespace")).get(pk=run_id))
+
+
+def run_triggers(run: ReconcileRun) -> list[dict[str, Any]]:
+    """A run's triggers as the answer shows them (in words, with how each actor was established)."""
+    return [_trigger(t) for t in run.triggers or []]
