@@ -7,21 +7,28 @@ OPSCONSOLE_DRAIN_LINGER_SECONDS for the next key (`WorkQueue.wait_for_key`: at a
 reaches a lingering worker without a Celery message), at most concurrency − 1 processes of a worker node at once
 (`linger_slots`, set by the worker's main process before its pool starts). The Celery task (`run_and_drain`) and
 the worker's signal handlers use this module; each key's run goes through `reconcilers.engine.claimed`.
+
+In a trace, the task's span (`run/reconcilers.reconcile`) holds its own key's run and then a `drain` span (the
+keys it ran, each a trace of its own) with a `linger` span (the idle wait for a next key): so the task's time is
+accounted for, however long it lingered after a run of a few milliseconds.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
+from typing import Any
 
 from django.conf import settings
 from django.db import close_old_connections, connection
 from opentelemetry import context as otel_context
+from opentelemetry import trace
 
-from reconcilers.engine import claimed, dispatch
+from reconcilers.engine import claimed, dispatch, sampling
 from reconcilers.engine.run import Run
 from reconcilers.engine.workqueue import Claim, LingerRefused, WorkQueue
 
@@ -33,8 +40,18 @@ def run_and_drain(key: str, *, only_if_queued: bool = False) -> str:
     key left ready for this drain when it changed meanwhile, then the keys still waiting (`drain_ready`)."""
     queue = dispatch.get_queue()
     result = claimed.run_key(queue, key, only_if_queued=only_if_queued, hold=True)
-    drain_ready(queue)
+    with _span("drain") as span:
+        ran = drain_ready(queue)
+        if span.is_recording():
+            span.set_attribute("opsconsole.drain.keys", ran)
     return result
+
+
+def _span(name: str) -> Any:
+    """A child span of the task's for a part of it (`drain`, `linger`); nothing when the task is not traced."""
+    if not trace.get_current_span().is_recording():
+        return contextlib.nullcontext(trace.INVALID_SPAN)
+    return sampling.tracer("opsconsole.reconcilers").start_as_current_span(name)
 
 
 _linger_node: tuple[str, int] | None = None  # (worker node, processes that may linger at once): `linger_slots`
@@ -94,7 +111,8 @@ class _Drain:
     def run(self) -> int:
         try:
             self._loop()
-            self._lingering()
+            with _span("linger"):  # idle, waiting for a next key (a key found runs in a trace of its own)
+                self._lingering()
         finally:
             with self._cond:
                 self.active -= 1

@@ -12,7 +12,12 @@
 5. Queue: the outcome's `QueueAction`; a forget or RequeueAfter goes with the lease's release. A run that breaks
    outside the reconcile (the database away: nothing recorded) is an error retried with backoff too.
 6. Telemetry: the span `reconcile <Kind>` (tail sampling: `sampling.keep_notable`), the object read and the child
-   applies (`metrics.child_applies_observed`), controller-runtime's metrics at the end.
+   applies (`metrics.child_applies_observed`), controller-runtime's metrics at the end. The span starts when the
+   run does (its claim) and each part is its child: `read`, `step`, `record` (holding `record reconcile`, the
+   transaction), `complete`, `queue`; the wait before the claim is its `queued` and `claimed` events and
+   `opsconsole.queue.wait_seconds`. The run's recorded duration is the span's start to the start of `record
+   reconcile` (read, step, the row prepared: what a reconcile took until it was recorded), named on the span as
+   `opsconsole.run.duration_seconds`; the span itself goes on through the record, complete and queue.
 
 Why it ran: the triggers the claim took (`reconcilers.engine.triggers`) are completed from the record
 (`trigger_actors.resolve`), set on the span and recorded with the run; a trigger the controller marked as a loop
@@ -21,6 +26,7 @@ gets its anomaly; a run that puts its key back notes why (a `requeue` trigger fo
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import socket
@@ -101,10 +107,11 @@ class Run:
         metrics.ACTIVE_WORKERS.labels(reconciler.name).inc()
         try:
             with sampling.tracer("opsconsole.reconcilers").start_as_current_span(
-                    f"reconcile {reconciler.resource.kind}", attributes={
+                    f"reconcile {reconciler.resource.kind}", start_time=self.t0_ns, attributes={
                         "opsconsole.key": self.key,
                         **trigger_actors.span_attributes(self.triggers, self.triggers_dropped)}) as span:
                 self.trace_id = sampling.sampled_trace_id(span)  # '' when this run is not sampled
+                self._queue_wait(span)
                 try:
                     result = self._execute(span)
                 except Exception as exc:
@@ -122,40 +129,43 @@ class Run:
 
     def _execute(self, span: Any) -> str:
         rec = self.reconciler
-        api = apiclient.get_api_client()
-        try:
-            obj, state = self._read(api)
-        except _NotRead as stop:
-            return stop.result
-        span.set_attributes({**self._attributes(obj), "opsconsole.read": self.read_from})
-        if state is None and suspend.annotated(obj) is not None:  # a suspension needs a record to be on
-            recording.resource_mirror_upsert(rec.resource, obj)
-            state = healing_state.resource_state(obj["metadata"]["uid"], head=True)
-        check = suspend.suspension_check(api, rec, obj, state)
-        if check.skip:
-            span.set_attribute("opsconsole.suspended", True)
-            self.queue.forget(self.key)
-            if (after := check.look_again_after) is not None:
-                self.queue.add_after(self.key, after)
-            return SUSPENDED
+        with self._part(span, "read"):  # the object, its state on record, its suspension
+            api = apiclient.get_api_client()
+            try:
+                obj, state = self._read(api)
+            except _NotRead as stop:
+                return stop.result
+            span.set_attributes({**self._attributes(obj), "opsconsole.read": self.read_from})
+            if state is None and suspend.annotated(obj) is not None:  # a suspension needs a record to be on
+                recording.resource_mirror_upsert(rec.resource, obj)
+                state = healing_state.resource_state(obj["metadata"]["uid"], head=True)
+            check = suspend.suspension_check(api, rec, obj, state)
+            if check.skip:
+                span.set_attribute("opsconsole.suspended", True)
+                self.queue.forget(self.key)
+                if (after := check.look_again_after) is not None:
+                    self.queue.add_after(self.key, after)
+                return SUSPENDED
         obj = check.obj
         recorded = state.phase if state is not None else None
-        annotations = request_annotations()
-        if asked := step.unhandled_request(obj, annotations):
-            # an annotation set by someone else than opsconsole (kubectl annotate, flux) gets its request row here
-            others = recording.request_taken_up(self.key, obj, *asked,
-                                                trace_id=self.trace_id if span.is_recording() else None)
-            if others:
-                span.set_attribute("opsconsole.request.trace_id", others)
-        outcome = step.reconcile_step(rec, api, obj, recorded, span=span, lease_held=lambda: not self.renewer.lost,
-                                      request_annotations=annotations, healing=healing_state.healing_view(state, obj),
-                                      child_cache=objectcache.child_cache(self.queue, recorded),
-                                      engine_wrote=provenance.engine_wrote_checker(self.queue.redis))
-        provenance.outcome_noted(self.queue.redis, rec.resource, obj, recorded, outcome)
-        if self.triggers:
-            self.triggers = trigger_actors.resolve(rec.resource, obj, self.triggers,
-                                                   state.rollback if state is not None else None)
-            span.set_attributes(trigger_actors.span_attributes(self.triggers, self.triggers_dropped))
+        with self._part(span, "step"):  # a request taken up, the reconcile and status write, what it wrote noted
+            annotations = request_annotations()
+            if asked := step.unhandled_request(obj, annotations):
+                # an annotation set by someone else than opsconsole (kubectl annotate, flux) gets its request row
+                others = recording.request_taken_up(self.key, obj, *asked,
+                                                    trace_id=self.trace_id if span.is_recording() else None)
+                if others:
+                    span.set_attribute("opsconsole.request.trace_id", others)
+            outcome = step.reconcile_step(rec, api, obj, recorded, span=span,
+                                          lease_held=lambda: not self.renewer.lost, request_annotations=annotations,
+                                          healing=healing_state.healing_view(state, obj),
+                                          child_cache=objectcache.child_cache(self.queue, recorded),
+                                          engine_wrote=provenance.engine_wrote_checker(self.queue.redis))
+            provenance.outcome_noted(self.queue.redis, rec.resource, obj, recorded, outcome)
+            if self.triggers:
+                self.triggers = trigger_actors.resolve(rec.resource, obj, self.triggers,
+                                                       state.rollback if state is not None else None)
+                span.set_attributes(trigger_actors.span_attributes(self.triggers, self.triggers_dropped))
         sent, unchanged = (outcome.ctx.applies_sent, outcome.ctx.applies_unchanged) if outcome.ctx else (0, 0)
         if sent or unchanged:
             span.set_attributes({"opsconsole.children.applied": sent, "opsconsole.children.unchanged": unchanged})
@@ -164,23 +174,45 @@ class Run:
             self._keep_notable(outcome.result, outcome.error_class, outcome.token, {
                 **self._attributes(obj), "opsconsole.error": f"{outcome.error_class}: {outcome.error_message}"[:500]
                 if outcome.error_class else ""})
-        record = recording.reconcile_record(
-            self._run_record(outcome.result, outcome.error_class, outcome.error_message, outcome.token),
-            recording.ObservedObject.from_api(rec.resource, outcome.obj), outcome.change, rec.state_machine,
-            live=outcome.obj, out_of_band=outcome.out_of_band, reconciler=rec,
-            head=state.head if state is not None else None)
+        with self._part(span, "record"):  # the run's row (its operator version looked up), transitions, mirror
+            observed = recording.ObservedObject.from_api(rec.resource, outcome.obj)
+            run_record = self._run_record(outcome.result, outcome.error_class, outcome.error_message, outcome.token)
+            span.set_attribute("opsconsole.run.duration_seconds", run_record.duration_seconds)
+            record = recording.reconcile_record(
+                run_record, observed, outcome.change, rec.state_machine, live=outcome.obj,
+                out_of_band=outcome.out_of_band, reconciler=rec, head=state.head if state is not None else None)
         self.error_class = outcome.error_class
         span.set_attributes({"opsconsole.phase.from": record.from_phase, "opsconsole.phase.to": record.to_phase})
-        step.complete(outcome, record_events.recorded_events(rec, outcome, record))
-        if any(t.get("loop") for t in self.triggers):
-            loops = trigger_actors.loops_recorded(obj["metadata"].get("uid") or "", self.triggers, rec.name)
-            span.set_attribute("opsconsole.anomaly.loop", loops)
+        with self._part(span, "complete"):  # the Events of what was recorded, a loop's anomaly
+            step.complete(outcome, record_events.recorded_events(rec, outcome, record))
+            if any(t.get("loop") for t in self.triggers):
+                loops = trigger_actors.loops_recorded(obj["metadata"].get("uid") or "", self.triggers, rec.name)
+                span.set_attribute("opsconsole.anomaly.loop", loops)
         self.run_id = record.run_id
-        self._queue(outcome)
+        with self._part(span, "queue"):
+            self._queue(outcome)
         if record.rollback_concluded:
             span.set_attribute("opsconsole.rollback", record.rollback_concluded)
             self.queue.add(self.key)  # the next run writes the rollback's conditions
         return outcome.result
+
+    @staticmethod
+    def _part(span: Any, name: str) -> Any:
+        """A child span of the run's for one of its parts; nothing when the run is not traced in full."""
+        if not span.is_recording():
+            return contextlib.nullcontext()
+        return sampling.tracer("opsconsole.reconcilers").start_as_current_span(name)
+
+    def _queue_wait(self, span: Any) -> None:
+        """The time before the run on its span: when its key became dirty and when this run claimed it (Redis's
+        clock, seconds), and the wait between."""
+        if not span.is_recording() or self.claim.claimed_at <= 0:
+            return
+        if self.claim.queued_at > 0:
+            span.add_event("queued", timestamp=int(self.claim.queued_at * 1e9))
+            span.set_attribute("opsconsole.queue.wait_seconds",
+                               round(max(0.0, self.claim.claimed_at - self.claim.queued_at), 6))
+        span.add_event("claimed", timestamp=int(self.claim.claimed_at * 1e9))
 
     def _attributes(self, obj: dict[str, Any]) -> dict[str, Any]:
         """The span attributes naming the object."""
@@ -272,11 +304,12 @@ class Run:
 
     def _run_record(self, result: str, error_class: str, error_message: str, token: str | None = None
                     ) -> recording.RunRecord:
+        version = versions.operator_version(self.reconciler)  # the first of a process looks it up (~0.1 s)
         return recording.RunRecord(key=self.key, kind=self.reconciler.resource.kind, started_at=self.started_at,
                                    duration_seconds=time.monotonic() - self.t0, result=result,
                                    error_class=error_class, error_message=error_message,
                                    attempt=self.claim.failures + 1, worker=worker(), trace_id=self.trace_id,
-                                   request_token=token, operator_version=versions.operator_version(self.reconciler),
+                                   request_token=token, operator_version=version,
                                    triggers=self.triggers, triggers_dropped=self.triggers_dropped)
 
     def _record_unobserved(self, message: str) -> None:

@@ -88,6 +88,16 @@ def trace_ui_url(trace_id: str) -> str:
     return template.replace("{trace_id}", trace_id.lower())
 
 
+def run_span_ms(rows: list[dict[str, Any]]) -> float | None:
+    """The duration of the run's own span (`reconcile <Kind>`, which names the run's recorded duration), or None:
+    the run's recorded duration ends where its record starts, the span goes on through record, complete, queue."""
+    for row in rows:
+        attributes = row["span"].attributes
+        if isinstance(attributes, dict) and "opsconsole.run.duration_seconds" in attributes:
+            return float(row["span"].duration_ms)
+    return None
+
+
 @console_page
 def trace_detail(request: HttpRequest, trace_id: str) -> HttpResponse:
     """The trace page."""
@@ -107,6 +117,7 @@ def trace_detail(request: HttpRequest, trace_id: str) -> HttpResponse:
         else "")
     return page(request, "console/trace.html", {
         "trace_id": trace_id.lower(), "rows": rows, "total_ms": total, "ticks": time_axis(total),
+        "run_span_ms": run_span_ms(rows),
         "external": trace_ui_url(trace_id), "run": run, "resource": resource, "key": runs.trace_key(spans),
         "outcome": outcome, "failed": outcome == "error", "error_spans": sum(1 for r in rows if r["error"]),
     })

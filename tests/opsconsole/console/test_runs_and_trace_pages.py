@@ -111,3 +111,19 @@ def test_a_trace_of_a_run_that_succeeded_shows_its_outcome_without_failure(as_ro
     context = _section(html, 'id="trace-context"', "</section>")
     assert "trace-failed" not in html and ">failed<" not in context
     assert "badge-ok" in context and "ended with success" in context and f'href="/resources/{res.pk}/"' in context
+
+
+def test_the_trace_page_names_the_runs_recorded_duration_and_its_spans(as_role):
+    """Run #27 showed 7 ms while its trace showed 33.7 ms: the page says which interval each is."""
+    res = f.resource("timed")
+    t0 = timezone.now()
+    ReconcileRun.objects.create(key=res.key, kind=res.kind, resource=res, started_at=t0, duration_seconds=0.007,
+                                result="success", worker="w1", trace_id=TID)
+    Span.objects.create(trace_id=TID, span_id="d" * 16, name="reconcile Memcached", service="worker",
+                        start_time=t0, end_time=t0 + timedelta(milliseconds=33.7), duration_ms=33.7,
+                        status_code="unset", attributes={"opsconsole.key": res.key,
+                                                         "opsconsole.run.duration_seconds": 0.007})
+    html = as_role("viewer").get(f"/traces/{TID}/").content.decode()
+    run = _section(html, 'id="trace-run"', "</dd>")
+    assert "7.0 ms to its record" in run or "7 ms to its record" in run, run
+    assert "(its span, through record, complete and queue: 33.7 ms)" in run
