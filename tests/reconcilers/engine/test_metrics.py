@@ -200,7 +200,7 @@ def test_the_prometheus_config_and_alert_rules_pass_promtool():
                                  capture_output=True, text=True, timeout=30)
     assert rules_check.returncode == 0, rules_check.stdout + rules_check.stderr
     for alert in ("StuckPending", "ErrorRate", "WorkqueueDepth", "NoLeader", "AnomalyDetected", "RollbackFailed",
-                  "RolloutBlocked"):
+                  "RolloutBlocked", "PhaseSLOFastBurn", "PhaseSLOSlowBurn", "ReconcileLoop"):
         assert alert in rules
 
 
