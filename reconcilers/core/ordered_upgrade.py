@@ -222,6 +222,9 @@ def plan_upgrade(sts: Mapping[str, Any], pods: Iterable[Mapping[str, Any]], pdb:
         if current.unschedulable:
             return plan(BLOCKED, current.ordinal, SPREAD_UNSATISFIABLE, f"{current.pod} cannot be scheduled: "
                         f"{current.unschedulable}")
+        if sum(1 for s in states if s.ready) < needed:  # another Pod went: fewer Ready than the budget keeps
+            return plan(BLOCKED, current.ordinal, BUDGET_EXHAUSTED, f"ordinal {current.ordinal} in flight with fewer "
+                        f"Pods Ready than the budget keeps: {budget_text}")
         if step_elapsed >= deadline:
             return plan(BLOCKED, current.ordinal, DEADLINE_EXCEEDED, f"{current.pod} not Ready on the new "
                         f"revision within {deadline:g}s")

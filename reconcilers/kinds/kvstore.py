@@ -215,10 +215,12 @@ class KVStoreReconciler(Reconciler):
             extra.update(stepOrdinal=plan.partition, stepStartedAt=_stamp(now))
         elif plan.ordinal == partition and step_ordinal != partition:  # moved by a run that left no status
             extra.update(stepOrdinal=partition, stepStartedAt=_stamp(now))
-        return self._upgrade_result(ctx, plan, phase, extra)
+        return self._upgrade_result(ctx, plan, phase, step_ordinal, extra)
 
-    def _upgrade_result(self, ctx: Context, plan: ou.UpgradePlan, phase: str, extra: dict[str, Any]) -> Result:
-        """The phase a plan puts the KVStore in: each ordinal's move is the one transition into Replacing."""
+    def _upgrade_result(self, ctx: Context, plan: ou.UpgradePlan, phase: str, step_ordinal: Any,
+                        extra: dict[str, Any]) -> Result:
+        """The phase a plan puts the KVStore in: each ordinal's move is the one transition into Replacing with
+        reason OrdinalMoved."""
         if plan.action == ou.DONE:
             extra.update(stepOrdinal=None, stepStartedAt=None)
             return Result(RUNNING, plan.reason, plan.message,
@@ -230,8 +232,10 @@ class KVStoreReconciler(Reconciler):
                           status=extra, requeue_after=self.poll_seconds)
         unblocked = [ctx.condition("UpgradeBlocked", "False", "NotBlocked")]
         if plan.action == ou.STEP or (plan.action == ou.WAIT and plan.reason == "OrdinalMoved"):
-            return Result(REPLACING, "OrdinalMoved", plan.message, conditions=unblocked, status=extra,
-                          requeue_after=0.2)
+            # back from Blocked to an ordinal whose move is on record already: not a step of its own
+            reason = "Resumed" if phase == BLOCKED and plan.action == ou.WAIT and step_ordinal == plan.ordinal \
+                else "OrdinalMoved"
+            return Result(REPLACING, reason, plan.message, conditions=unblocked, status=extra, requeue_after=0.2)
         if plan.action == ou.VERIFIED:
             return Result(UPGRADING, plan.reason, plan.message, conditions=unblocked, status=extra,
                           requeue_after=0.05)

@@ -131,3 +131,12 @@ def test_the_ordinals_carry_revision_readiness_and_zone():
     assert [(s.ordinal, s.updated, s.ready, s.zone) for s in states] == [
         (0, False, True, "zone-a"), (1, False, False, "zone-b"), (2, True, True, "zone-c")]
     assert states[2].as_status()["revision"] == NEW
+
+
+def test_a_pod_lost_below_the_partition_while_an_ordinal_is_in_flight_blocks_on_the_budget():
+    """The StatefulSet controller does not recreate the moved ordinal while another Pod is not Ready: waiting for
+    the deadline would hide why."""
+    lost = pods_at(2, {0: pod(0, OLD, ready=False), 2: pod(2, NEW, ready=False)})
+    blocked = plan(2, lost, budget=0)
+    assert (blocked.action, blocked.reason, blocked.ordinal) == (ou.BLOCKED, ou.BUDGET_EXHAUSTED, 2)
+    assert "ordinal 2 in flight" in blocked.message and "not Ready: kv-0, kv-2" in blocked.message

@@ -1,0 +1,132 @@
+"""End to end on kubesim (3 Nodes in zone-a/b/c) with the engine's workers: a KVStore of 3 replicas upgraded with zero
+downtime, ordinals 2, 1, 0, one transition per step, never fewer Ready Pods than its budget (sampled every 100 ms);
+a Pod made unready mid-upgrade blocks it (Blocked on record with the reason, a Warning Event) until it is Ready
+again, when it resumes by itself."""
+
+from __future__ import annotations
+
+import re
+import threading
+
+import pytest
+
+from kubesim.testing import wait_for
+from reconcilers.engine import kube
+from reconcilers.kinds.kvstore import BLOCKED, KVSTORE, POD, REPLACING, RUNNING
+from reconcilers.kinds.kvstore_manifests import selector_labels
+from reconcilers.models import Resource, Transition
+
+pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
+
+EVENT = kube.ResourceKind("", "v1", "events", "Event")
+READY_SWITCH = "kubesim.io/ready"
+
+
+def kvstore(namespace, name, image="redis:7.2"):
+    return {"apiVersion": "stateful.example.com/v1alpha1", "kind": "KVStore",
+            "metadata": {"name": name, "namespace": namespace},
+            "spec": {"replicas": 3, "image": image, "minAvailable": 2, "progressDeadlineSeconds": 120}}
+
+
+def at(uid, phase, generation=None):
+    row = Resource.objects.filter(uid=uid).first()
+    return bool(row and row.phase == phase and (generation is None or row.generation == generation))
+
+
+def moved(uid):
+    """The ordinals of the steps on record (each step's one transition: into Replacing, reason OrdinalMoved)."""
+    rows = Transition.objects.filter(resource_uid=uid, to_phase=REPLACING, reason="OrdinalMoved").order_by("seq")
+    return [int(re.match(r"ordinal (\d+)", t.message).group(1)) for t in rows]
+
+
+def history(uid):
+    return [(t.from_phase, t.to_phase, t.reason, t.message[:80])
+            for t in Transition.objects.filter(resource_uid=uid).order_by("seq")]
+
+
+def upgraded(api, namespace, name, uid):
+    """The upgrade to generation 2 is through: Running on record after the last ordinal moved, the status says
+    partition 0 for generation 2."""
+    status = kube.get_object(api, KVSTORE, namespace, name).get("status") or {}
+    return (status.get("observedGeneration") == 2 and status.get("phase") == RUNNING and status.get("partition") == 0
+            and 0 in moved(uid) and at(uid, RUNNING))
+
+
+def pods(api, namespace, name):
+    selector = ",".join(f"{k}={v}" for k, v in sorted(selector_labels(name).items()))
+    return kube.list_objects(api, POD, namespace, label_selector=selector).items
+
+
+def ready_count(items):
+    return sum(1 for p in items if not p["metadata"].get("deletionTimestamp") and any(
+        c.get("type") == "Ready" and c.get("status") == "True"
+        for c in (p.get("status") or {}).get("conditions") or []))
+
+
+class Sampler(threading.Thread):
+    """Counts the Ready Pods every 100 ms until stopped."""
+
+    def __init__(self, api, namespace, name):
+        super().__init__(daemon=True)
+        self.args, self.samples, self.halt = (api, namespace, name), [], threading.Event()
+
+    def run(self):
+        while not self.halt.wait(0.1):
+            self.samples.append(ready_count(pods(*self.args)))
+
+
+def set_ready_switch(api, namespace, pod, value):
+    kube.patch_object(api, POD, namespace, pod, {"metadata": {"annotations": {READY_SWITCH: value}}})
+
+
+def running_kvstore(api, namespace, name):
+    uid = kube.create_object(api, KVSTORE, kvstore(namespace, name))["metadata"]["uid"]
+    wait_for(lambda: at(uid, RUNNING), timeout=60, interval=0.1)
+    return uid
+
+
+def test_an_upgrade_of_3_replicas_across_3_zones_keeps_the_budget_and_moves_2_1_0(integration, kapi, namespace):
+    uid = running_kvstore(kapi, namespace, "kv")
+    zones_before = {p["spec"]["nodeName"] for p in pods(kapi, namespace, "kv")}
+    assert len(zones_before) == 3  # one Pod per zone's Node: the spread
+    sampler = Sampler(kapi, namespace, "kv")
+    sampler.start()
+    try:
+        kube.patch_object(kapi, KVSTORE, namespace, "kv", {"spec": {"image": "redis:7.4"}})
+        wait_for(lambda: upgraded(kapi, namespace, "kv", uid), timeout=90, interval=0.1)
+    finally:
+        sampler.halt.set()
+        sampler.join(5)
+    assert len(sampler.samples) >= 3  # the upgrade took several 100 ms samples
+    assert min(sampler.samples) >= 2, sampler.samples
+    assert moved(uid) == [2, 1, 0]
+    live = pods(kapi, namespace, "kv")
+    assert {p["spec"]["containers"][0]["image"] for p in live} == {"redis:7.4"}
+    assert len({p["spec"]["nodeName"] for p in live}) == 3
+    status = kube.get_object(kapi, KVSTORE, namespace, "kv")["status"]
+    assert status["partition"] == 0 and [o["ordinal"] for o in status["ordinals"]] == [0, 1, 2]
+    assert {o["zone"] for o in status["ordinals"]} == {"zone-a", "zone-b", "zone-c"}
+
+
+def test_a_pod_made_unready_mid_upgrade_blocks_it_until_it_is_ready_again(integration, kapi, namespace):
+    uid = running_kvstore(kapi, namespace, "kvb")
+    kube.patch_object(kapi, KVSTORE, namespace, "kvb", {"spec": {"image": "redis:7.4"}})
+    wait_for(lambda: moved(uid)[:1] == [2], timeout=60, interval=0.05)
+    set_ready_switch(kapi, namespace, "kvb-0", "false")  # below the partition until the last step
+    try:
+        wait_for(lambda: at(uid, BLOCKED), timeout=60, interval=0.1)
+    except AssertionError:
+        raise AssertionError(history(uid)) from None
+    blocked = Transition.objects.filter(resource_uid=uid, to_phase=BLOCKED).order_by("seq").first()
+    assert blocked.reason == "BudgetExhausted" and "not Ready: kvb-0" in blocked.message
+
+    def warning():
+        return [e for e in kube.list_objects(kapi, EVENT, namespace).items
+                if e.get("type") == "Warning" and e.get("reason") == "BudgetExhausted"
+                and (e.get("involvedObject") or {}).get("uid") == uid]
+
+    assert wait_for(warning, timeout=30, interval=0.2)
+    assert 0 not in moved(uid)
+    set_ready_switch(kapi, namespace, "kvb-0", None)
+    wait_for(lambda: upgraded(kapi, namespace, "kvb", uid), timeout=90, interval=0.1)
+    assert moved(uid) == [2, 1, 0]
