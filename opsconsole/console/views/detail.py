@@ -19,6 +19,7 @@ from opsconsole.accounts.services import admission_decisions
 from opsconsole.console.access import Refused, audited_action, resource_for_action
 from opsconsole.console.diagrams import state_machine_svg
 from opsconsole.console.live import page
+from opsconsole.console.rollout import resource_rollout
 from opsconsole.console.security import console_action, console_page
 from opsconsole.console.views.healing import healing_context
 from reconcilers.models import ReconcileRequest, Resource
@@ -41,6 +42,7 @@ FRAGMENTS = {
     "revisions": "console/_detail_revisions.html",
     "tree": "console/_detail_tree.html",
     "healing": "console/_detail_healing.html",
+    "rollout": "console/_detail_rollout.html",
 }
 
 
@@ -83,6 +85,8 @@ def resource_detail(request: HttpRequest, pk: int) -> HttpResponse:
         context.update(healing_context(obj))
         if obj.deleted:  # nothing to roll back to: a deleted object's page offers no actions
             context["rollback_generations"] = []
+    if want("rollout"):  # a stateful kind's ordered upgrade, from its status (None for other kinds)
+        context["rollout"] = resource_rollout(obj)
     if want("runs"):
         context["run_groups"] = runs.resource_run_groups(obj, limit=50)  # repeats collapsed into one row
     if want("request"):
