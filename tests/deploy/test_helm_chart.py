@@ -21,8 +21,9 @@ import yaml
 from django.core.management import CommandError, call_command
 
 from kubesim.testing import KubesimHandle, running_kubesim, wait_for
+from reconcilers.core.crd import crd_yaml
 from reconcilers.core.reconciler import ResourceKind
-from reconcilers.engine import kube
+from reconcilers.engine import kube, registry
 from reconcilers.engine.rbac import cluster_role
 from reconcilers.engine.webhook_config import webhook_configurations
 from tests.fixtures.cluster import POD_DELAYS
@@ -257,8 +258,15 @@ def test_the_release_is_deployed_with_its_crds_and_every_workload_rolled_out(ins
     assert [r["name"] for r in config.list()] == [RELEASE]
     crds = ResourceKind("apiextensions.k8s.io", "v1", "customresourcedefinitions", "CustomResourceDefinition",
                         namespaced=False)
-    names = {c["metadata"]["name"] for c in kube.list_objects(api, crds, None).items}
-    assert {"memcacheds.cache.example.com", "tenants.tenancy.example.com"} <= names
+    served = {c["metadata"]["name"]: c for c in kube.list_objects(api, crds, None).items}
+    kinds = registry.registered()
+    assert kinds
+    for rec in kinds:  # each kind's CRD as `manage.py crds` generates it, installed from crds/
+        want = yaml.safe_load(crd_yaml(rec))
+        got = served[want["metadata"]["name"]]
+        assert got["spec"]["names"]["kind"] == want["spec"]["names"]["kind"]
+        assert [(v["name"], v["served"], v["storage"], v["schema"]) for v in got["spec"]["versions"]] == [
+            (v["name"], v["served"], v["storage"], v["schema"]) for v in want["spec"]["versions"]]
     deployments = ResourceKind("apps", "v1", "deployments", "Deployment")
     ready = {d["metadata"]["name"]: (d.get("status") or {}).get("readyReplicas")
              for d in kube.list_objects(api, deployments, NAMESPACE).items}
