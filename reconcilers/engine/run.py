@@ -47,6 +47,7 @@ from reconcilers.engine import (
     record_events,
     recording,
     registry,
+    run_keep,
     sampling,
     step,
     trigger_actors,
@@ -156,11 +157,13 @@ class Run:
                                                     trace_id=self.trace_id if span.is_recording() else None)
                 if others:
                     span.set_attribute("opsconsole.request.trace_id", others)
-            outcome = step.reconcile_step(rec, api, obj, recorded, span=span,
-                                          lease_held=lambda: not self.renewer.lost, request_annotations=annotations,
-                                          healing=healing_state.healing_view(state, obj),
-                                          child_cache=objectcache.child_cache(self.queue, recorded),
-                                          engine_wrote=provenance.engine_wrote_checker(self.queue.redis))
+            with run_keep.RunKeeper(rec, self.key, obj, recorded, self.queue.redis) as keeper:  # inputs, verbosity
+                outcome = step.reconcile_step(rec, api, obj, recorded, span=span,
+                                              lease_held=lambda: not self.renewer.lost,
+                                              request_annotations=annotations,
+                                              healing=healing_state.healing_view(state, obj),
+                                              child_cache=objectcache.child_cache(self.queue, recorded),
+                                              engine_wrote=provenance.engine_wrote_checker(self.queue.redis))
             provenance.outcome_noted(self.queue.redis, rec.resource, obj, recorded, outcome)
             if self.triggers:
                 self.triggers = trigger_actors.resolve(rec.resource, obj, self.triggers,
@@ -189,6 +192,9 @@ class Run:
                 loops = trigger_actors.loops_recorded(obj["metadata"].get("uid") or "", self.triggers, rec.name)
                 span.set_attribute("opsconsole.anomaly.loop", loops)
         self.run_id = record.run_id
+        keeper.kept(record.run_id, outcome, bool(self.trace_id) or bool(sampling.why_keep(
+            outcome.result, run_record.duration_seconds, float(getattr(settings, "OPSCONSOLE_TRACE_SLOW_SECONDS", 1.0)),
+            outcome.token is not None)))  # a kept run keeps its inputs for a replay; a verbose one its lines
         with self._part(span, "queue"):
             self._queue(outcome)
         if record.rollback_concluded:
