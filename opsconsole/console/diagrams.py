@@ -3,8 +3,9 @@ by their semantic class (ready, progressing, warning, failed, terminal; the same
 their resources now and how long those have been there (median / max), edges drawn faint until something
 took them and labelled with their transitions (last hour / last day) only then, a resource's path marked
 with the order and time of each step, every state a link to its resources (the line charts are in
-`linechart`). Every text is escaped; no inline style (the CSP forbids it): colours come from classes in
-console.css."""
+`linechart`). An edge's label is a number on the edge, placed clear of the states and the other numbers
+(`edge_marks`), and its text in a legend beside the drawing: long labels of neighbouring edges overlapped.
+Every text is escaped; no inline style (the CSP forbids it): colours come from classes in console.css."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from django.utils import timezone
 from django.utils.html import escape
 from django.utils.safestring import SafeString, mark_safe
 
+from opsconsole.console import edge_marks
 from opsconsole.console.graph_layout import NODE_H, NODE_W, machine_layout
 from opsconsole.console.templatetags.console import SEMANTIC_BADGE, duration
 
@@ -82,7 +84,7 @@ def state_machine_svg(
                      f'markerHeight="11" markerUnits="userSpaceOnUse" orient="auto">'
                      f'<path d="M0,0 L10,5 L0,10 z" class="arrowhead arrowhead-{kind}"/></marker>')
     parts.append("</defs>")
-    labels: list[str] = []  # drawn after every edge so that no curve crosses a label
+    labelled: list[tuple[tuple[str, str], Any, str, bool]] = []  # (edge, route, text, taken): numbered, legend
     counted = hour is not None or day is not None
     for e in machine["transitions"]:
         edge = (e["from"], e["to"])
@@ -114,11 +116,14 @@ def state_machine_svg(
         elif counted and (n_hour or n_day):
             text = f"{n_hour}/{n_day}"
         if text:
-            mx, my = route.midpoint()
-            klass = "edge-label taken" if these else "edge-label"
-            labels.append(f'<text x="{mx:.1f}" y="{my - 4:.1f}" class="{klass}" text-anchor="middle">'
-                          f'{escape(text)}</text>')
-    parts += labels
+            labelled.append((edge, route, text, bool(these)))
+    marks = edge_marks.place([r for _, r, _, _ in labelled], list(layout.nodes.values()), width, height)
+    for n, ((edge, _, text, on_path), (mx, my)) in enumerate(zip(labelled, marks, strict=True), start=1):
+        # drawn after every edge so that no curve crosses a number
+        parts.append(f'<g class="edge-mark{" taken" if on_path else ""}" data-edge="{escape(edge[0])}→'
+                     f'{escape(edge[1])}" data-n="{n}"><title>{n}: {escape(edge[0])} → {escape(edge[1])}: '
+                     f'{escape(text)}</title><circle cx="{mx:.1f}" cy="{my:.1f}" r="{edge_marks.RADIUS:.0f}"/>'
+                     f'<text x="{mx:.1f}" y="{my + 4:.1f}" text-anchor="middle" class="edge-mark-n">{n}</text></g>')
     for s in machine["states"]:
         cx, cy = layout.nodes[s]
         x, y = cx - NODE_W / 2, cy - NODE_H / 2
@@ -136,7 +141,7 @@ def state_machine_svg(
         now_figures = (dwell_now or {}).get(s) or {}
         title = f"{s} ({semantic})"
         if counts is not None:
-            title += f": {count or 0} resources"
+            title += f": {count or 0} resource{'' if count == 1 else 's'}"
         if now_figures.get("n"):
             title += (f", there for a median {duration(now_figures.get('median'))}, "
                       f"the longest {duration(now_figures.get('max'))}")
@@ -166,4 +171,14 @@ def state_machine_svg(
             group = f'<a href="{escape(state_href(s))}" class="state-link">{group}</a>'
         parts.append(group)
     parts.append("</svg>")
+    if labelled:
+        head = "steps (the latest at)" if steps else "last hour / last day"
+        rows = "".join(f'<tr class="edge-label{" taken" if on_path else ""}" data-edge="{escape(edge[0])}→'
+                       f'{escape(edge[1])}"><th scope="row">{n}</th><td>{escape(edge[0])} → {escape(edge[1])}</td>'
+                       f'<td>{escape(text)}</td></tr>'
+                       for n, (edge, _, text, on_path) in enumerate(labelled, start=1))
+        parts.append(f'<table class="table edge-legend small"><caption class="sr-only">The numbered edges of the '
+                     f'{escape(label or machine["name"])} state machine</caption><thead><tr><th scope="col">#</th>'
+                     f'<th scope="col">edge</th><th scope="col">{head}</th></tr></thead><tbody>{rows}</tbody>'
+                     f'</table>')
     return mark_safe("".join(parts))  # noqa: S308 - every interpolated text above is escaped

@@ -53,11 +53,16 @@ class EdgeRoute:
 
     def midpoint(self) -> Point:
         """The point halfway along the spline's segments (where a label goes)."""
+        return self.point_at(0.5)
+
+    def point_at(self, fraction: float) -> Point:
+        """The point `fraction` (0 to 1) of the way along the spline's segments."""
         segments = len(self.curves) // 3
         if segments == 0:
             end = self.tip or self.start
-            return (self.start[0] + end[0]) / 2, (self.start[1] + end[1]) / 2
-        at = segments * 0.5
+            return (self.start[0] + (end[0] - self.start[0]) * fraction,
+                    self.start[1] + (end[1] - self.start[1]) * fraction)
+        at = min(max(fraction, 0.0), 1.0) * segments
         k = min(int(at), segments - 1)
         t = at - k
         p0 = self.start if k == 0 else self.curves[3 * k - 1]

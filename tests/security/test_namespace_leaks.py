@@ -124,7 +124,7 @@ def test_chain_breaks_are_reported_only_to_users_of_their_namespace(as_role, spa
     assert 'id="chain-status">broken' in mine and spaces["res_a"].uid in mine
     for leaked in (spaces["b"], spaces["res_b"].uid, spaces["res_b"].name, spaces["tenant"].uid):
         assert leaked not in mine
-    assert "1 chains, 2 transitions" in mine
+    assert "1 chain, 2 transitions" in mine
     # a user whose namespaces are intact sees them intact, and counts of its own chains only
     other = f"ns-c-{uuid.uuid4().hex[:6]}"
     f.transition(f.resource("c1", other), "Pending")

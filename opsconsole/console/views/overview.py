@@ -1,4 +1,5 @@
-"""The overview: each kind's state machine with counts, edge counts and dwell medians; recent transitions;
+"""The overview: each kind's state machine with counts, edge counts and dwell medians (the kinds with activity
+first, the quiet ones folded); recent transitions;
 the reconcile charts over a window the reader picks (`?window=`); the engine strip (the queue, the controller's
 leader, the workers alive, the healing counts: anomalous, suspended, rolling back, escalated) and the anomalies
 by kind and rule."""
@@ -28,13 +29,13 @@ FRAGMENTS = {
 }
 
 
-def _machines(namespaces: frozenset[str] | None) -> list[dict[str, object]]:
+def _machines(namespaces: frozenset[str] | None) -> list[dict[str, Any]]:
     counts = stats.phase_counts(namespaces=namespaces)
     recorded = aggregates.resource_counts(namespaces=namespaces, deleted=None, fold_first=False)  # deleted too
     kind_list = kinds.kind_list()
     figures = stats.machine_figures({k["kind"]: k["state_machine"]["states"] for k in kind_list},
                                     namespaces=namespaces)
-    out = []
+    out: list[dict[str, Any]] = []
     for k in kind_list:
         kind = k["kind"]
         per_state = dict(counts.get(kind, {}))
@@ -52,8 +53,22 @@ def _machines(namespaces: frozenset[str] | None) -> list[dict[str, object]]:
             state_href=href, label=kind,
         )
         out.append({"kind": kind, "info": k, "svg": svg, "total": total,
-                    "unphased": per_state.get("", 0)})
-    return out
+                    "unphased": per_state.get("", 0), "moves_hour": sum(figures[kind]["hour"].values()),
+                    "moves_day": sum(figures[kind]["day"].values())})
+    return machines_ordered(out)
+
+
+def machines_ordered(machines: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The kinds with activity first (transitions in the last hour, then the last day, most first), then the rest
+    in registration order, each marked `shown` or folded: shown are those with activity; when no kind has any,
+    those with resources; when none has resources either, every kind (the page would be empty otherwise)."""
+    ordered = sorted(machines, key=lambda m: (-m["moves_hour"], -m["moves_day"]))  # stable: the rest keep order
+    for wanted in (lambda m: m["moves_day"] > 0, lambda m: m["total"] > 0, lambda m: True):
+        if any(wanted(m) for m in ordered):
+            for m in ordered:
+                m["shown"] = bool(wanted(m))
+            break
+    return ordered
 
 
 def _href(name: str, query: str = "") -> str:
@@ -98,6 +113,7 @@ def overview(request: HttpRequest) -> HttpResponse:
     healing = healing_overview(namespaces) if wanted & {"engine", "healing"} else {}
     if "machines" in wanted:
         context["machines"] = _machines(namespaces)
+        context["machines_folded"] = sum(1 for m in context["machines"] if not m["shown"])
     if "recent" in wanted:
         context["recent"] = list(transitions.transition_list(namespaces=namespaces).order_by("-id")[:15])
     if "engine" in wanted:

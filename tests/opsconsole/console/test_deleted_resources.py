@@ -20,8 +20,8 @@ def test_deleted_resources_count_in_the_deleted_state_and_leave_the_live_lists(a
     client = as_role("viewer")
 
     html = client.get("/").content.decode()
-    assert "<title>Deleted (terminal): 2 resources" in html and "<title>Running (ready): 1 resources" in html
-    assert '<span class="muted small">1 resources' in html  # the card's total: live resources only
+    assert "<title>Deleted (terminal): 2 resources" in html and "<title>Running (ready): 1 resource," in html
+    assert '<span class="muted small">1 resource</span>' in html  # the card's total: live resources only
 
     listed = client.get("/resources/?kind=Memcached").content.decode()
     assert f"/resources/{new.pk}/" in listed and f"/resources/{old.pk}/" not in listed

@@ -63,8 +63,10 @@ def test_edges_none_took_are_faint_and_unlabelled_and_busy_ones_say_their_counts
     assert 'class="edge faint"' in quiet and "marker-end=\"url(#sm-Memcached-faint)\"" in quiet
     assert "<title>Running → Pending: 0 in the last hour, 0 in the last day</title>" in quiet
     assert 'class="edge active"' in _edge(svg, "Pending", "Running")
-    labels = re.findall(r'<text [^>]*class="edge-label"[^>]*>([^<]*)</text>', svg)
-    assert labels == ["2/5"]  # only where something moved
+    labels = re.findall(r'<tr class="edge-label" data-edge="([^"]*)"><th scope="row">(\d+)</th><td>[^<]*</td>'
+                        r'<td>([^<]*)</td>', svg)
+    assert labels == [("Pending→Running", "1", "2/5")]  # only where something moved, numbered in the legend
+    assert re.findall(r'<g class="edge-mark" data-edge="([^"]*)" data-n="(\d+)">', svg) == [("Pending→Running", "1")]
     assert svg.count('<marker id="sm-Memcached-') == 3
 
 
@@ -93,8 +95,10 @@ def test_a_resources_path_is_numbered_with_its_times_and_its_current_state_marke
     taken = _edge(svg, "Pending", "Running")
     assert 'class="edge taken"' in taken and "#2 at " in taken
     assert 'class="edge faint"' in _edge(svg, "Running", "Pending")
-    labels = re.findall(r'<text [^>]*class="edge-label taken"[^>]*>([^<]*)</text>', svg)
+    labels = re.findall(r'<tr class="edge-label taken"[^>]*><th scope="row">\d+</th><td>[^<]*</td><td>([^<]*)</td>',
+                        svg)
     assert sorted(label.split()[0] for label in labels) == ["#2", "#3", "#4"]
+    assert svg.count('<g class="edge-mark taken"') == 3 and "steps (the latest at)" in svg
     running = re.search(r'<g class="([^"]+)" data-state="Running"[^>]*>(.*?)</g>', svg)
     assert running and "current" in running.group(1) and "visited" in running.group(1)
     assert ">2× · 40 min<" in running.group(2)  # 50 - 20 = 30 min, then the last 10 min until now

@@ -50,9 +50,10 @@ def test_the_overview_draws_each_kind_with_counts_edges_and_dwell_medians(as_rol
     html = as_role("viewer").get("/").content.decode()
     assert 'aria-label="Memcached state machine"' in html
     assert 'href="/resources/?kind=Memcached&amp;phase=Running"' in html
-    assert "<title>Running (ready): 1 resources" in html and "<title>Pending (progressing): 1 resources" in html
+    assert "<title>Running (ready): 1 resource," in html or "<title>Running (ready): 1 resource<" in html
+    assert "<title>Pending (progressing): 1 resource" in html and "1 resources" not in html
     assert "1 now</text>" in html
-    assert 'class="edge-label" text-anchor="middle">1/1</text>' in html  # only an edge something took has a label
+    assert '<td>Pending → Running</td><td>1/1</td>' in html  # only an edge something took has a label (legend)
     assert "<title>Pending → Running: 1 in the last hour, 1 in the last day</title>" in html
     assert "median 1 min before leaving" in html  # Pending was left after one minute
     assert "Recent transitions" in html and f"/resources/{a.pk}/" in html
@@ -277,7 +278,7 @@ def test_the_chain_status_is_verified_on_request(as_role):
     response = csrf_post(client, "/audit/verify", {})
     assert response.status_code == 302
     html = client.get("/audit/").content.decode()
-    assert 'id="chain-status">intact' in html and "1 transitions" in html
+    assert 'id="chain-status">intact' in html and "1 chain, 1 transition," in html
 
 
 def test_the_queue_page_lists_backing_off_keys_with_admin_controls(as_role, queue):
