@@ -52,6 +52,10 @@ def _int(value: Any, default: int = 0) -> int:
         return default
 
 
+def _span(low: int, high: int) -> str:
+    return f"ordinal {low}" if low == high else f"ordinals {low}..{high}"
+
+
 def _where(partition: int, replicas: int, rows: list[OrdinalRow], upgrading: bool) -> str:
     if not upgrading:
         return "no upgrade in progress: every ordinal runs the current revision" if all(
@@ -60,10 +64,10 @@ def _where(partition: int, replicas: int, rows: list[OrdinalRow], upgrading: boo
         return f"upgrade started: ordinal {replicas - 1} moves first"
     moved = rows[partition] if partition < len(rows) else None
     if moved is not None and not (moved.updated and moved.ready):
-        return f"ordinal {partition} ({moved.pod}) is being replaced; ordinals {partition}..{replicas - 1} moved"
+        return f"ordinal {partition} ({moved.pod}) is being replaced; {_span(partition, replicas - 1)} moved"
     if partition == 0:
         return "every ordinal moved: finishing"
-    return f"ordinals {partition}..{replicas - 1} upgraded; ordinal {partition - 1} moves next"
+    return f"{_span(partition, replicas - 1)} upgraded; ordinal {partition - 1} moves next"
 
 
 def resource_rollout(resource: Resource) -> RolloutView | None:
