@@ -24,16 +24,12 @@ lint: $(STAMP)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/lint-imports
 
-# What the registered kinds generate (CRDs, the ClusterRole, the webhook configurations), written everywhere the
-# repository keeps a copy: deploy/, the kustomize base and the Helm chart (tests fail while a copy is stale).
+# What the registered kinds generate (CRDs, the ClusterRole, the webhook configurations), written where the
+# repository keeps it (the Helm chart links to these files); tests fail while one is stale.
 generate: $(STAMP)
 	$(VENV)/bin/python manage.py crds --write deploy/crds
-	$(VENV)/bin/python manage.py crds --write deploy/helm/opsconsole/crds
 	$(VENV)/bin/python manage.py rbac > deploy/kustomize/base/rbac.yaml
-	cp deploy/kustomize/base/rbac.yaml deploy/helm/opsconsole/files/rbac.yaml
 	$(VENV)/bin/python manage.py webhooks > deploy/webhooks/configurations.yaml
-	cp deploy/webhooks/configurations.yaml deploy/helm/opsconsole/files/webhooks.yaml
-	cp deploy/prometheus/alerts.yml deploy/grafana/opsconsole-dashboard.json deploy/helm/opsconsole/files/
 
 clean:
 	rm -rf $(VENV) data staticfiles
