@@ -62,6 +62,14 @@ class SettingSerializer(serializers.Serializer):
     source = serializers.CharField()
 
 
+class VerbosityAnswerSerializer(serializers.Serializer):
+    """What a change did: the setting now in force (null when switched off) or whether one was cleared."""
+
+    scope = serializers.CharField()
+    setting = SettingSerializer(allow_null=True)
+    cleared = serializers.BooleanField(help_text="minutes 0: whether a setting was in force and is now off")
+
+
 class RunLinesSerializer(serializers.Serializer):
     """The log lines a verbose run kept."""
 
@@ -93,14 +101,14 @@ class _VerbosityChange(AuditedActionView):
         try:
             if data["minutes"] == 0:
                 self.audit_action = "verbosity.clear"
-                return Response({"scope": scope, "cleared": verbosity.verbosity_clear(scope)})
+                return Response({"scope": scope, "setting": None, "cleared": verbosity.verbosity_clear(scope)})
             setting = verbosity.verbosity_set(scope, data["modules"], data["minutes"], actor=actor_of(request))
         except verbosity.VerbosityError as exc:
             raise ValidationError({exc.field: [str(exc)]}) from exc
         except Exception as exc:  # Redis did not answer
             raise Unavailable(f"{type(exc).__name__}: {exc}") from exc
         self.audit_detail["until"] = setting.until
-        return Response(_shown(setting))
+        return Response({"scope": scope, "setting": _shown(setting), "cleared": False})
 
 
 class ResourceVerbosityView(_VerbosityChange):
@@ -110,7 +118,7 @@ class ResourceVerbosityView(_VerbosityChange):
 
     @extend_schema(summary="Set (or, minutes 0, clear) one resource's log verbosity until an expiry",
                    operation_id="resources_verbosity", request=VerbosityInputSerializer, tags=["debugging"],
-                   responses={200: SettingSerializer, **ACTION_ERRORS})
+                   responses={200: VerbosityAnswerSerializer, **ACTION_ERRORS})
     def post(self, request: Request, pk: str | None = None) -> Response:
         data = _valid(VerbosityInputSerializer, request)
         try:
@@ -140,7 +148,7 @@ class VerbosityView(_VerbosityChange):
 
     @extend_schema(summary="Set (or, minutes 0, clear) a kind's or every run's log verbosity until an expiry",
                    operation_id="verbosity_set", request=ScopedVerbosityInputSerializer, tags=["debugging"],
-                   responses={200: SettingSerializer, **ACTION_ERRORS})
+                   responses={200: VerbosityAnswerSerializer, **ACTION_ERRORS})
     def post(self, request: Request) -> Response:
         data = _valid(ScopedVerbosityInputSerializer, request)
         if data["scope"] != "all" and not data["scope"].startswith("kind:"):

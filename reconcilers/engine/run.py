@@ -157,7 +157,7 @@ class Run:
                                                     trace_id=self.trace_id if span.is_recording() else None)
                 if others:
                     span.set_attribute("opsconsole.request.trace_id", others)
-            with run_keep.RunKeeper(rec, self.key, obj, recorded, self.queue.redis) as keeper:  # inputs, verbosity
+            with run_keep.RunKeeper(rec, self.key, obj, recorded, self.queue) as keeper:  # inputs, verbosity
                 outcome = step.reconcile_step(rec, api, obj, recorded, span=span,
                                               lease_held=lambda: not self.renewer.lost,
                                               request_annotations=annotations,

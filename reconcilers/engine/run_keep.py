@@ -26,10 +26,11 @@ class RunKeeper:
     """The capture and the verbose log of one run (a context manager around the step)."""
 
     def __init__(self, reconciler: Reconciler, key: str, obj: dict[str, Any], recorded: str | None,
-                 redis: Any = None) -> None:
+                 queue: Any = None) -> None:
         self.reconciler, self.key, self.obj, self.recorded = reconciler, key, obj, recorded
         self.capture = capture.InputCapture()
-        setting = verbosity.levels_for(verbosity.CACHE.get(redis), key, reconciler.resource.kind, obj)
+        store = verbosity.Store.of(queue) if queue is not None else None
+        setting = verbosity.levels_for(verbosity.CACHE.get(store), key, reconciler.resource.kind, obj)
         self.log = verbosity.RunLog(setting, reconciler.name) if setting is not None else None
         self._token: Token | None = None
 

@@ -5,7 +5,7 @@ setting switches itself off at its expiry.
 
 Where a setting comes from:
 - the console or the API (`reconcilers.services.verbosity`, audited): one field per scope (`object:<key>`,
-  `kind:<Kind>`, `all`) in the Redis hash `opsconsole:verbosity` (the workqueue's Redis), its value JSON with the
+  `kind:<Kind>`, `all`) in the Redis hash `<queue name>:verbosity` (beside the workqueue), its value JSON with the
   modules, the expiry (`until`, epoch seconds), who set it and when. A worker reads the hash at most every
   `REFRESH_SECONDS` (one HGETALL per process, not per run); an expired setting is ignored at once.
 - an annotation on the object: `opsconsole.io/verbosity: "reconcile=debug,client=debug"` with
@@ -30,7 +30,8 @@ from typing import Any
 
 from reconcilers.core.meta import parse_rfc3339
 
-HASH = "opsconsole:verbosity"
+#: the Redis hash of the settings, beside its workqueue's keys: `<queue name>:verbosity`
+HASH_SUFFIX = ":verbosity"
 ANNOTATION = "opsconsole.io/verbosity"
 ANNOTATION_UNTIL = "opsconsole.io/verbosity-until"
 LEVELS = {"debug": logging.DEBUG, "info": logging.INFO, "warning": logging.WARNING}
@@ -96,23 +97,36 @@ def scope_check(scope: str) -> str:
     raise VerbosityError("scope must be object:<group/version/plural/namespace/name>, kind:<Kind> or all", "scope")
 
 
-def setting_store(redis: Any, setting: Setting) -> None:
+@dataclass(frozen=True)
+class Store:
+    """Where the settings are: a Redis client and the hash's key (`Store.of(queue)`: beside a workqueue)."""
+
+    redis: Any
+    key: str
+
+    @classmethod
+    def of(cls, queue: Any) -> Store:
+        """The store of a `WorkQueue` (its Redis, `<its name>:verbosity`)."""
+        return cls(queue.redis, f"{queue.name}{HASH_SUFFIX}")
+
+
+def setting_store(store: Store, setting: Setting) -> None:
     """Store a setting (and drop the expired ones)."""
     scope_check(setting.scope)
-    redis.hset(HASH, setting.scope, json.dumps(setting.as_dict()))
-    _prune(redis)
+    store.redis.hset(store.key, setting.scope, json.dumps(setting.as_dict()))
+    _prune(store)
 
 
-def setting_clear(redis: Any, scope: str) -> bool:
+def setting_clear(store: Store, scope: str) -> bool:
     """Remove a scope's setting; whether there was one."""
-    return bool(redis.hdel(HASH, scope_check(scope)))
+    return bool(store.redis.hdel(store.key, scope_check(scope)))
 
 
-def settings_read(redis: Any, now: float | None = None) -> dict[str, Setting]:
+def settings_read(store: Store, now: float | None = None) -> dict[str, Setting]:
     """The settings in force (expired ones left out)."""
     now = time.time() if now is None else now
     out = {}
-    for scope, raw in (redis.hgetall(HASH) or {}).items():
+    for scope, raw in (store.redis.hgetall(store.key) or {}).items():
         try:
             data = json.loads(raw)
             setting = Setting(**data)
@@ -123,43 +137,44 @@ def settings_read(redis: Any, now: float | None = None) -> dict[str, Setting]:
     return out
 
 
-def _prune(redis: Any) -> None:
+def _prune(store: Store) -> None:
     now = time.time()
-    for scope, raw in (redis.hgetall(HASH) or {}).items():
+    for scope, raw in (store.redis.hgetall(store.key) or {}).items():
         try:
             if float(json.loads(raw).get("until") or 0) <= now:
-                redis.hdel(HASH, scope)
+                store.redis.hdel(store.key, scope)
         except (TypeError, ValueError, AttributeError):
-            redis.hdel(HASH, scope)
+            store.redis.hdel(store.key, scope)
 
 
 class SettingsCache:
-    """The settings in force as this process last read them (at most every `REFRESH_SECONDS`); an unreadable
-    Redis means none (a verbosity is never a reason to fail a run)."""
+    """The settings in force as this process last read them, per store (at most every `REFRESH_SECONDS`); an
+    unreadable Redis means none (a verbosity is never a reason to fail a run)."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._read_at = -1e18
-        self._settings: dict[str, Setting] = {}
+        self._read: dict[str, tuple[float, dict[str, Setting]]] = {}
 
-    def get(self, redis: Any, now: float | None = None) -> dict[str, Setting]:
+    def get(self, store: Store | None, now: float | None = None) -> dict[str, Setting]:
+        if store is None:
+            return {}
         mono = time.monotonic()
         with self._lock:
-            if mono - self._read_at >= REFRESH_SECONDS:
+            read_at, current = self._read.get(store.key, (-1e18, {}))
+            if mono - read_at >= REFRESH_SECONDS:
                 try:
-                    self._settings = settings_read(redis) if redis is not None else {}
+                    current = settings_read(store)
                 except Exception:  # noqa: BLE001
                     log.debug("verbosity settings unreadable", exc_info=True)
-                    self._settings = {}
-                self._read_at = mono
-            current = self._settings
+                    current = {}
+                self._read[store.key] = (mono, current)
         now = time.time() if now is None else now
         return {scope: s for scope, s in current.items() if s.until > now}
 
     def forget(self) -> None:
         """Read again at the next `get` (tests, and a setter in the same process)."""
         with self._lock:
-            self._read_at = -1e18
+            self._read.clear()
 
 
 CACHE = SettingsCache()

@@ -32,6 +32,10 @@ class RunLines:
     dropped: int
 
 
+def _store() -> verbosity.Store:
+    return verbosity.Store.of(dispatch.get_queue())
+
+
 def verbosity_set(scope: str, modules: str, minutes: float, *, actor: str) -> Setting:
     """Turn `scope` (`object:<key>`, `kind:<Kind>`, `all`) to `modules` (`reconcile=debug,client=debug`) for
     `minutes`. VerbosityError naming the field otherwise."""
@@ -41,21 +45,21 @@ def verbosity_set(scope: str, modules: str, minutes: float, *, actor: str) -> Se
         raise VerbosityError(f"minutes must be 1 to {MAX_MINUTES}", "minutes")
     now = time.time()
     setting = Setting(scope, parsed, now + minutes * 60, actor=actor, set_at=now)
-    verbosity.setting_store(dispatch.get_queue().redis, setting)
+    verbosity.setting_store(_store(), setting)
     verbosity.CACHE.forget()
     return setting
 
 
 def verbosity_clear(scope: str) -> bool:
     """Switch `scope`'s verbosity off now; whether one was set."""
-    cleared = verbosity.setting_clear(dispatch.get_queue().redis, scope)
+    cleared = verbosity.setting_clear(_store(), scope)
     verbosity.CACHE.forget()
     return cleared
 
 
 def verbosity_list() -> list[Setting]:
     """The settings in force, soonest to expire first."""
-    return sorted(verbosity.settings_read(dispatch.get_queue().redis).values(), key=lambda s: s.until)
+    return sorted(verbosity.settings_read(_store()).values(), key=lambda s: s.until)
 
 
 def run_lines(run_id: int) -> RunLines | None:

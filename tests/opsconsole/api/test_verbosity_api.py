@@ -17,7 +17,7 @@ pytestmark = pytest.mark.django_db
 @pytest.fixture
 def clean(queue):
     yield queue
-    queue.redis.delete(verbosity.HASH)
+    queue.redis.delete(verbosity.Store.of(queue).key)
 
 
 def test_an_operator_turns_one_object_verbose_and_off_and_each_change_is_recorded(clean, as_user):
@@ -26,7 +26,7 @@ def test_an_operator_turns_one_object_verbose_and_off_and_each_change_is_recorde
     answer = operator.post(f"/api/v1/resources/{res.pk}/verbosity", {"modules": "reconcile=debug,client=debug",
                                                                      "minutes": 15}, format="json")
     assert answer.status_code == 200, answer.content
-    assert answer.json()["scope"] == f"object:{res.key}" and answer.json()["modules"]["client"] == "debug"
+    assert answer.json()["scope"] == f"object:{res.key}" and answer.json()["setting"]["modules"]["client"] == "debug"
     listed = operator.get("/api/v1/verbosity").json()
     assert [s["scope"] for s in listed] == [f"object:{res.key}"]
     assert as_user("viewer", ["elsewhere"]).get("/api/v1/verbosity").json() == []

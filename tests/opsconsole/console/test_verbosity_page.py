@@ -17,7 +17,7 @@ pytestmark = pytest.mark.django_db
 @pytest.fixture
 def clean(queue):
     yield queue
-    queue.redis.delete(verbosity.HASH)
+    queue.redis.delete(verbosity.Store.of(queue).key)
 
 
 def test_an_operator_turns_debug_logging_on_and_off_from_the_detail_page(clean, as_role):

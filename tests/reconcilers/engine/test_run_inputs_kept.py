@@ -30,7 +30,7 @@ def unsampled(settings):
 
 
 def test_only_kept_runs_keep_inputs_and_a_verbose_run_keeps_its_lines(unsampled, kapi, namespace, workqueue,
-                                                                      reconcilers, redis_client):
+                                                                      reconcilers):
     reconcilers(GADGETS)
 
     def run(name: str, **spec: object) -> ReconcileRun:
@@ -48,13 +48,13 @@ def test_only_kept_runs_keep_inputs_and_a_verbose_run_keeps_its_lines(unsampled,
     assert broken.result == "error" and kept.inputs and not kept.log_lines
     assert replay.run_replay(broken.pk).same
     scope = f"object:{GADGET.request(namespace, 'quiet').key()}"
-    verbosity.setting_store(redis_client, verbosity.Setting(scope, {"reconcile": "debug", "client": "debug"},
-                                                            time.time() + 60, actor="user:ann"))
+    verbosity.setting_store(verbosity.Store.of(workqueue), verbosity.Setting(
+        scope, {"reconcile": "debug", "client": "debug"}, time.time() + 60, actor="user:ann"))
     verbosity.CACHE.forget()
     try:
         loud = run("quiet")
     finally:
-        verbosity.setting_clear(redis_client, scope)
+        verbosity.setting_clear(verbosity.Store.of(workqueue), scope)
         verbosity.CACHE.forget()
     lines = RunCapture.objects.get(run_id=loud.pk)
     assert lines.inputs is None and any("verbose run" in line for line in lines.log_lines)

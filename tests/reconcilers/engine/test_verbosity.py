@@ -31,11 +31,11 @@ def test_modules_and_scopes_are_checked_by_name():
         verbosity.scope_check("object:not-a-key")
 
 
-def run_once(kapi, namespace, rec, recorded, redis):
+def run_once(kapi, namespace, rec, recorded, queue):
     """One step of the Memcached inside a RunKeeper, recorded; (the run, its capture row or None)."""
     obj = kube.get_object(kapi, MEMCACHED, namespace, "mc")
     key = MEMCACHED.request(namespace, "mc").key()
-    with RunKeeper(rec, key, obj, recorded, redis) as keeper:
+    with RunKeeper(rec, key, obj, recorded, queue) as keeper:
         outcome = step.reconcile_step(rec, kapi, obj, recorded)
     run = ReconcileRun.objects.create(key=key, kind="Memcached", started_at=timezone.now(), duration_seconds=0.1,
                                       result=outcome.result)
@@ -43,16 +43,16 @@ def run_once(kapi, namespace, rec, recorded, redis):
     return run, RunCapture.objects.filter(run_id=run.pk).first()
 
 
-def test_an_objects_runs_log_at_debug_until_the_expiry_and_the_lines_are_kept(kapi, namespace, redis_client,
+def test_an_objects_runs_log_at_debug_until_the_expiry_and_the_lines_are_kept(kapi, namespace, queue,
                                                                                builtin_kinds_only):
     rec, _live, recorded = running_memcached(kapi, namespace)
     scope = f"object:{MEMCACHED.request(namespace, 'mc').key()}"
-    verbosity.setting_store(redis_client, verbosity.Setting(scope, {"reconcile": "debug", "client": "debug"},
-                                                            time.time() + 1.5, actor="user:ann"))
+    verbosity.setting_store(verbosity.Store.of(queue), verbosity.Setting(
+        scope, {"reconcile": "debug", "client": "debug"}, time.time() + 1.5, actor="user:ann"))
     verbosity.CACHE.forget()
     try:
         level = logging.getLogger(f"reconcilers.{rec.name}").level
-        _run, kept = run_once(kapi, namespace, rec, recorded, redis_client)
+        _run, kept = run_once(kapi, namespace, rec, recorded, queue)
         assert kept is not None and kept.log_level == "debug" and kept.inputs is None  # lines only: not a kept run
         text = "\n".join(kept.log_lines)
         assert "verbose run (reconcile=debug,client=debug" in text and "set by user:ann" in text
@@ -60,24 +60,24 @@ def test_an_objects_runs_log_at_debug_until_the_expiry_and_the_lines_are_kept(ka
         assert logging.getLogger(f"reconcilers.{rec.name}").level == level  # put back after the run
         time.sleep(1.6)  # past the expiry: no restart, no clearing
         verbosity.CACHE.forget()
-        _run, quiet = run_once(kapi, namespace, rec, recorded, redis_client)
+        _run, quiet = run_once(kapi, namespace, rec, recorded, queue)
         assert quiet is None
     finally:
-        verbosity.setting_clear(redis_client, scope)
+        verbosity.setting_clear(verbosity.Store.of(queue), scope)
 
 
-def test_the_annotation_turns_one_object_verbose_until_its_expiry(kapi, namespace, redis_client, builtin_kinds_only):
+def test_the_annotation_turns_one_object_verbose_until_its_expiry(kapi, namespace, queue, builtin_kinds_only):
     rec, _live, recorded = running_memcached(kapi, namespace)
     until = rfc3339(timezone.now() + timezone.timedelta(minutes=5))
     kube.patch_object(kapi, MEMCACHED, namespace, "mc", {"metadata": {"annotations": {
         verbosity.ANNOTATION: "client=debug", verbosity.ANNOTATION_UNTIL: until}}})
     verbosity.CACHE.forget()
-    _run, kept = run_once(kapi, namespace, rec, recorded, redis_client)
+    _run, kept = run_once(kapi, namespace, rec, recorded, queue)
     assert kept is not None and any(" GET " in line or "GET /" in line for line in kept.log_lines)
     past = rfc3339(timezone.now() - timezone.timedelta(seconds=1))
     kube.patch_object(kapi, MEMCACHED, namespace, "mc", {"metadata": {"annotations": {
         verbosity.ANNOTATION_UNTIL: past}}})
-    assert run_once(kapi, namespace, rec, recorded, redis_client)[1] is None
+    assert run_once(kapi, namespace, rec, recorded, queue)[1] is None
 
 
 def test_lines_are_bounded_and_other_threads_records_are_not_taken():
