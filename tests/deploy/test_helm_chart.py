@@ -417,3 +417,12 @@ def test_other_values_render_valid_objects(chart: Any, values: dict[str, Any]) -
         (server,) = _pod_spec(_one(docs, "Deployment", "opsconsole-webhooks"))["containers"]
         assert "--insecure-skip-client-verify" in server["command"] and "--client-ca" not in server["command"]
         assert "/client-ca" not in {m["mountPath"] for m in server["volumeMounts"]}
+
+
+def test_the_chart_and_the_production_overlay_deploy_the_version_being_released(chart: Any) -> None:
+    import tomllib
+
+    version = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]["version"]
+    assert chart.metadata["appVersion"] == version
+    overlay = yaml.safe_load((PRODUCTION / "kustomization.yaml").read_text(encoding="utf-8"))
+    assert overlay["images"] == [{"name": "opsconsole", "newTag": version}]
