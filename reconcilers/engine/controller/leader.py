@@ -85,6 +85,8 @@ class LeaderElector:
         self._next_step_at = -math.inf
         self._stop = threading.Event()
         self._thread: supervise.Supervised | None = None
+        #: annotations written into the Lease with every acquire or renewal (a shard's view of the membership)
+        self.annotations: dict[str, str] = {}
 
     def __repr__(self) -> str:
         return f"<LeaderElector {self.namespace}/{self.name} as {self.identity}>"
@@ -168,7 +170,8 @@ class LeaderElector:
             body = {
                 "apiVersion": LEASE.api_version,
                 "kind": LEASE.kind,
-                "metadata": {"name": self.name, "namespace": self.namespace},
+                "metadata": {"name": self.name, "namespace": self.namespace,
+                             **({"annotations": dict(self.annotations)} if self.annotations else {})},
                 "spec": self._spec({}, acquiring=True),
             }
             try:
@@ -200,6 +203,7 @@ class LeaderElector:
                 "name": self.name,
                 "namespace": self.namespace,
                 "resourceVersion": lease["metadata"]["resourceVersion"],
+                **({"annotations": dict(self.annotations)} if self.annotations else {}),
             },
             "spec": self._spec(spec, acquiring=not (ours and self._leading)),
         }

@@ -7,6 +7,8 @@ thread; it touches neither Redis nor the database.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from reconcilers.core.meta import AUTO_ROLLBACK, FLUX_REQUESTED_AT, RECONCILE_REQUESTED_AT, SUSPENDED, SUSPENDED_UNTIL
 from reconcilers.engine import triggers
 from reconcilers.engine.controller.archive import EventsArchive
@@ -42,17 +44,22 @@ def primary_trigger(event: InformerEvent) -> dict:
 
 class EventRouter:
     """Routes informer events into `handoff`. `mirror`: mirror updates are handed off; `object_cache`: objects
-    are; `archive`: the Events archive (None: off), told whose child each owned object is."""
+    are; `archive`: the Events archive (None: off), told whose child each owned object is; `observe`: told each
+    reconciled object's event before it is routed (a controller shard's ownership, shards/ownership.py)."""
 
     def __init__(self, handoff: Handoff, kinds: KindMap, informers: InformerSet, *, mirror: bool,
-                 object_cache: bool, archive: EventsArchive | None) -> None:
+                 object_cache: bool, archive: EventsArchive | None,
+                 observe: Callable[[InformerEvent], None] | None = None) -> None:
         self.handoff, self.kinds, self.informers, self.archive = handoff, kinds, informers, archive
         self.mirror, self.object_cache = mirror, object_cache
+        self.observe = observe  # told every reconciled object's event first (a controller shard places its key)
 
     def handle(self, event: InformerEvent) -> None:
         """Filter one informer event of a watched kind into keys to enqueue and a mirror update."""
         kid = kind_id(event.kind)
         if kid in self.kinds.primary:
+            if self.observe is not None:
+                self.observe(event)
             if self.object_cache and event.key:  # before its key: the loop writes the objects, then enqueues
                 self.handoff.put_object(event.key, None if event.type == DELETED else event.obj)
             if primary_wants_reconcile(event):

@@ -100,13 +100,23 @@ def build_controller(
     cache_live: Callable[[float | None], Any] | None = None,
     queue_epoch: Callable[[str], str] | None = None,
     note_triggers: Callable[[dict[str, str]], Any] | None = None,
+    handoff: Handoff | None = None,
+    observe: Callable[[Any], None] | None = None,
+    cluster_leader: Callable[[], bool] | None = None,
+    heal_enqueue: Callable[..., Any] | None = None,
 ) -> Controller:
     """A `Controller` for `reconcilers` with every collaborator built. A callable passed replaces its default
     backend (tests): `enqueue` (one key → sent?) replaces the batched enqueue, and a test that fakes the enqueue
     without a cache writer gets no object cache; a test that fakes the depths records no depth history. `mirror`:
     the Resource mirror is written (and, unless `archive_events` says otherwise, the Events archive and, unless
-    `heal_interval` does, the healing step run: both read it)."""
-    kinds, handoff = KindMap.of(reconcilers), Handoff()
+    `heal_interval` does, the healing step run: both read it). A controller shard (reconcilers.engine.shards)
+    passes its filtering `handoff`, the `observe` hook of its ownership, `cluster_leader` (the cluster-wide work —
+    the Events archive, healing, audit checkpoints, the mirror's ghost sweep — runs only while it answers True)
+    and `heal_enqueue` (healing's way into the handoff, unfiltered)."""
+    kinds, handoff = KindMap.of(reconcilers), handoff if handoff is not None else Handoff()
+    if cluster_leader is not None:
+        events_write, heal, checkpoint_write, mirror_sweep = _led(
+            cluster_leader, events_write, heal, checkpoint_write, mirror_sweep, api)
     # the object cache the workers read: written before the keys of the same batch are enqueued
     if object_cache is None:
         object_cache = (enqueue is None or cache_write is not None) and adapters.object_cache_enabled()
@@ -132,10 +142,14 @@ def build_controller(
     if heal_interval is None:  # healing reads the mirror: only a controller that writes it heals by default
         heal_interval = default_heal_interval() if mirror else 0.0
     if heal is None and heal_interval > 0:
-        heal = Evaluator(api, kinds.reconcilers, annotations=informers.annotations, enqueue=handoff.put_keys).step
+        heal = Evaluator(api, kinds.reconcilers, annotations=informers.annotations,
+                         enqueue=heal_enqueue or handoff.put_keys).step
+        if cluster_leader is not None:
+            heal = _only_leading(cluster_leader, heal, None)
     parts = ControllerParts(
         kinds=kinds, handoff=handoff, informers=informers, feed=feed, gauges=gauges, archive=archive,
-        router=EventRouter(handoff, kinds, informers, mirror=mirror, object_cache=object_cache, archive=archive),
+        router=EventRouter(handoff, kinds, informers, mirror=mirror, object_cache=object_cache, archive=archive,
+                           observe=observe),
         mirror=MirrorWriter(mirror_write or adapters.mirror_write, handoff, batch_size=batch_size, clock=clock,
                             busy=busy),
         sweeps=Sweeps(handoff, informers, kinds, clock=clock,
@@ -148,3 +162,24 @@ def build_controller(
     return Controller(parts, elector=elector, clock=clock, background=background, batch_size=batch_size,
                       resync_seconds=default_resync_seconds() if resync_seconds is None else resync_seconds,
                       pump_interval=pump_interval, metrics_interval=metrics_interval)
+
+
+def _only_leading(leading: Callable[[], bool], call: Callable[..., Any], otherwise: Any) -> Callable[..., Any]:
+    """`call` while `leading()`, else `otherwise` (called with the arguments when callable)."""
+    def gated(*args: Any, **kwargs: Any) -> Any:
+        if leading():
+            return call(*args, **kwargs)
+        return otherwise(*args, **kwargs) if callable(otherwise) else otherwise
+
+    return gated
+
+
+def _led(leading: Callable[[], bool], events_write: Any, heal: Any, checkpoint_write: Any, mirror_sweep: Any,
+         api: Any) -> tuple[Any, Any, Any, Any]:
+    """The cluster-wide writers of a controller shard, run only while it is the elected replica: Events offered
+    to the archive elsewhere are let go (the elected replica's own informer offers them), a mirror sweep elsewhere
+    records nothing deleted."""
+    events = _only_leading(leading, events_write or adapters.events_writer(api), lambda batch: len(batch))
+    checkpoint = _only_leading(leading, checkpoint_write or adapters.checkpoint_write, None)
+    sweep = _only_leading(leading, mirror_sweep or adapters.mirror_sweep, lambda *args, **kwargs: [])
+    return events, (_only_leading(leading, heal, None) if heal is not None else None), checkpoint, sweep

@@ -58,6 +58,7 @@ class ShardMembers:
         # shard → (resourceVersion seen, when we saw it change, its holder, its lease duration)
         self._seen: dict[str, tuple[str, float, str, float]] = {}
         self._live: tuple[str, ...] = ()
+        self._annotations: dict[str, dict[str, str]] = {}  # shard → its Lease's annotations, as last listed
         self.changes = 0  # how many times the live set changed (a caller re-assigns its keys when it moves)
 
     def step(self) -> tuple[str, ...]:
@@ -78,8 +79,10 @@ class ShardMembers:
                 before = self._seen.get(shard)
                 observed_at = before[1] if before is not None and before[0] == rv else now
                 self._seen[shard] = (rv, observed_at, holder, duration)
+                self._annotations[shard] = dict(lease["metadata"].get("annotations") or {})
             for shard in set(self._seen) - set(names):  # the Lease was deleted
                 del self._seen[shard]
+                self._annotations.pop(shard, None)
             live = tuple(sorted(shard for shard, (_, at, holder, duration) in self._seen.items()
                                 if holder and now < at + duration))
             if live != self._live:
@@ -92,6 +95,11 @@ class ShardMembers:
         """The live shards as of the last step."""
         with self._lock:
             return self._live
+
+    def annotations(self, shard: str) -> dict[str, str]:
+        """The annotations of a shard's Lease as last listed (empty: none, or no such Lease)."""
+        with self._lock:
+            return dict(self._annotations.get(shard) or {})
 
     def next_expiry(self) -> float:
         """The monotonic instant the next live shard expires unless its Lease is seen renewed (inf: none)."""

@@ -8,6 +8,12 @@ and a changed model updates it); it works with or without `--bootstrap`. Then it
 feeds the workqueue. A clean exit (SIGINT/SIGTERM) stops the informers and releases the Lease, so a
 standby controller takes over at once.
 
+With `--shard ID` (env OPSCONSOLE_SHARD) it is one of several controller shards (reconcilers.engine.shards): it
+holds the Lease `opsconsole-shard-ID` and reconciles only the keys the consistent-hash ring gives it among the live
+shards (`--shard-by uid|namespace`), handing keys over when shards join or leave; the replica that also holds the
+controller's Lease runs the cluster-wide work. With `--selector EXPR` (env OPSCONSOLE_SHARD_SELECTOR) it is a canary
+shard: only the objects the label selector matches, which every other shard then leaves to it.
+
 Settings read (all optional): OPSCONSOLE_LEADER_NAMESPACE ("default"), OPSCONSOLE_LEADER_LEASE_SECONDS (15),
 OPSCONSOLE_LEADER_RENEW_DEADLINE_SECONDS (10), OPSCONSOLE_LEADER_RETRY_SECONDS (2),
 OPSCONSOLE_RESYNC_SECONDS (36000: each key is enqueued again once per 10 h, spread evenly over them; 0: never);
@@ -18,6 +24,7 @@ OPSCONSOLE_TRACING.
 
 from __future__ import annotations
 
+import os
 import signal
 from pathlib import Path
 from types import FrameType
@@ -36,6 +43,8 @@ from reconcilers.engine.controller import Controller
 from reconcilers.engine.controller.bootstrap import BootstrapError, bootstrap, connect, install_crds
 from reconcilers.engine.controller.wiring import build_controller, leader_elector
 from reconcilers.engine.metrics import LEADER_ELECTION_MASTER
+from reconcilers.engine.shards.ownership import SHARD_BY
+from reconcilers.engine.shards.setup import build_shard
 
 
 class Command(BaseCommand):
@@ -53,6 +62,14 @@ class Command(BaseCommand):
         parser.add_argument("--lease-duration", type=float, default=None)
         parser.add_argument("--renew-deadline", type=float, default=None)
         parser.add_argument("--retry-period", type=float, default=None)
+        parser.add_argument("--shard", default=os.environ.get("OPSCONSOLE_SHARD") or None,
+                            help="run as this controller shard (its Lease opsconsole-shard-<id>): only the keys the "
+                                 "ring gives it among the live shards (env OPSCONSOLE_SHARD)")
+        parser.add_argument("--shard-by", choices=SHARD_BY, default=os.environ.get("OPSCONSOLE_SHARD_BY") or "uid",
+                            help="what the ring hashes: the object's uid (default) or its namespace")
+        parser.add_argument("--selector", default=os.environ.get("OPSCONSOLE_SHARD_SELECTOR") or None,
+                            help="a canary shard: only the objects this label selector matches, which the other "
+                                 "shards then leave to it (shard id 'canary' unless --shard)")
 
     def handle(self, *args: Any, **options: Any) -> None:
         controller: Controller | None = None
@@ -87,16 +104,36 @@ class Command(BaseCommand):
                         raise CommandError(str(exc)) from exc
                     self.stdout.write(f"install-crds: {len(served)} CRDs served")
             _telemetry_start(self)
-            elector = leader_elector(api, options["identity"], lease_duration=options["lease_duration"],
-                                     renew_deadline=options["renew_deadline"], retry_period=options["retry_period"])
+            durations = {"lease_duration": options["lease_duration"], "renew_deadline": options["renew_deadline"],
+                         "retry_period": options["retry_period"]}
+            shard_id = options["shard"] or ("canary" if options["selector"] else None)
+            if shard_id is not None:
+                try:
+                    shard = build_shard(api, reconcilers, shard_id, by=options["shard_by"],
+                                        selector=options["selector"], identity=options["identity"],
+                                        namespace=getattr(settings, "OPSCONSOLE_LEADER_NAMESPACE", "default"),
+                                        background=True, **durations)
+                except ValueError as exc:
+                    raise CommandError(str(exc)) from exc
+                controller, elector = shard.controller, shard.elector
+                shard.start()
+                self.stdout.write(f"runcontroller: shard {shard_id} by {options['shard_by']}"
+                                  + (f", canary of {options['selector']}" if options["selector"] else ""))
+            else:
+                shard = None
+                elector = leader_elector(api, options["identity"], **durations)
+                controller = build_controller(api, reconcilers, elector=elector, background=True)
             LEADER_ELECTION_MASTER.labels(elector.name).set(1 if elector.is_leader else 0)
-            controller = build_controller(api, reconcilers, elector=elector, background=True)
             kinds = ", ".join(r.resource.kind for r in reconcilers) or "nothing"
             # the start-up's objects out of the garbage collector's reach: full collections walk the caches only
             self.stdout.write(f"runcontroller: gc: {settle()} start-up objects frozen")
             self.stdout.write(f"runcontroller: {elector.identity} reconciling {kinds}")
             self.stdout.flush()
-            controller.run()  # returns after request_stop(), having released the Lease
+            try:
+                controller.run()  # returns after request_stop(), having released the Lease
+            finally:
+                if shard is not None:
+                    shard.stop()
             self.stdout.write("runcontroller: stopped")
         except KeyboardInterrupt:
             self.stderr.write("runcontroller: interrupted")

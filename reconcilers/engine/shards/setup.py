@@ -1,0 +1,172 @@
+"""A controller shard put together (`runcontroller --shard ID`): the composition of the shard's Lease, the
+membership of the others, the ownership of keys, the filtering handoff and the controller, plus the controller's
+own Lease for the cluster-wide work.
+
+- The `Controller` runs its informers while this replica holds `opsconsole-shard-<id>` (its elector is the
+  shard's), and hands off only the keys `ShardOwnership` gives it (shards/handoff.py).
+- A `ShardStepper` thread lists the shard Leases every retry period, re-assigns the keys when the view or the key
+  set changed, and enqueues the keys handed over to this shard (with each one's object for the object cache, and a
+  `{"type": "resync", "reason": "shard handover"}` trigger) once their previous owner has stopped.
+- The controller's Lease (`opsconsole-controller`, controller/leader.py) is campaigned for on its own thread: the
+  replica that holds it also runs the cluster-wide work (the Events archive, healing, audit checkpoints, the
+  mirror's ghost sweep); CRDs are installed at start-up by whoever is started with `--install-crds`.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from reconcilers.core.reconciler import Reconciler
+from reconcilers.engine import supervise
+from reconcilers.engine.controller.leader import LeaderElector
+from reconcilers.engine.controller.loop import Controller
+from reconcilers.engine.controller.wiring import build_controller, leader_elector
+from reconcilers.engine.shards.handoff import ShardHandoff
+from reconcilers.engine.shards.membership import ShardMembers, shard_elector
+from reconcilers.engine.shards.ownership import SELECTOR, ShardOwnership
+from reconcilers.engine.triggers import resync_trigger
+
+log = logging.getLogger(__name__)
+
+
+def handover_trigger() -> dict[str, Any]:
+    """The trigger of a key enqueued because it was handed over to this shard."""
+    return {**resync_trigger(), "reason": "shard handover"}
+
+
+@dataclass
+class Shard:
+    """The running pieces of one controller shard (see the module)."""
+
+    controller: Controller
+    ownership: ShardOwnership
+    members: ShardMembers
+    elector: LeaderElector
+    cluster: LeaderElector
+    stepper: ShardStepper
+
+    def start(self) -> None:
+        """The cluster Lease's campaign and the membership step, on threads of their own."""
+        self.cluster.start()
+        self.stepper.start()
+
+    def stop(self) -> None:
+        """Stop both threads (the cluster Lease is released; the controller releases the shard's)."""
+        self.stepper.stop()
+        self.cluster.stop()
+
+
+class ShardStepper:
+    """Every `period` seconds: the live shards, the ownership's step, the handed-over keys into the handoff."""
+
+    def __init__(self, members: ShardMembers, ownership: ShardOwnership, handoff: ShardHandoff,
+                 controller: Controller, elector: LeaderElector, period: float) -> None:
+        self.members, self.ownership, self.handoff, self.controller = members, ownership, handoff, controller
+        self.elector = elector
+        self.period = period
+        self._stop = threading.Event()
+        self._thread: supervise.Supervised | None = None
+
+    def step(self) -> list[str]:
+        """One round; the keys handed over to this shard in it."""
+        try:
+            live = self.members.step()
+        except Exception as exc:  # the API away: the view stays as it was (its Leases expire on their own)
+            log.warning("shard %s: could not list the shard Leases: %s", self.ownership.shard, exc)
+            live = self.members.live
+        if self.ownership.leading() and not self.controller.synced():
+            return []  # the first assignment waits for the informers' first lists: it hands over every key at once
+        written = self.elector.annotations
+        keys = self.ownership.step(live)
+        if self.elector.annotations != written and self.elector.is_leader:
+            self.elector.step()  # the new view into our Lease now: a shard gaining our keys waits for it
+        if keys:
+            for key in keys:  # its object first: the workers read it from the object cache
+                obj = _cached(self.controller, key)
+                if obj is not None:
+                    self.handoff.put_object(key, obj)
+            trigger = handover_trigger()
+            self.handoff.put_keys(keys, {key: ([trigger], 0) for key in keys})
+            log.info("shard %s: %d keys handed over", self.ownership.shard, len(keys))
+        return keys
+
+    def run(self) -> None:
+        while not self._stop.is_set():
+            started = time.monotonic()
+            self.step()
+            self._stop.wait(max(0.0, self.period - (time.monotonic() - started)))
+
+    def start(self) -> None:
+        self._stop.clear()
+        self._thread = supervise.start(f"shard-{self.ownership.shard}", self.run)
+
+    def stop(self) -> None:
+        if self._thread is not None:
+            self._thread.signal_stop()
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.stop(5.0)
+
+
+def _cached(controller: Controller, key: str) -> dict[str, Any] | None:
+    for kid in controller.kinds.primary:
+        informer = controller.informers.get(kid)
+        obj = informer.get(key) if informer is not None else None
+        if obj is not None:
+            return obj
+    return None
+
+
+def _objects(controller: Controller, labels: bool) -> Iterator[tuple[str, dict[str, Any]]]:
+    """The reconciled kinds' cached objects: whole with `labels`, else only their uids (no unpacking)."""
+    for kid in controller.kinds.primary:
+        informer = controller.informers.get(kid)
+        if informer is None:
+            continue
+        if labels:
+            for key in informer.keys():
+                obj = informer.get(key)
+                if obj is not None:
+                    yield key, obj
+        else:
+            for uid in informer.uids():
+                key = informer.key_for_uid(uid)
+                if key is not None:
+                    yield key, {"metadata": {"uid": uid}}
+
+
+def build_shard(api: Any, reconcilers: Sequence[Reconciler], shard: str, *, namespace: str,
+                by: str = "uid", selector: str | None = None, identity: str | None = None,
+                lease_duration: float | None = None, renew_deadline: float | None = None,
+                retry_period: float | None = None, **controller_options: Any) -> Shard:
+    """Shard `shard` of the controller of `reconcilers` (see the module); `controller_options` go to
+    `build_controller`. ValueError names a bad shard id, shard-by or selector."""
+    cluster = leader_elector(api, identity, lease_duration=lease_duration, renew_deadline=renew_deadline,
+                             retry_period=retry_period)
+    elector = shard_elector(api, shard, namespace=namespace, identity=cluster.identity,
+                            lease_duration=cluster.lease_duration, renew_deadline=cluster.renew_deadline,
+                            retry_period=cluster.retry_period)
+    members = ShardMembers(api, namespace)
+    holder: dict[str, Controller] = {}
+
+    def annotate(annotations: dict[str, str]) -> None:
+        elector.annotations = annotations
+
+    ownership = ShardOwnership(
+        shard, members, by=by, selector=selector, leading=lambda: elector.is_leader, annotate=annotate,
+        objects=lambda labels: _objects(holder["controller"], labels))
+    if selector is not None:
+        elector.annotations = {SELECTOR: ownership.selector.text}  # type: ignore[union-attr]
+    prefixes = [f"{r.resource.group}/{r.resource.version}/{r.resource.plural}/" for r in reconcilers]
+    handoff = ShardHandoff(ownership, prefixes)
+    controller = build_controller(api, reconcilers, elector=elector, handoff=handoff, observe=ownership.observe,
+                                  cluster_leader=lambda: cluster.is_leader, heal_enqueue=handoff.put_keys_as_leader,
+                                  **controller_options)
+    holder["controller"] = controller
+    stepper = ShardStepper(members, ownership, handoff, controller, elector, cluster.retry_period)
+    return Shard(controller, ownership, members, elector, cluster, stepper)
