@@ -211,7 +211,7 @@ def test_the_controllers_liveness_probe_asks_its_healthz():
 
     import yaml
 
-    manifest = Path(__file__).resolve().parents[3] / "deploy" / "k8s" / "controller.yaml"
+    manifest = Path(__file__).resolve().parents[3] / "deploy" / "kustomize" / "base" / "controller.yaml"
     (deployment,) = [d for d in yaml.safe_load_all(manifest.read_text()) if d and d.get("kind") == "Deployment"]
     (container,) = deployment["spec"]["template"]["spec"]["containers"]
     assert container["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "metrics"}
