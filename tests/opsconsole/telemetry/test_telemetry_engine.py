@@ -99,8 +99,8 @@ def test_a_manual_reconcile_over_http_is_one_trace_from_the_request_to_the_statu
     status_write = next(s for s in spans if s.name == "PUT gadgets/status")
     assert status_write.service == "opsconsole-worker"
     path = chain(status_write)
-    assert path[:3] == ["PUT gadgets/status", "reconcile Gadget", "run/reconcilers.reconcile"]
-    assert path[3] == "send reconcilers.reconcile" and path[-1] == roots[0].name
+    assert path[:4] == ["PUT gadgets/status", "step", "reconcile Gadget", "run/reconcilers.reconcile"]
+    assert path[4] == "send reconcilers.reconcile" and path[-1] == roots[0].name
     reconcile = next(s for s in spans if s.name == "reconcile Gadget")
     attrs = reconcile.attributes
     assert (attrs["opsconsole.namespace"], attrs["opsconsole.name"], attrs["opsconsole.kind"]) == (
