@@ -11,7 +11,6 @@ import base64
 import io
 import json
 import os
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -27,6 +26,7 @@ from reconcilers.core.reconciler import ResourceKind
 from reconcilers.engine import kube, registry
 from reconcilers.engine.rbac import cluster_role
 from reconcilers.engine.webhook_config import webhook_configurations
+from tests.deploy.kustomize import build
 from tests.fixtures.cluster import POD_DELAYS
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -123,9 +123,7 @@ def test_the_chart_links_to_the_generated_files_and_they_are_what_the_kinds_gene
 
 
 def _kustomize_production() -> Docs:
-    out = subprocess.run(["/usr/bin/kubectl", "kustomize", str(PRODUCTION)], capture_output=True, text=True,
-                         timeout=60, check=True)
-    return [d for d in yaml.safe_load_all(out.stdout) if d]
+    return build("production")
 
 
 def test_the_pod_specs_are_the_kustomize_production_overlays(rendered: Docs) -> None:

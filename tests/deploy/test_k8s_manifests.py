@@ -6,7 +6,6 @@ real command accepts, the audit key from a Secret); the sandbox runs one pod per
 from __future__ import annotations
 
 import io
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -18,11 +17,10 @@ from django.core.management import call_command
 from kubesim.testing import running_kubesim, wait_for
 from reconcilers.core.reconciler import ResourceKind
 from reconcilers.engine import kube
+from tests.deploy.kustomize import build
 
 ROOT = Path(__file__).resolve().parents[2]
-KUSTOMIZE = ROOT / "deploy" / "kustomize"
 CRDS = ROOT / "deploy" / "crds"
-KUBECTL = "/usr/bin/kubectl"
 
 
 def _docs(directory: Path) -> list[dict[str, Any]]:
@@ -30,14 +28,6 @@ def _docs(directory: Path) -> list[dict[str, Any]]:
     for path in sorted(directory.glob("*.yaml")):
         docs += [d for d in yaml.safe_load_all(path.read_text(encoding="utf-8")) if d]
     return docs
-
-
-def build(overlay: str) -> list[dict[str, Any]]:
-    """What `kubectl kustomize deploy/kustomize/overlays/<overlay>` builds, as documents."""
-    out = subprocess.run([KUBECTL, "kustomize", str(KUSTOMIZE / "overlays" / overlay)], capture_output=True,
-                         text=True, timeout=60, check=False)
-    assert out.returncode == 0, out.stderr
-    return [d for d in yaml.safe_load_all(out.stdout) if d]
 
 
 @pytest.fixture(scope="module")
