@@ -81,6 +81,7 @@ class ShardOwnership:
         self._owned: set[str] = set()  # the keys this shard acts on
         self._pending: dict[str, str] = {}  # gained keys → the previous owner that must stop first
         self._recent: dict[str, tuple[str, dict[str, str]]] = {}  # keys seen since: (ring input, labels)
+        self._recent_before: dict[str, tuple[str, dict[str, str]]] = {}  # those the last assignment placed
         self._dirty = True
         self._next_reassign = -float("inf")
         self.moves = 0  # keys gained over this shard's life (handed over to it)
@@ -159,7 +160,7 @@ class ShardOwnership:
     def _assign(self, view: View, now: float) -> None:
         with self._lock:
             self._dirty = False
-            self._recent = {}
+            self._recent_before, self._recent = self._recent, {}
         objects = list(self.objects(bool(view.canaries)))
         assigned, ring, canaries = self._placement(view, objects)
         owned = {key for key, shard in assigned.items() if shard == self.shard}
@@ -176,8 +177,12 @@ class ShardOwnership:
             gained = owned - self._owned - set(self._pending)
             self._pending = {k: prev for k, prev in self._pending.items() if k in owned}
             for key in gained:
-                self._pending[key] = before_assigned.get(key) or (
-                    self._owner_alone(key, None) if before_view is not None else "")
+                prev = before_assigned.get(key) or (self._owner_alone(key, self._recent_before.get(key))
+                                                     if before_view is not None else "")
+                if prev == self.shard:  # judged ours alone since the last assignment: acted on already
+                    self._owned.add(key)
+                else:
+                    self._pending[key] = prev
             self._owned -= lost
             self._view, self._ring, self._canaries, self._assigned = view, ring, canaries, assigned
             self._next_reassign = now + self.reassign_interval
