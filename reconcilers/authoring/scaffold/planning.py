@@ -21,6 +21,7 @@ from reconcilers.authoring.scaffold.checks import (
 from reconcilers.authoring.scaffold.names import DEFAULT_VERSION, PLURAL, Scaffold, ScaffoldError, plural_of
 from reconcilers.authoring.scaffold.project import EXECUTABLE, check_dist_name, render_project
 from reconcilers.authoring.scaffold.rendering import render
+from reconcilers.authoring.scaffold.stateful import with_budget
 from reconcilers.engine import registry
 
 
@@ -36,7 +37,7 @@ def plan(kind: str, group: str, *, version: str = DEFAULT_VERSION, owns: str = "
     plural = plural or plural_of(kind)
     if not PLURAL.match(plural):
         raise ScaffoldError(f"plural {plural!r} must be a lower-case DNS label (e.g. websites)")
-    owned = parse_owns(owns)
+    owned = with_budget(parse_owns(owns))  # a lone StatefulSet gets its PodDisruptionBudget (scaffold.stateful)
     namespaced = not cluster_scoped
     check_scope(namespaced, owned)
     base = Path(cwd) if cwd is not None else Path.cwd()

@@ -5,7 +5,8 @@ Each template is a `string.Template` (`$name` placeholders, `$$` a literal dolla
 kind's module, filled with the child manifests (`workload`, `service`, `simple`, `container`), the spec fields
 (`workload_fields`, `deadline_field`, `port_field`), the status model and the body of `reconcile()`
 (`reconcile_empty`, `reconcile_rollout`); `test.py.tmpl` (plus `broken_image_tests` for a Deployment) is the
-kind's test module.
+kind's test module. The phase names and the state machine are templates of their own (`phase_names`, `machine`);
+a kind whose only workload is a StatefulSet gets the ordered upgrade's instead (`scaffold.stateful`).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from string import Template
 
 import yaml
 
+from reconcilers.authoring.scaffold import stateful
 from reconcilers.authoring.scaffold.names import BUILTIN, DEFAULT_IMAGE, Scaffold, snake
 
 
@@ -75,7 +77,10 @@ def _child_functions(s: Scaffold) -> str:
     if any(o.workload for o in s.owns):
         out.append(template("container").substitute(kind=s.kind, lower=s.kind.lower()))
     for o in s.owns:
-        if o.workload:
+        special = stateful.child_function(s, o, template) if stateful.ordered(s) else None
+        if special is not None:
+            out.append(special)
+        elif o.workload:
             service_name = '\n            "serviceName": short_name(meta["name"]),' if o.kind == "StatefulSet" else ""
             deadline = ('\n            "progressDeadlineSeconds": spec.progress_deadline_seconds,'
                         if o.kind == "Deployment" else "")
@@ -95,6 +100,8 @@ def _child_functions(s: Scaffold) -> str:
 def _reconcile_body(s: Scaffold) -> str:
     if not s.owns:
         return template("reconcile_empty").substitute(kind=s.kind)
+    if stateful.ordered(s):
+        return stateful.reconcile_body(s, template)
     workloads = [o for o in s.owns if o.workload]
     lines = [f'        """Apply the children, then derive the phase from {_readiness_subject(s)}."""',
              f"        spec: {s.kind}Spec = ctx.spec"]
@@ -175,7 +182,15 @@ def render_kind(s: Scaffold) -> str:
     else:
         columns = "        PrinterColumn(\"Ready\", '.status.conditions[?(@.type==\"Ready\")].status'),\n"
     summary = textwrap.fill(summary + " Its phase says where it stands:", width=112)
-    return template("kind").substitute(
+    parts = {"phase_names": template("phase_names").template, "machine": template("machine").substitute(kind=s.kind),
+             "time_import": "", "core_import": ""}
+    if stateful.ordered(s):  # a StatefulSet upgraded one ordinal at a time within its budget and spread
+        extra = stateful.kind_overrides(s, template)
+        fields += extra.pop("extra_fields")
+        resources.append(extra.pop("extra_resources"))
+        phases = extra.pop("phases")
+        parts.update(extra)
+    values = dict(
         kind=s.kind, lower=lower, group=s.group, version=s.version, package=s.package, const=const,
         scope="namespaced" if s.namespaced else "cluster-scoped", summary=summary, phases=phases,
         scope_note=scope_note, resources="\n".join(resources), fields=fields,
@@ -196,6 +211,7 @@ def render_kind(s: Scaffold) -> str:
         rollout_import=("from reconcilers.core.rollout import rollout_status\n" if len(workloads) == 1
                         else "from reconcilers.core.rollout import rollout_status, worst\n" if workloads else ""),
     )
+    return template("kind").substitute({**values, **parts})
 
 
 def _short_name(kind: str) -> str:
