@@ -40,6 +40,17 @@ class HealingCommand(BaseCommand):
     def act(self, resource: Resource, actor: str, reason: str, options: dict[str, Any]) -> HealingRecord:
         raise NotImplementedError
 
+    @staticmethod
+    def target_named(kind_name: str, target: str) -> str:
+        """The record's target for an object not found: its key, as every action names an object, when the kind
+        is registered; else what was typed."""
+        try:
+            kind = registry.for_name(kind_name).resource
+        except registry.UnknownKind:
+            return f"{kind_name} {target}"
+        namespace, _, name = target.rpartition("/")
+        return "/".join((kind.group, kind.version, kind.plural, namespace, name))
+
     def resource(self, kind_name: str, target: str) -> Resource:
         """The mirrored resource named like `manage.py reconcile` names it (the live row, else the newest)."""
         try:
@@ -71,7 +82,7 @@ class HealingCommand(BaseCommand):
         try:
             resource = self.resource(options["kind"], options["target"])
         except CommandError as exc:
-            record(404, f"{options['kind']} {options['target']}", {"message": str(exc)})
+            record(404, self.target_named(options["kind"], options["target"]), {"message": str(exc)})
             raise
         try:
             done = self.act(resource, f"user:{user}", reason, options)

@@ -54,6 +54,10 @@ def test_a_refused_rollback_is_an_error_and_recorded(cluster):
     with pytest.raises(CommandError, match="no Gadget"):
         run("rollback", "Gadget", f"{cluster.inside}/missing", "--to-generation", "1", "--reason", "x")
     assert last_record().status_code == 404
+    assert last_record().target == f"test.opsconsole.io/v1/gadgets/{cluster.inside}/missing"  # its key, as every one
+    with pytest.raises(CommandError, match="no reconciler"):
+        run("rollback", "Widget", f"{cluster.inside}/w", "--to-generation", "1", "--reason", "x")
+    assert last_record().target == f"Widget {cluster.inside}/w"  # no kind to make a key of: as typed
     assert cluster.live(res)["spec"]["size"] == 2
 
 
