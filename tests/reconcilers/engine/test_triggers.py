@@ -209,3 +209,46 @@ def test_a_loop_between_two_objects_is_an_anomaly_naming_the_trigger(make, workq
         assert f"child Gadget {a['metadata']['namespace']}/{other} changed (status)" in anomaly.detail
         assert anomaly.observed["count"] == 6  # the first over the limit; the next one finds it on record
     assert [t.get("loop") for t in last_run(key_a).triggers] == [None] * 5 + [6, 7]
+
+
+@pytest.fixture
+def spans():
+    """Every span sampled and kept in memory, current for the test."""
+    from opentelemetry import trace
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    previous = trace._TRACER_PROVIDER
+    trace._TRACER_PROVIDER = provider
+    yield exporter
+    trace._TRACER_PROVIDER = previous
+
+
+@pytest.mark.integration
+@pytest.mark.django_db
+def test_the_run_s_span_carries_its_triggers(make, workqueue, spans):
+    key, _ = make(mode="ok")
+    workqueue.note({key: encode([triggers.resync_trigger()], 3)})
+    workqueue.add(key)
+    runner.run(key)
+    (span,) = [s for s in spans.get_finished_spans() if s.name == "reconcile Gadget"]
+    assert list(span.attributes["opsconsole.triggers"]) == ["periodic resync"]
+    assert list(span.attributes["opsconsole.triggers.labels"]) == ["resync"]
+    assert span.attributes["opsconsole.triggers.dropped"] == 3
+    assert last_run(key).trace_id == format(span.context.trace_id, "032x")
+
+
+@pytest.mark.django_db
+def test_a_spec_change_a_rollback_made_is_the_rollback_s_trigger():
+    from reconcilers.engine import trigger_actors
+
+    live = {"metadata": {"name": "g", "namespace": "ns", "uid": "u", "generation": 4}, "spec": {}}
+    spec = triggers.event_trigger("MODIFIED", "Gadget", live, None, role=triggers.SELF, fields=["generation"])
+    (resolved,) = trigger_actors.resolve(GADGET, live, [spec], {"actor": "rollback:auto", "generation": 4})
+    assert (resolved["type"], resolved["actor"], resolved["established"]) == ("rollback", "rollback:auto", "engine")
+    assert triggers.label(resolved) == "rollback"
+    assert triggers.describe(resolved) == "rollback by rollback:auto (engine)"
