@@ -92,6 +92,15 @@ LEADER_ELECTION_MASTER = Gauge(
     "Gauge of if the reporting system is master of the relevant lease, 0 indicates backup, 1 indicates master.",
     ["name"], multiprocess_mode="livemax",
 )
+SHARD_KEYS = Gauge(
+    "opsconsole_shard_keys",
+    "Keys a controller shard acts on (state=owned) and keys handed to it that wait for their previous owner to stop "
+    "(state=pending), by shard id", ["shard", "state"], multiprocess_mode="livemax",
+)
+SHARD_HANDOVERS = Counter(
+    "opsconsole_shard_handover_keys_total", "Keys handed over to a controller shard and enqueued by it (joins, "
+    "leaves, and keys placed on another shard as the key set changed)", ["shard"],
+)
 
 INFORMER_RESTARTS = Counter(
     "opsconsole_informer_restarts_total",

@@ -32,6 +32,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from reconcilers.engine import metrics
 from reconcilers.engine.controller.events import DELETED, MODIFIED, InformerEvent
 from reconcilers.engine.shards.membership import ShardMembers
 from reconcilers.engine.shards.ring import Ring
@@ -132,6 +133,7 @@ class ShardOwnership:
                 if self._view is not None:
                     log.info("shard %s: not holding its Lease, acting on no key", self.shard)
                 self._view, self._owned, self._pending, self._assigned = None, set(), {}, {}
+            self._gauge()
             return []
         view = self._view_of(live)
         now = self.clock()
@@ -189,6 +191,7 @@ class ShardOwnership:
             self.lost += len(lost)
             owned_count = len(self._owned) + len(self._pending)
         self.annotate(self._annotations(view, owned_count))
+        self._gauge()
         if before_view != view or lost or gained:
             log.info("shard %s: view %s (ring %s, canaries %s): %d keys, %d lost, %d gained", self.shard,
                      view.token, ",".join(view.ring), ",".join(s for s, _ in view.canaries), owned_count,
@@ -216,6 +219,12 @@ class ShardOwnership:
         assigned = {key: placed[ident] for key, ident in inputs.items() if ident in placed}
         return {**assigned, **selected}, ring, tuple(canaries)
 
+    def _gauge(self) -> None:
+        with self._lock:
+            owned, pending = len(self._owned), len(self._pending)
+        metrics.SHARD_KEYS.labels(self.shard, "owned").set(owned)
+        metrics.SHARD_KEYS.labels(self.shard, "pending").set(pending)
+
     def _annotations(self, view: View, owned: int) -> dict[str, str]:
         out = {VIEW: view.token, KEYS: str(owned)}
         if self.selector is not None:
@@ -238,6 +247,9 @@ class ShardOwnership:
                 del self._pending[key]
             self._owned.update(ready)
             self.moves += len(ready)
+        if ready:
+            metrics.SHARD_HANDOVERS.labels(self.shard).inc(len(ready))
+            self._gauge()
         return ready
 
     # -- placing one key -----------------------------------------------------------------------------------

@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 
 from reconcilers.core.reconciler import ResourceKind
+from reconcilers.engine import metrics
 from reconcilers.engine.controller.events import InformerEvent
 from reconcilers.engine.controller.handoff import MirrorUpdate
 from reconcilers.engine.shards.handoff import ShardHandoff
@@ -89,6 +90,8 @@ def test_three_shards_partition_the_keys_and_each_is_enqueued_once(kapi, namespa
     lease = replicas[0].elector
     assert lease.annotations[VIEW] == replicas[1].elector.annotations[VIEW]
     assert int(lease.annotations[KEYS]) == len(owned[0])
+    assert metrics.SHARD_KEYS.labels("a", "owned")._value.get() == len(owned[0])
+    assert metrics.SHARD_KEYS.labels("a", "pending")._value.get() == 0
 
 
 def test_a_joining_shard_starts_only_after_the_old_owners_have_seen_it(kapi, namespace, objects):
