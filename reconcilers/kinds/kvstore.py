@@ -87,6 +87,9 @@ class ZoneSpread(KindModel):
     """The most the number of Pods in two zones may differ by."""
     topology_key: str = Field(ou.ZONE_KEY, min_length=1, max_length=316)
     """The Node label whose values are the zones."""
+    min_domains: int | None = Field(None, ge=1, le=100)
+    """The zones there must be (e.g. 3): with fewer (a zone lost its Nodes) a Pod stays Pending rather than pack
+    the zones left, and the upgrade is Blocked (SpreadUnsatisfiable)."""
 
 
 class KVStoreSpec(KindModel):

@@ -50,6 +50,7 @@ def pod_template(obj: dict[str, Any], spec: Any) -> dict[str, Any]:
             "topologySpreadConstraints": [{
                 "maxSkew": spread.max_skew, "topologyKey": spread.topology_key,
                 "whenUnsatisfiable": "DoNotSchedule", "labelSelector": {"matchLabels": selector_labels(name)},
+                **({"minDomains": spread.min_domains} if spread.min_domains else {}),
             }],
             "containers": [{
                 "name": "kvstore",

@@ -19,6 +19,7 @@ from reconcilers.models import Resource, Transition
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 
 EVENT = kube.ResourceKind("", "v1", "events", "Event")
+NODE = kube.ResourceKind("", "v1", "nodes", "Node", namespaced=False)
 READY_SWITCH = "kubesim.io/ready"
 
 
@@ -79,8 +80,10 @@ def set_ready_switch(api, namespace, pod, value):
     kube.patch_object(api, POD, namespace, pod, {"metadata": {"annotations": {READY_SWITCH: value}}})
 
 
-def running_kvstore(api, namespace, name):
-    uid = kube.create_object(api, KVSTORE, kvstore(namespace, name))["metadata"]["uid"]
+def running_kvstore(api, namespace, name, **spec):
+    body = kvstore(namespace, name)
+    body["spec"].update(spec)
+    uid = kube.create_object(api, KVSTORE, body)["metadata"]["uid"]
     wait_for(lambda: at(uid, RUNNING), timeout=60, interval=0.1)
     return uid
 
@@ -129,4 +132,26 @@ def test_a_pod_made_unready_mid_upgrade_blocks_it_until_it_is_ready_again(integr
     assert 0 not in moved(uid)
     set_ready_switch(kapi, namespace, "kvb-0", None)
     wait_for(lambda: upgraded(kapi, namespace, "kvb", uid), timeout=90, interval=0.1)
+    assert moved(uid) == [2, 1, 0]
+
+
+def test_a_zone_that_cannot_take_the_moved_ordinal_blocks_with_the_schedulers_reason(integration, kapi, namespace):
+    uid = running_kvstore(kapi, namespace, "kvz", zoneSpread={"maxSkew": 1, "minDomains": 3})
+    node = next(p for p in pods(kapi, namespace, "kvz") if p["metadata"]["name"] == "kvz-2")["spec"]["nodeName"]
+    kube.patch_object(kapi, NODE, None, node, {"spec": {"unschedulable": True}})  # its zone takes no new Pod
+    try:
+        kube.patch_object(kapi, KVSTORE, namespace, "kvz", {"spec": {"image": "redis:7.4"}})
+        try:
+            wait_for(lambda: at(uid, BLOCKED), timeout=60, interval=0.1)
+        except AssertionError:
+            raise AssertionError(history(uid)) from None
+        blocked = Transition.objects.filter(resource_uid=uid, to_phase=BLOCKED).order_by("seq").first()
+        assert blocked.reason == "SpreadUnsatisfiable"
+        assert "kvz-2 cannot be scheduled" in blocked.message
+        assert "didn't match pod topology spread constraints" in blocked.message
+        live = [p for p in pods(kapi, namespace, "kvz") if p["spec"].get("nodeName")]
+        assert len({p["spec"]["nodeName"] for p in live}) == len(live)  # nothing packed into the zones left
+    finally:
+        kube.patch_object(kapi, NODE, None, node, {"spec": {"unschedulable": False}})
+    wait_for(lambda: upgraded(kapi, namespace, "kvz", uid), timeout=90, interval=0.1)
     assert moved(uid) == [2, 1, 0]
