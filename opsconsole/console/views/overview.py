@@ -18,7 +18,7 @@ from opsconsole.console.diagrams import state_machine_svg
 from opsconsole.console.live import page
 from opsconsole.console.security import console_page
 from reconcilers.services.healing import healing_overview
-from reconcilers.services.selectors import aggregates, kinds, queue, stats, transitions
+from reconcilers.services.selectors import aggregates, kinds, queue, shards, stats, transitions
 
 FRAGMENTS = {
     "machines": "console/_overview_machines.html",
@@ -80,7 +80,8 @@ def _href(name: str, query: str = "") -> str:
 
 
 def _engine(namespaces: frozenset[str] | None, healing: dict[str, Any]) -> dict[str, object]:
-    """The strip across the top: queue, leader, workers alive, anomalies (each with the page it links to)."""
+    """The strip across the top: queue, leader, the controller shards (when sharded), workers alive, anomalies
+    (each with the page it links to)."""
     try:
         snap = queue.queue_snapshot(namespaces=namespaces, limit=0)
         q = {"depth": snap["depth"], "processing": snap["processing_count"], "delayed": snap["delayed_count"],
@@ -96,6 +97,7 @@ def _engine(namespaces: frozenset[str] | None, healing: dict[str, Any]) -> dict[
                                 ("escalated", "escalated", "healing-escalated"))
     ]
     return {"queue": q, "leader": stats.controller_leader(), "workers": stats.workers_alive(),
+            "shards": shards.controller_shards(),
             "queue_href": _href("console:queue"), "workers_href": _href("console:workers"),
             "anomalies": anomalies, "healing_error": healing.get("error", "")}
 
