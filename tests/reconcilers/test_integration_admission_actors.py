@@ -107,7 +107,7 @@ def test_a_status_forged_under_the_engines_name_by_an_authenticated_user_names_t
     assert anomaly.observed["manager"] == FIELD_MANAGER  # the name it sent, kept as what it is: a claim
     assert "Failed" not in Transition.objects.filter(resource_uid=uid).values_list("to_phase", flat=True)
     decision = ActionRecord.objects.filter(action="admission.validate", actor="dana",
-                                           target=f"{GADGET.kind} {scene['ns']}/forged").latest("seq")
+                                           target=GADGET.request(scene["ns"], "forged").key()).latest("seq")
     assert decision.remote_addr == "127.0.0.1"
     assert decision.detail["peer"]["address"] == "127.0.0.1" and decision.detail["peer"]["cn"]
 

@@ -111,18 +111,18 @@ def test_an_invalid_memcached_is_refused_at_create_and_update_naming_the_field(a
                                                                                    image="memcached:explode")))
     assert status == 500 and "the Memcached kind's validate hook failed: RuntimeError: the hook exploded" in message
 
-    wait_for(lambda: records("validate", f"Memcached {ns}/boom"), timeout=10)
-    refusal = records("validate", f"Memcached {ns}/bad")[0]
+    wait_for(lambda: records("validate", MEMCACHED.request(ns, "boom").key()), timeout=10)
+    refusal = records("validate", MEMCACHED.request(ns, "bad").key())[0]
     assert (refusal.actor, refusal.auth, refusal.method, refusal.outcome, refusal.status_code) == (
         "kubesim-admin", "kubernetes", "CREATE", "rejected", 422)
     assert refusal.reason.startswith("spec.image: ") and "system:masters" in refusal.detail["groups"]
     assert refusal.detail["dryRun"] is False and refusal.detail["allowed"] is False
-    updates = [r for r in records("validate", f"Memcached {ns}/good") if r.method == "UPDATE"]
+    updates = [r for r in records("validate", MEMCACHED.request(ns, "good").key()) if r.method == "UPDATE"]
     assert [r.outcome for r in updates] == ["rejected", "rejected"]
-    mutation = records("mutate", f"Memcached {ns}/good")[0]
+    mutation = records("mutate", MEMCACHED.request(ns, "good").key())[0]
     assert mutation.detail["patch"] == [{"op": "add", "path": "/metadata/annotations",
                                          "value": {"test.opsconsole.io/requested-by": "kubesim-admin"}}]
-    boom = records("validate", f"Memcached {ns}/boom")[0]
+    boom = records("validate", MEMCACHED.request(ns, "boom").key())[0]
     assert boom.outcome == "failed" and boom.detail["hookError"] == "RuntimeError: the hook exploded"
     assert audit.actions_verify() == []  # the decisions are links of the action record's chain
     # the API serves them (admins), filtered as any action
@@ -134,15 +134,15 @@ def test_an_invalid_memcached_is_refused_at_create_and_update_naming_the_field(a
     client.force_authenticate(admin)
     served = client.get("/api/v1/actions", {"action": "admission.validate", "outcome": "rejected"}).json()
     rows = served["results"] if isinstance(served, dict) else served
-    assert {r["target"] for r in rows} >= {f"Memcached {ns}/bad", f"Memcached {ns}/good"}
+    assert {r["target"] for r in rows} >= {MEMCACHED.request(ns, "bad").key(), MEMCACHED.request(ns, "good").key()}
 
 
 def test_a_server_side_dry_run_is_admitted_and_recorded_as_a_dry_run(api, ns):
     kube.request_json(api, "POST", kube.collection_path(MEMCACHED, ns), query={"dryRun": "All"},
                       body=memcached(ns, "trial", size=2))
     assert kube.get_object(api, MEMCACHED, ns, "trial") is None
-    wait_for(lambda: records("validate", f"Memcached {ns}/trial"), timeout=10)
-    decision = records("validate", f"Memcached {ns}/trial")[0]
+    wait_for(lambda: records("validate", MEMCACHED.request(ns, "trial").key()), timeout=10)
+    decision = records("validate", MEMCACHED.request(ns, "trial").key())[0]
     assert decision.detail["dryRun"] is True and decision.outcome == "allowed"
 
 
@@ -166,11 +166,12 @@ def test_kubectl_apply_dry_run_server_goes_through_the_webhook_and_is_on_record_
     assert "denied the request" in bad.stderr and "spec.image" in bad.stderr
     for name in ("kubectl-trial", "kubectl-bad"):
         assert kube.get_object(api, MEMCACHED, ns, name) is None
-        wait_for(lambda name=name: records("validate", f"Memcached {ns}/{name}"), timeout=10)
-        seen = records("validate", f"Memcached {ns}/{name}") + records("mutate", f"Memcached {ns}/{name}")
+        key = MEMCACHED.request(ns, name).key()
+        wait_for(lambda key=key: records("validate", key), timeout=10)
+        seen = records("validate", key) + records("mutate", key)
         assert seen and all(r.detail["dryRun"] is True for r in seen)  # not one record marked non-dry-run
         assert all(r.actor == "kubesim-admin" for r in seen)
-    assert records("validate", f"Memcached {ns}/kubectl-bad")[0].outcome == "rejected"
+    assert records("validate", MEMCACHED.request(ns, "kubectl-bad").key())[0].outcome == "rejected"
 
 
 def test_the_server_counts_its_requests_as_controller_runtime_does(api, ns, webhooks):

@@ -108,7 +108,7 @@ def test_the_sandbox_server_installs_its_configurations_refuses_through_them_and
         for kind in KINDS.values():
             assert kube.get_object(api, kind, None, "opsconsole") is None
         wait_for(lambda: ActionRecord.objects.filter(action="admission.validate",
-                                                     target=f"Memcached {ns}/bad").exists(), timeout=10)
+                                                     target=MEMCACHED.request(ns, "bad").key()).exists(), timeout=10)
         api.close()
 
 
@@ -175,7 +175,7 @@ def test_a_decision_answered_just_before_a_sigkill_is_written_by_the_next_server
         finally:
             if first.poll() is None:
                 first.kill()
-        target = f"Memcached {ns}/killed"
+        target = MEMCACHED.request(ns, "killed").key()
         assert not ActionRecord.objects.filter(action="admission.validate", target=target).exists()
         second = start_server(tmp_path, sim.kubeconfig, env=env)
         try:
