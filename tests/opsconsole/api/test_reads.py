@@ -25,11 +25,12 @@ def ids(response):
 def test_kinds_lists_each_registered_reconciler_with_its_state_machine(viewer):
     body = viewer.get("/api/v1/kinds").json()
     by_kind = {k["kind"]: k for k in body}
-    assert set(by_kind) == {"Memcached", "Tenant"}
+    assert set(by_kind) == {"Memcached", "Tenant", "KVStore"}
     machine = by_kind["Memcached"]["state_machine"]
     assert machine["initial"] == "Pending" and "Deleted" in machine["terminal"]
     assert {"from": "Terminating", "to": "Deleted"} in machine["transitions"]
     assert by_kind["Tenant"]["namespaced"] is False
+    assert {"from": "Upgrading", "to": "Blocked"} in by_kind["KVStore"]["state_machine"]["transitions"]
 
 
 def test_resources_are_paginated_by_cursor_in_a_stable_order(viewer):
