@@ -150,7 +150,7 @@ def diff(before: Any, after: Any, prefix: str = "", limit: int = MAX_CHANGES) ->
     return out, more
 
 
-def _comparable(obj: dict[str, Any] | None) -> dict[str, Any]:
+def comparable(obj: dict[str, Any] | None) -> dict[str, Any]:
     """An object without what every write changes (its volatile metadata, the engine's manifest digest)."""
     if not obj:
         return {}
@@ -257,9 +257,9 @@ def _children(api: Any, applied: list[dict[str, Any]], reconciler: Reconciler) -
         live = kube.get_object(api, kind, namespace or None, name) if kind is not None else None
         if live is None:
             out.append(ChildDiff(kind_name, namespace, name, "create",
-                                 diff({}, _comparable(would))[0]))
+                                 diff({}, comparable(would))[0]))
             continue
-        changes, more = diff(_comparable(live), _comparable(would))
+        changes, more = diff(comparable(live), comparable(would))
         out.append(ChildDiff(kind_name, namespace, name, "update" if changes else "unchanged", changes, more))
     return out
 
