@@ -41,7 +41,8 @@ class ShardHandoff(Handoff):
         mine = [key for key in keys if self.ownership.owns(key)]
         self.filtered += len(keys) - len(mine)
         if mine:
-            kept = {k: triggers[k] for k in mine if triggers and k in triggers}
+            kept = {k: ([self._tag(t) for t in triggers[k][0]], triggers[k][1])
+                    for k in mine if triggers and k in triggers}
             super().put_keys(mine, kept or None)
 
     def put_keys_as_leader(self, keys: list[str], triggers: dict[str, Why] | None = None) -> None:

@@ -118,6 +118,12 @@ class ShardOwnership:
         return self._owner_alone(key, recent) == self.shard
 
     @property
+    def view_token(self) -> str:
+        """The token of the view this shard acts on ('' : none)."""
+        with self._lock:
+            return self._view.token if self._view is not None else ""
+
+    @property
     def owned(self) -> int:
         """How many keys this shard acts on."""
         with self._lock:

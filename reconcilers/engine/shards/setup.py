@@ -6,10 +6,13 @@ own Lease for the cluster-wide work.
   shard's), and hands off only the keys `ShardOwnership` gives it (shards/handoff.py).
 - A `ShardStepper` thread lists the shard Leases every retry period, re-assigns the keys when the view or the key
   set changed, and enqueues the keys handed over to this shard (with each one's object for the object cache, and a
-  `{"type": "resync", "reason": "shard handover"}` trigger) once their previous owner has stopped.
-- The controller's Lease (`opsconsole-controller`, controller/leader.py) is campaigned for on its own thread: the
-  replica that holds it also runs the cluster-wide work (the Events archive, healing, audit checkpoints, the
-  mirror's ghost sweep); CRDs are installed at start-up by whoever is started with `--install-crds`.
+  `{"type": "resync", "reason": "shard handover"}` trigger) once their previous owner has stopped; on the replica
+  that runs the cluster-wide work it asks for a mirror sweep whenever the view changes (deletions a dying shard
+  never recorded).
+- The controller's Lease (`opsconsole-controller`, controller/leader.py) is campaigned for on its own thread (by
+  the ring shards; a canary never campaigns): the replica that holds it also runs the cluster-wide work (the
+  Events archive, healing, audit checkpoints, the mirror's ghost sweep); CRDs are installed at start-up by whoever
+  is started with `--install-crds`.
 """
 
 from __future__ import annotations
@@ -17,12 +20,13 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from reconcilers.core.reconciler import Reconciler
 from reconcilers.engine import supervise
+from reconcilers.engine.controller.handoff import MirrorSweep
 from reconcilers.engine.controller.leader import LeaderElector
 from reconcilers.engine.controller.loop import Controller
 from reconcilers.engine.controller.wiring import build_controller, leader_elector
@@ -51,8 +55,10 @@ class Shard:
     stepper: ShardStepper
 
     def start(self) -> None:
-        """The cluster Lease's campaign and the membership step, on threads of their own."""
-        self.cluster.start()
+        """The cluster Lease's campaign (not for a canary: the cluster-wide work stays with the stable version)
+        and the membership step, on threads of their own."""
+        if self.ownership.selector is None:
+            self.cluster.start()
         self.stepper.start()
 
     def stop(self) -> None:
@@ -65,10 +71,12 @@ class ShardStepper:
     """Every `period` seconds: the live shards, the ownership's step, the handed-over keys into the handoff."""
 
     def __init__(self, members: ShardMembers, ownership: ShardOwnership, handoff: ShardHandoff,
-                 controller: Controller, elector: LeaderElector, period: float) -> None:
+                 controller: Controller, elector: LeaderElector, period: float,
+                 cluster_leading: Callable[[], bool] = lambda: False) -> None:
         self.members, self.ownership, self.handoff, self.controller = members, ownership, handoff, controller
-        self.elector = elector
+        self.elector, self.cluster_leading = elector, cluster_leading
         self.period = period
+        self._swept_for: tuple[str, bool] = ("", False)  # the view and leadership the last sweep was asked for
         self._stop = threading.Event()
         self._thread: supervise.Supervised | None = None
 
@@ -93,7 +101,21 @@ class ShardStepper:
             trigger = handover_trigger()
             self.handoff.put_keys(keys, {key: ([trigger], 0) for key in keys})
             log.info("shard %s: %d keys handed over", self.ownership.shard, len(keys))
+        self._sweep_if_due()
         return keys
+
+    def _sweep_if_due(self) -> None:
+        """On the replica that runs the cluster-wide work, whenever the view changes or it takes that work over: a
+        mirror sweep of every reconciled kind against its informer's store. A key whose object went away without
+        a finalizer while its shard was dying had nobody to record its deletion; the sweep does."""
+        token, leading = self.ownership.view_token, bool(self.cluster_leading())
+        due = leading and bool(token) and (token, leading) != self._swept_for
+        self._swept_for = (token, leading)
+        if not due:
+            return
+        for kid, informer in self.controller.informers.items():
+            if kid in self.controller.kinds.primary and informer.listed_at is not None:
+                self.handoff.put_sweep(MirrorSweep(kid, informer.listed_at))
 
     def run(self) -> None:
         while not self._stop.is_set():
@@ -168,5 +190,6 @@ def build_shard(api: Any, reconcilers: Sequence[Reconciler], shard: str, *, name
                                   cluster_leader=lambda: cluster.is_leader, heal_enqueue=handoff.put_keys_as_leader,
                                   **controller_options)
     holder["controller"] = controller
-    stepper = ShardStepper(members, ownership, handoff, controller, elector, cluster.retry_period)
+    stepper = ShardStepper(members, ownership, handoff, controller, elector, cluster.retry_period,
+                           cluster_leading=lambda: cluster.is_leader)
     return Shard(controller, ownership, members, elector, cluster, stepper)

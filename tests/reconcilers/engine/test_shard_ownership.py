@@ -4,16 +4,22 @@ owner stops before the new one starts), a canary shard's selection, unplaced key
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
+from types import SimpleNamespace
+from unittest.mock import ANY
+
 import pytest
 
 from reconcilers.core.reconciler import ResourceKind
-from reconcilers.engine import metrics
+from reconcilers.engine import kube, metrics
 from reconcilers.engine.controller.events import InformerEvent
 from reconcilers.engine.controller.handoff import MirrorUpdate
+from reconcilers.engine.controller.leader import LEASE
 from reconcilers.engine.shards.handoff import ShardHandoff
 from reconcilers.engine.shards.membership import ShardMembers, shard_elector
 from reconcilers.engine.shards.ownership import KEYS, SELECTOR, VIEW, ShardOwnership
 from reconcilers.engine.shards.selector import parse
+from reconcilers.engine.shards.setup import ShardStepper, handover_trigger
 
 KIND = ResourceKind("example.com", "v1", "gadgets", "Gadget", True)
 
@@ -204,3 +210,42 @@ def test_selectors_parse_and_match_and_bad_ones_are_named():
     with pytest.raises(ValueError, match="shard-by"):
         ShardOwnership("a", None, objects=lambda labels: [], leading=lambda: True, annotate=lambda a: None,
                        by="name")
+
+
+class FakeInformer:
+    def __init__(self, objects):
+        self.objects, self.listed_at = objects, datetime(2026, 12, 7, tzinfo=UTC)
+
+    def get(self, key):
+        return self.objects.get(key)
+
+
+class FakeController:
+    def __init__(self, objects):
+        self.informers = {("example.com", "gadgets"): FakeInformer(objects)}
+        self.kinds = SimpleNamespace(primary={("example.com", "gadgets"): KIND})
+
+    def synced(self):
+        return True
+
+
+def test_the_stepper_enqueues_handed_over_keys_with_their_objects_and_asks_the_leader_for_a_sweep(
+        kapi, namespace, objects):
+    clock = Clock()
+    a = Replica(kapi, namespace, clock, "a", objects)
+    a.elector.step()
+    handoff = ShardHandoff(a.ownership, ["example.com/v1/gadgets/"])
+    leading = {"now": False}
+    stepper = ShardStepper(a.members, a.ownership, handoff, FakeController(objects), a.elector, 1.0,
+                           cluster_leading=lambda: leading["now"])
+    assert sorted(stepper.step()) == sorted(objects)  # alone: every key, once
+    cached, keys = handoff.take_objects_and_keys(1000)
+    assert sorted(keys) == sorted(objects) and cached == objects
+    assert handoff.take_triggers([key(0)])[key(0)][0] == [{**handover_trigger(), "at": ANY, "shard": "a"}]
+    written = kube.get_object(kapi, LEASE, namespace, "opsconsole-shard-a")["metadata"]["annotations"]
+    assert written[VIEW] == a.ownership.view_token  # written at once, not at the next renewal
+    assert handoff.take_sweeps() == []  # not the cluster leader
+    leading["now"] = True
+    assert stepper.step() == [] and [s.kind for s in handoff.take_sweeps()] == [("example.com", "gadgets")]
+    stepper.step()
+    assert handoff.take_sweeps() == []  # once per view
