@@ -43,7 +43,9 @@ from reconcilers.engine.controller import Controller
 from reconcilers.engine.controller.bootstrap import BootstrapError, bootstrap, connect, install_crds
 from reconcilers.engine.controller.wiring import build_controller, leader_elector
 from reconcilers.engine.metrics import LEADER_ELECTION_MASTER
+from reconcilers.engine.shards.membership import shard_lease_name
 from reconcilers.engine.shards.ownership import SHARD_BY
+from reconcilers.engine.shards.selector import parse as parse_selector
 from reconcilers.engine.shards.setup import build_shard
 
 
@@ -80,6 +82,14 @@ class Command(BaseCommand):
             self.stderr.write(f"runcontroller: {signal.Signals(signum).name}, stopping")
             controller.request_stop()
 
+        shard_id = options["shard"] or ("canary" if options["selector"] else None)
+        try:  # a bad shard id or selector is refused before anything starts
+            if shard_id is not None:
+                shard_lease_name(shard_id)
+            if options["selector"] is not None:
+                parse_selector(options["selector"])
+        except ValueError as exc:
+            raise CommandError(str(exc)) from exc
         previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
         try:
             reconcilers = registry.registered()
@@ -106,7 +116,6 @@ class Command(BaseCommand):
             _telemetry_start(self)
             durations = {"lease_duration": options["lease_duration"], "renew_deadline": options["renew_deadline"],
                          "retry_period": options["retry_period"]}
-            shard_id = options["shard"] or ("canary" if options["selector"] else None)
             if shard_id is not None:
                 try:
                     shard = build_shard(api, reconcilers, shard_id, by=options["shard_by"],

@@ -4,11 +4,13 @@ owner stops before the new one starts), a canary shard's selection, unplaced key
 
 from __future__ import annotations
 
+import re
 from datetime import UTC, datetime
 from types import SimpleNamespace
 from unittest.mock import ANY
 
 import pytest
+from django.core.management import CommandError, call_command
 
 from reconcilers.core.reconciler import ResourceKind
 from reconcilers.engine import kube, metrics
@@ -249,3 +251,13 @@ def test_the_stepper_enqueues_handed_over_keys_with_their_objects_and_asks_the_l
     assert stepper.step() == [] and [s.kind for s in handoff.take_sweeps()] == [("example.com", "gadgets")]
     stepper.step()
     assert handoff.take_sweeps() == []  # once per view
+
+
+@pytest.mark.parametrize(("args", "named"), [
+    (["--shard", "Shard_A"], "shard id 'Shard_A'"),
+    (["--selector", "opsconsole.io/canary=true,=x"], "'=x' is not a label requirement"),
+    (["--shard", "a", "--shard-by", "name"], "invalid choice: 'name'"),
+])
+def test_runcontroller_refuses_a_bad_shard_before_starting(args, named):
+    with pytest.raises(CommandError, match=re.escape(named)):
+        call_command("runcontroller", *args)
