@@ -14,10 +14,10 @@
 6. Telemetry: the span `reconcile <Kind>` (tail sampling: `sampling.keep_notable`), the object read and the child
    applies (`metrics.child_applies_observed`), controller-runtime's metrics at the end. The span starts when the
    run does (its claim) and each part is its child: `read`, `step`, `record` (holding `record reconcile`, the
-   transaction), `complete`, `queue`; the wait before the claim is its `queued` and `claimed` events and
-   `opsconsole.queue.wait_seconds`. The run's recorded duration is the span's start to the start of `record
-   reconcile` (read, step, the row prepared: what a reconcile took until it was recorded), named on the span as
-   `opsconsole.run.duration_seconds`; the span itself goes on through the record, complete and queue.
+   transaction), `complete`, `keep` (a kept run's inputs), `queue`; the wait before the claim is its `queued`
+   and `claimed` events and `opsconsole.queue.wait_seconds`. The run's recorded duration is the span's start to
+   the start of `record reconcile` (read, step, the row prepared: what a reconcile took until it was recorded),
+   named on the span as `opsconsole.run.duration_seconds`; the span goes on through record, complete, keep, queue.
 
 Why it ran: the triggers the claim took (`reconcilers.engine.triggers`) are completed from the record
 (`trigger_actors.resolve`), set on the span and recorded with the run; a trigger the controller marked as a loop
@@ -192,9 +192,10 @@ class Run:
                 loops = trigger_actors.loops_recorded(obj["metadata"].get("uid") or "", self.triggers, rec.name)
                 span.set_attribute("opsconsole.anomaly.loop", loops)
         self.run_id = record.run_id
-        keeper.kept(record.run_id, outcome, bool(self.trace_id) or bool(sampling.why_keep(
-            outcome.result, run_record.duration_seconds, float(getattr(settings, "OPSCONSOLE_TRACE_SLOW_SECONDS", 1.0)),
-            outcome.token is not None)))  # a kept run keeps its inputs for a replay; a verbose one its lines
+        with self._part(span, "keep"):  # a kept run keeps its inputs for a replay; a verbose one its lines
+            keeper.kept(record.run_id, outcome, bool(self.trace_id) or bool(sampling.why_keep(
+                outcome.result, run_record.duration_seconds,
+                float(getattr(settings, "OPSCONSOLE_TRACE_SLOW_SECONDS", 1.0)), outcome.token is not None)))
         with self._part(span, "queue"):
             self._queue(outcome)
         if record.rollback_concluded:

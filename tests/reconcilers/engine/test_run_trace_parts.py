@@ -1,6 +1,6 @@
 """Traces that add up (issue 43). A run's span starts when the run does and each of its parts is a child span:
-`read`, `step`, `record` (holding the transaction, `record reconcile`), `complete`, `queue`, with the wait before it
-as the `queued` and `claimed` events; the run's recorded duration is the span's start to the start of `record
+`read`, `step`, `record` (holding the transaction, `record reconcile`), `complete`, `keep`, `queue`, with the wait
+before it as the `queued` and `claimed` events; the run's recorded duration is the span's start to the start of `record
 reconcile`, and the span names it (`opsconsole.run.duration_seconds`). (The first run of a process spent ~0.1 s
 looking its operator version up between the measured duration and the record, in no span at all.) The Celery
 task's span holds the task's own run, then `drain` with `linger` (the idle wait for a next key), so a task that
@@ -21,7 +21,7 @@ from reconcilers.models import ReconcileRun
 from tests.reconcilers.testkinds import GADGET, gadget
 
 GADGETS = ["tests.reconcilers.testkinds.GadgetReconciler"]
-PARTS = ["read", "step", "record", "complete", "queue"]
+PARTS = ["read", "step", "record", "complete", "keep", "queue"]
 pytestmark = [pytest.mark.integration, pytest.mark.django_db]
 
 
