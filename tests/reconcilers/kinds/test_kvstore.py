@@ -11,6 +11,7 @@ from opsconsole.testing import FakeContext
 from reconcilers.core import ordered_upgrade as ou
 from reconcilers.core.reconciler import AdmissionUser
 from reconcilers.core.types import PermanentError
+from reconcilers.engine.admission import review_validate
 from reconcilers.kinds import kvstore
 from reconcilers.kinds.kvstore import BLOCKED, PENDING, REPLACING, RUNNING, UPGRADING, KVStoreReconciler
 from reconcilers.kinds.kvstore_manifests import selector_labels, template_hash
@@ -166,3 +167,17 @@ def test_the_moved_ordinal_not_ready_within_the_deadline_blocks(monkeypatch):
     assert (blocked.phase, blocked.reason) == (BLOCKED, ou.DEADLINE_EXCEEDED)
     cluster(ctx)
     assert run(rec, ctx).phase == UPGRADING  # kv-2 Ready at last: verified, the next step follows
+
+
+def test_the_validating_webhook_refuses_a_budget_never_met_with_the_reason():
+    def review(obj):
+        return {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {
+            "uid": "u-1", "operation": "CREATE", "namespace": "db", "name": "kv",
+            "userInfo": {"username": "alice", "groups": ["system:authenticated"]}, "object": obj}}
+
+    refused = review_validate(KVStoreReconciler(), review(cr(min_available="100%")))
+    assert not refused.allowed and refused.code == 422
+    assert any(r.startswith("spec.minAvailable: minAvailable 100% keeps 3 of 3") for r in refused.reasons)
+    assert review_validate(KVStoreReconciler(), review(cr(min_available="60%"))).allowed
+    bad_type = review_validate(KVStoreReconciler(), review(cr(min_available=True)))
+    assert not bad_type.allowed and any("minAvailable" in r for r in bad_type.reasons)
