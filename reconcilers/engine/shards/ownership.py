@@ -19,7 +19,9 @@ informers disagree for a moment.
 
 A key this shard has not placed yet (an object created since the last assignment) is judged alone by plain
 consistent hashing, the same answer on every shard; the next assignment (within `reassign_interval` of a change
-of the key set) places it with the rest. Thread-safe: informer threads ask `owns`, one thread calls `step`.
+of the key set, or ten times the last assignment's duration where that is longer: 0.66 s for 50,000 keys, so at
+most every 6.6 s while a burst goes on) places it with the rest. A view change is assigned at once. Thread-safe:
+informer threads ask `owns`, one thread calls `step`.
 """
 
 from __future__ import annotations
@@ -193,7 +195,8 @@ class ShardOwnership:
                     self._pending[key] = prev
             self._owned -= lost
             self._view, self._ring, self._canaries, self._assigned = view, ring, canaries, assigned
-            self._next_reassign = now + self.reassign_interval
+            # an assignment costs O(keys): while the key set keeps changing, at most a tenth of the time goes to it
+            self._next_reassign = now + max(self.reassign_interval, 10 * (self.clock() - now))
             self.lost += len(lost)
             owned_count = len(self._owned) + len(self._pending)
         self.annotate(self._annotations(view, owned_count))

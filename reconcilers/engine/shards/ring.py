@@ -64,13 +64,13 @@ class Ring:
         """Every key's shard, no shard holding more than ceil(load_factor × keys / shards) (see the module)."""
         if load_factor < 1.0:
             raise ValueError("load_factor must be at least 1")
-        ordered = sorted(set(keys), key=lambda k: (point(k), k))
+        ordered = sorted((point(k), k) for k in set(keys))  # each key hashed once
         capacity = math.ceil(load_factor * len(ordered) / len(self.shards)) if ordered else 0
         loads = dict.fromkeys(self.shards, 0)
         size = len(self._points)
         assigned: dict[str, str] = {}
-        for key in ordered:
-            i = bisect.bisect_left(self._points, point(key))
+        for at, key in ordered:
+            i = bisect.bisect_left(self._points, at)
             while loads[self._owners[i % size]] >= capacity:
                 i += 1
             shard = self._owners[i % size]
