@@ -179,6 +179,22 @@ def test_a_canary_shard_runs_only_the_labelled_objects_and_each_run_names_its_ve
                 expected = ("canary-2", "canary") if name in labelled else ("stable-1", "a")
                 assert runs and set(runs) == {expected[0]}, (name, runs)
                 assert {s for shards in run_shards(key) for s in shards if s} == {expected[1]}, (name, run_shards(key))
+
+            # the canary stopped cleanly: its objects go back to the ring at once, to the stable version
+            canary_view = view(api, "a")
+            canary.stop()
+            stopped = time.monotonic()
+            wait_agreed(api, {"a"}, total=12, stale=canary_view)
+            back = time.monotonic() - stopped
+            first = sorted(labelled)[0]
+            _request_reconcile(api, ns, [first], "back")
+            wait_for(lambda: _manual_shards(keys_of[first], "back"), timeout=30, interval=0.2)
+            assert _manual_shards(keys_of[first], "back") == ["a"]
+            run = next(r for r in ReconcileRun.objects.filter(key=keys_of[first]).order_by("-id")
+                       if any(t.get("token") == "back" for t in r.triggers or []))
+            assert run.operator_version == "stable-1"
+            print(f"\nSHARDS: a canary held 3 of 12 objects, each run of them by canary-2; stopped (SIGTERM), its "
+                  f"objects were back on shard a {back:.1f} s after it exited")
         finally:
             canary.stop()
             worker.stop()
