@@ -91,7 +91,7 @@ class ShardStepper:
             return []  # the first assignment waits for the informers' first lists: it hands over every key at once
         written = self.elector.annotations
         keys = self.ownership.step(live)
-        if self.elector.annotations != written and self.elector.is_leader:
+        if self.elector.annotations != written and self.elector.is_leader and not self._stop.is_set():
             self.elector.step()  # the new view into our Lease now: a shard gaining our keys waits for it
         if keys:
             for key in keys:  # its object first: the workers read it from the object cache
@@ -126,6 +126,10 @@ class ShardStepper:
     def start(self) -> None:
         self._stop.clear()
         self._thread = supervise.start(f"shard-{self.ownership.shard}", self.run)
+
+    def request_stop(self) -> None:
+        """Stop writing the shard's Lease from now on (safe from a signal handler: the controller releases it)."""
+        self._stop.set()
 
     def stop(self) -> None:
         if self._thread is not None:

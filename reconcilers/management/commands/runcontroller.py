@@ -46,7 +46,7 @@ from reconcilers.engine.metrics import LEADER_ELECTION_MASTER
 from reconcilers.engine.shards.membership import shard_lease_name
 from reconcilers.engine.shards.ownership import SHARD_BY
 from reconcilers.engine.shards.selector import parse as parse_selector
-from reconcilers.engine.shards.setup import build_shard
+from reconcilers.engine.shards.setup import Shard, build_shard
 
 
 class Command(BaseCommand):
@@ -75,11 +75,14 @@ class Command(BaseCommand):
 
     def handle(self, *args: Any, **options: Any) -> None:
         controller: Controller | None = None
+        shard: Shard | None = None
 
         def on_signal(signum: int, frame: FrameType | None) -> None:
             if controller is None:
                 raise KeyboardInterrupt  # still bootstrapping: nothing to release
             self.stderr.write(f"runcontroller: {signal.Signals(signum).name}, stopping")
+            if shard is not None:
+                shard.stepper.request_stop()  # before the controller releases the shard's Lease
             controller.request_stop()
 
         shard_id = options["shard"] or ("canary" if options["selector"] else None)
@@ -129,7 +132,6 @@ class Command(BaseCommand):
                 self.stdout.write(f"runcontroller: shard {shard_id} by {options['shard_by']}"
                                   + (f", canary of {options['selector']}" if options["selector"] else ""))
             else:
-                shard = None
                 elector = leader_elector(api, options["identity"], **durations)
                 controller = build_controller(api, reconcilers, elector=elector, background=True)
             LEADER_ELECTION_MASTER.labels(elector.name).set(1 if elector.is_leader else 0)
