@@ -45,6 +45,7 @@ log = logging.getLogger(__name__)
 VIEW = "opsconsole.io/shard-view"
 SELECTOR = "opsconsole.io/shard-selector"
 KEYS = "opsconsole.io/shard-keys"
+PENDING = "opsconsole.io/shard-pending"
 SHARD_BY = ("uid", "namespace")
 
 
@@ -199,7 +200,7 @@ class ShardOwnership:
             self._next_reassign = now + max(self.reassign_interval, 10 * (self.clock() - now))
             self.lost += len(lost)
             owned_count = len(self._owned) + len(self._pending)
-        self.annotate(self._annotations(view, owned_count))
+        self.annotate(self._annotations())
         self._gauge()
         if before_view != view or lost or gained:
             log.info("shard %s: view %s (ring %s, canaries %s): %d keys, %d lost, %d gained", self.shard,
@@ -234,8 +235,13 @@ class ShardOwnership:
         metrics.SHARD_KEYS.labels(self.shard, "owned").set(owned)
         metrics.SHARD_KEYS.labels(self.shard, "pending").set(pending)
 
-    def _annotations(self, view: View, owned: int) -> dict[str, str]:
-        out = {VIEW: view.token, KEYS: str(owned)}
+    def _annotations(self) -> dict[str, str]:
+        """What this shard's Lease says: the view it acts on, the keys it holds (waiting ones included), the keys
+        waiting for their previous owner, and a canary's selector."""
+        with self._lock:
+            token = self._view.token if self._view is not None else ""
+            held, pending = len(self._owned) + len(self._pending), len(self._pending)
+        out = {VIEW: token, KEYS: str(held), PENDING: str(pending)}
         if self.selector is not None:
             out[SELECTOR] = self.selector.text
         return out
@@ -259,6 +265,7 @@ class ShardOwnership:
         if ready:
             metrics.SHARD_HANDOVERS.labels(self.shard).inc(len(ready))
             self._gauge()
+            self.annotate(self._annotations())
         return ready
 
     # -- placing one key -----------------------------------------------------------------------------------

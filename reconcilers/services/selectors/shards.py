@@ -19,12 +19,13 @@ from reconcilers.core.meta import parse_rfc3339
 from reconcilers.engine import apiclient, kube
 from reconcilers.engine.controller.leader import LEASE
 from reconcilers.engine.shards.membership import SHARD_LEASE_PREFIX
-from reconcilers.engine.shards.ownership import KEYS, SELECTOR, VIEW
+from reconcilers.engine.shards.ownership import KEYS, PENDING, SELECTOR, VIEW
 from reconcilers.services.selectors.stats import _cached
 
 
 def shard_rows(leases: list[dict[str, Any]], now: datetime) -> list[dict[str, Any]]:
-    """One row per shard Lease, by shard id: {shard, holder, renewed, alive, keys, selector, view, agreed}."""
+    """One row per shard Lease, by shard id: {shard, holder, renewed, alive, keys, pending (keys waiting for their
+    previous owner: the handover's lag), selector, view, agreed}."""
     rows = []
     for lease in leases:
         name = str(lease["metadata"].get("name") or "")
@@ -33,9 +34,10 @@ def shard_rows(leases: list[dict[str, Any]], now: datetime) -> list[dict[str, An
         spec, notes = lease.get("spec") or {}, lease["metadata"].get("annotations") or {}
         renewed = parse_rfc3339(spec.get("renewTime") or spec.get("acquireTime"))
         expires = renewed + timedelta(seconds=float(spec.get("leaseDurationSeconds") or 15)) if renewed else None
-        keys = notes.get(KEYS)
+        keys, pending = notes.get(KEYS), notes.get(PENDING)
         rows.append({"shard": name[len(SHARD_LEASE_PREFIX):], "holder": spec.get("holderIdentity") or "",
                      "renewed": renewed, "keys": int(keys) if str(keys or "").isdigit() else None,
+                     "pending": int(pending) if str(pending or "").isdigit() else 0,
                      "alive": bool(spec.get("holderIdentity")) and expires is not None and expires > now,
                      "selector": notes.get(SELECTOR) or "", "view": notes.get(VIEW) or ""})
     common = Counter(r["view"] for r in rows if r["alive"] and r["view"]).most_common(1)

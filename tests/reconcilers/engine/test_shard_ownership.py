@@ -19,7 +19,7 @@ from reconcilers.engine.controller.handoff import MirrorUpdate
 from reconcilers.engine.controller.leader import LEASE
 from reconcilers.engine.shards.handoff import ShardHandoff
 from reconcilers.engine.shards.membership import ShardMembers, shard_elector
-from reconcilers.engine.shards.ownership import KEYS, SELECTOR, VIEW, ShardOwnership
+from reconcilers.engine.shards.ownership import KEYS, PENDING, SELECTOR, VIEW, ShardOwnership
 from reconcilers.engine.shards.selector import parse
 from reconcilers.engine.shards.setup import ShardStepper, handover_trigger
 
@@ -97,7 +97,7 @@ def test_three_shards_partition_the_keys_and_each_is_enqueued_once(kapi, namespa
     assert sorted(k for r in replicas for k in r.gained) == sorted(objects)  # each handed over exactly once
     lease = replicas[0].elector
     assert lease.annotations[VIEW] == replicas[1].elector.annotations[VIEW]
-    assert int(lease.annotations[KEYS]) == len(owned[0])
+    assert int(lease.annotations[KEYS]) == len(owned[0]) and lease.annotations[PENDING] == "0"
     assert metrics.SHARD_KEYS.labels("a", "owned")._value.get() == len(owned[0])
     assert metrics.SHARD_KEYS.labels("a", "pending")._value.get() == 0
 
@@ -109,7 +109,7 @@ def test_a_joining_shard_starts_only_after_the_old_owners_have_seen_it(kapi, nam
     before = {s: r.mine() for s, r in zip("abc", (a, b, c), strict=True)}
     d = Replica(kapi, namespace, clock, "d", objects)
     assert d.step() == []  # its gains wait: a, b and c still act on the old view
-    assert d.mine() == set()
+    assert d.mine() == set() and int(d.elector.annotations[PENDING]) > 0
     token = d.ownership._view.token
     a.step()  # a sees d: stops acting on what moves to d at once, and says so in its Lease
     assert a.elector.annotations[VIEW] == token
