@@ -3,7 +3,8 @@ workers, Redis and the test database, the shards' Leases short (4 s): three shar
 each object's runs enqueued by one shard; shard b SIGKILLed in the middle of a burst of creations hands its keys
 to a and c within its lease duration (+ a margin), with no transition lost or doubled; a fourth shard joining
 takes at most 30 % of the keys; a canary shard (`--selector opsconsole.io/canary=true`, its own queue and
-worker, another operator version) runs exactly the labelled objects, and every run names its version.
+worker, another operator version) runs exactly the labelled objects, every run names its version, and stopped,
+it hands them back to the ring at once.
 
 The default burst is 100 creations (two cores shared by the suite); `-m slow` runs the issue's 500."""
 
