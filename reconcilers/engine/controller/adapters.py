@@ -20,6 +20,7 @@ from reconcilers.engine.checkpoint import checkpoint_write as _checkpoint_write
 from reconcilers.engine.controller.dbconn import close_old_db_connections
 from reconcilers.engine.controller.handoff import EventPair, MirrorUpdate
 from reconcilers.engine.healing.archive import OwnerResolver, events_archive
+from reconcilers.models import Resource
 
 #: how a deletion seen by a watch is described in its transitions' message
 DELETED_EVENT = "deleted from the cluster (the controller saw it go)"
@@ -106,6 +107,14 @@ def mirror_write(updates: list[MirrorUpdate]) -> None:
         recording.resource_mirror_write([(u.kind, u.obj) for u in updates if not u.deleted],
                                         [u.uid for u in updates if u.deleted and u.reconciler is None])
         recording.resource_deletions_record(gone)
+
+
+def mirror_versions(reconciler: Reconciler) -> dict[str, str]:
+    """The resourceVersion last recorded of each live mirror row of `reconciler`'s kind, by uid (a hot standby's
+    takeover hands off the objects whose version differs)."""
+    kind = reconciler.resource
+    rows = Resource.objects.filter(group=kind.group, plural=kind.plural, deleted=False)
+    return dict(rows.values_list("uid", "resource_version").iterator(chunk_size=5000))
 
 
 def mirror_sweep(reconciler: Reconciler, present: set[str], namespace: str | None, listed_at: Any) -> list[str]:

@@ -1,18 +1,19 @@
 """The controller: informers per reconciled and owned kind, feeding the workqueue, while it leads.
 
-Written as single steps (healthchecks' `sendalerts` style): `step()` does one round of work and says whether it did
-any, so tests drive it step by step and `run()` is only the loop around it. One step: renew or acquire the Lease
-when due; start the informers on becoming leader, stop them on losing it; write the objects the informers reported
-into the object cache and enqueue the keys they handed off (feed.py, which backs off while the workqueue is away
-and asks for a resync when it answers again); write the Resource mirror updates (mirror.py, which yields and
-lingers on its own); sweep the mirror and the object cache after every (re-)list (sweep.py); archive the Kubernetes
-Events (archive.py, with its own retry and yield policy) and run the healing step every `heal_interval`
+Written as single steps (healthchecks' `sendalerts` style): `step()` does one round of work and says whether it did any,
+so tests drive it step by step and `run()` is only the loop around it. One step: renew or acquire the Lease when due;
+start the informers on becoming leader, stop them on losing it (a hot standby, `parts.standby`, runs them behind a
+closed gate while it campaigns and on acquiring hands off only what may need work: standby.py); write the objects the
+informers reported into the object cache and enqueue the keys they handed off (feed.py, which backs off while the
+workqueue is away and asks for a resync when it answers again); write the Resource mirror updates (mirror.py, which
+yields and lingers on its own); sweep the mirror and the object cache after every (re-)list (sweep.py); archive the
+Kubernetes Events (archive.py, with its own retry and yield policy) and run the healing step every `heal_interval`
 (periodic.py) — with `background=True` (as `runcontroller` builds it) these two run on threads of their own
-(background.py), so an archive backlog or a slow healing step never holds up enqueueing and the pump; pump the
-delayed and expired keys every `pump_interval`; enqueue the keys that the periodic resync spreads over its period
-(resync.py), and every cached key at once after a workqueue outage; write a signed audit checkpoint every
-`checkpoint_seconds`; set the workqueue gauges every `metrics_interval` (gauges.py); and every CACHE_LIVE_SECONDS,
-once the informers have listed, say that the object cache is kept.
+(background.py), so an archive backlog or a slow healing step never holds up enqueueing and the pump; pump the delayed
+and expired keys every `pump_interval`; enqueue the keys that the periodic resync spreads over its period (resync.py),
+and every cached key at once after a workqueue outage; write a signed audit checkpoint every `checkpoint_seconds`; set
+the workqueue gauges every `metrics_interval` (gauges.py); and every CACHE_LIVE_SECONDS, once the informers have listed,
+say that the object cache is kept.
 
 The `Controller` receives its collaborators built (`ControllerParts`); `wiring.build_controller` is the
 composition root that builds them from settings and test doubles. The informers run in threads (one per kind) and
@@ -74,6 +75,7 @@ class Controller:
         self.resync_seconds, self.pump_interval = resync_seconds, pump_interval
         self.metrics_interval, self.batch_size = metrics_interval, batch_size
         self.running = False
+        self.standing_by = False  # a hot standby's informers run behind the closed gate (parts.standby)
         self.resyncs = 0  # full resyncs (after a workqueue outage)
         self.resync_schedule = ResyncSchedule(parts.kinds, resync_seconds, lambda: self.informer_set.informers)
         self._threads: list[BackgroundStep] = []  # the archive and the healing step with `background`
@@ -83,15 +85,35 @@ class Controller:
 
     @property
     def informers(self) -> dict[KindId, Informer]:
-        """The running informers of the watched kinds (empty while not leading)."""
+        """The running informers of the watched kinds (empty while not leading, unless a hot standby)."""
         return self.informer_set.informers
 
     # -- informers -----------------------------------------------------------------------------------------
 
-    def _start_informers(self) -> None:
+    def _start_standby(self) -> None:
+        """A hot standby starts its informers behind the closed gate (standby.py) while it campaigns."""
+        gate = self.parts.standby
+        assert gate is not None
+        gate.close()
+        if self.elector is not None:  # events older than this were handled by a leader that renewed after them
+            gate.window = self.elector.lease_duration + self.elector.renew_deadline
         self.handoff.clear()
+        self.informer_set.start(gate.handle, gate.listed, gate.handle_event)
+        self.standing_by = True
+        log.info("controller: hot standby, informers listing and watching while campaigning")
+
+    def _start_informers(self) -> None:
         router = self.parts.router
-        self.informer_set.start(router.handle, router.listed, router.handle_event)
+        if self.standing_by:  # warm caches: only what may need work is handed off, the rest to the spread resync
+            assert self.parts.standby is not None
+            self.standing_by = False
+            self.parts.standby.take_over()
+        else:
+            self.handoff.clear()
+            self.informer_set.start(router.handle, router.listed, router.handle_event)
+        self._start_work()
+
+    def _start_work(self) -> None:
         if self.background:
             if self.parts.archive is not None:
                 self._threads.append(BackgroundStep("archive", self.parts.archive.background_step,
@@ -102,9 +124,14 @@ class Controller:
                 thread.start()
         self.running = True
         self.resync_schedule.restart()
+        if self.parts.standby is not None:  # every key in its slot within one period from now (synced kinds)
+            self.resync_schedule.begin(self.clock())
         self._next_checkpoint = self.clock() + self.checkpoint.seconds
 
     def _stop_informers(self) -> None:
+        if self.parts.standby is not None:
+            self.parts.standby.close()
+        self.standing_by = False
         self.informer_set.stop()
         for thread in self._threads:
             thread.stop()
@@ -148,6 +175,9 @@ class Controller:
             self._stop_informers()
             return True
         if not self.running:
+            if self.parts.standby is not None and not self.standing_by and not self._stop.is_set():
+                self._start_standby()
+                did = True
             return did
         did |= self.feed.enqueue_handed_off(self.batch_size)
         did |= self.parts.mirror.step()
@@ -235,7 +265,7 @@ class Controller:
 
     def shutdown(self) -> None:
         """Stop the informers and give the Lease up."""
-        if self.running:
+        if self.running or self.standing_by:
             self._stop_informers()
         if self.elector is not None:
             self.elector.release()

@@ -13,13 +13,15 @@ from reconcilers.engine.controller.kindmap import KindMap
 from reconcilers.engine.controller.mirror import MirrorWriter
 from reconcilers.engine.controller.periodic import CheckpointStep, HealingStep
 from reconcilers.engine.controller.routing import EventRouter
+from reconcilers.engine.controller.standby import StandbyGate
 from reconcilers.engine.controller.sweep import Sweeps
 
 
 @dataclass
 class ControllerParts:
     """The collaborators a `Controller` runs, built by `wiring.build_controller`. `archive` is None when the
-    Events archive is off; `object_cache`: the informers feed the object cache the workers read."""
+    Events archive is off; `standby` is None for a cold standby;
+    `object_cache`: the informers feed the object cache the workers read."""
 
     kinds: KindMap
     handoff: Handoff
@@ -33,3 +35,5 @@ class ControllerParts:
     healing: HealingStep
     checkpoint: CheckpointStep
     object_cache: bool
+    #: the gate of a hot standby (None: a cold one, whose informers start when it acquires the Lease)
+    standby: StandbyGate | None = None

@@ -118,6 +118,16 @@ class ResyncSchedule:
         phase = random.random() if self.fixed_phase is None else self.fixed_phase
         self.schedules = {kid: KindResync(period, phase) for kid, period in self.periods.items() if period > 0}
 
+    def begin(self, now: float) -> None:
+        """The first period of every kind whose cache has listed starts `now` rather than one period after its
+        list (a hot standby's takeover: its caches listed long ago, and what it did not enqueue at once is
+        reconciled in its slot within one period from now)."""
+        caches = self.caches()
+        for kid, schedule in self.schedules.items():
+            cache = caches.get(kid)
+            if cache is not None and cache.synced.is_set():
+                schedule.origin = schedule.start = now
+
     def due(self, now: float) -> list[str]:
         """The keys of every kind whose slot passed since the last call."""
         caches, keys = self.caches(), []

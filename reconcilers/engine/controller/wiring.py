@@ -6,9 +6,9 @@ Lease's elector from settings. `runcontroller` calls both (and starts the /metri
 
 Settings read: OPSCONSOLE_RESYNC_SECONDS (36000: 10 h; 0: no periodic resync),
 OPSCONSOLE_AUDIT_CHECKPOINT_SECONDS (300; 0: none), OPSCONSOLE_EVENT_ARCHIVE (on), OPSCONSOLE_HEALING_INTERVAL
-(healing.evaluator.default_interval), OPSCONSOLE_LEADER_NAMESPACE ("default"), OPSCONSOLE_LEADER_LEASE_SECONDS (15),
-OPSCONSOLE_LEADER_RENEW_DEADLINE_SECONDS (10), OPSCONSOLE_LEADER_RETRY_SECONDS (2); the object cache's
-(objectcache.enabled).
+(healing.evaluator.default_interval), OPSCONSOLE_LEADER_NAMESPACE ("default"), OPSCONSOLE_LEADER_LEASE_SECONDS (8),
+OPSCONSOLE_LEADER_RENEW_DEADLINE_SECONDS (6), OPSCONSOLE_LEADER_RETRY_SECONDS (1), OPSCONSOLE_STANDBY ("hot"); the
+object cache's (objectcache.enabled).
 """
 
 from __future__ import annotations
@@ -33,11 +33,17 @@ from reconcilers.engine.controller.mirror import MirrorWriter
 from reconcilers.engine.controller.parts import ControllerParts
 from reconcilers.engine.controller.periodic import CheckpointStep, HealingStep
 from reconcilers.engine.controller.routing import EventRouter
+from reconcilers.engine.controller.standby import STANDBY_MODES, MirrorVersions, StandbyGate
 from reconcilers.engine.controller.sweep import MirrorSweepFn, Sweeps
 from reconcilers.engine.healing.evaluator import Evaluator
 from reconcilers.engine.healing.evaluator import default_interval as default_heal_interval
 
 Objects = dict[str, dict[str, Any] | None]
+
+#: the Lease's defaults: a standby takes over within LEASE_SECONDS + RETRY_SECONDS of the leader's death (a SIGKILL
+#: releases nothing); a leader that cannot renew for RENEW_DEADLINE_SECONDS stops leading (docs/operations.md, "Lease
+#: timings", says why these and not controller-runtime's 15 / 10 / 2)
+LEASE_SECONDS, RENEW_DEADLINE_SECONDS, RETRY_SECONDS = 8.0, 6.0, 1.0
 
 
 def default_resync_seconds() -> float:
@@ -57,6 +63,11 @@ def default_archive_events() -> bool:
     return bool(getattr(settings, "OPSCONSOLE_EVENT_ARCHIVE", True))
 
 
+def default_standby() -> str:
+    """settings.OPSCONSOLE_STANDBY (default "hot"): how a controller that does not lead waits (standby.py)."""
+    return str(getattr(settings, "OPSCONSOLE_STANDBY", "hot"))
+
+
 def leader_elector(api: Any, identity: str | None = None, *, lease_duration: float | None = None,
                    renew_deadline: float | None = None, retry_period: float | None = None) -> LeaderElector:
     """The elector of the controller's Lease; what is not given comes from settings."""
@@ -65,9 +76,9 @@ def leader_elector(api: Any, identity: str | None = None, *, lease_duration: flo
 
     return LeaderElector(
         api, identity=identity, namespace=getattr(settings, "OPSCONSOLE_LEADER_NAMESPACE", "default"),
-        lease_duration=seconds(lease_duration, "OPSCONSOLE_LEADER_LEASE_SECONDS", 15.0),
-        renew_deadline=seconds(renew_deadline, "OPSCONSOLE_LEADER_RENEW_DEADLINE_SECONDS", 10.0),
-        retry_period=seconds(retry_period, "OPSCONSOLE_LEADER_RETRY_SECONDS", 2.0))
+        lease_duration=seconds(lease_duration, "OPSCONSOLE_LEADER_LEASE_SECONDS", LEASE_SECONDS),
+        renew_deadline=seconds(renew_deadline, "OPSCONSOLE_LEADER_RENEW_DEADLINE_SECONDS", RENEW_DEADLINE_SECONDS),
+        retry_period=seconds(retry_period, "OPSCONSOLE_LEADER_RETRY_SECONDS", RETRY_SECONDS))
 
 
 def build_controller(
@@ -104,6 +115,8 @@ def build_controller(
     observe: Callable[[Any], None] | None = None,
     cluster_leader: Callable[[], bool] | None = None,
     heal_enqueue: Callable[..., Any] | None = None,
+    standby: str = "cold",
+    mirror_versions: MirrorVersions | None = None,
 ) -> Controller:
     """A `Controller` for `reconcilers` with every collaborator built. A callable passed replaces its default
     backend (tests): `enqueue` (one key → sent?) replaces the batched enqueue, and a test that fakes the enqueue
@@ -112,7 +125,11 @@ def build_controller(
     `heal_interval` does, the healing step run: both read it). A controller shard (reconcilers.engine.shards)
     passes its filtering `handoff`, the `observe` hook of its ownership, `cluster_leader` (the cluster-wide work —
     the Events archive, healing, audit checkpoints, the mirror's ghost sweep — runs only while it answers True)
-    and `heal_enqueue` (healing's way into the handoff, unfiltered)."""
+    and `heal_enqueue` (healing's way into the handoff, unfiltered). `standby="hot"`: while not leading, the
+    informers list and watch behind a closed gate and the takeover hands off only what may need work (standby.py;
+    `mirror_versions` replaces the mirror's resourceVersions read there); "cold": they start on acquiring."""
+    if standby not in STANDBY_MODES:
+        raise ValueError(f"standby: {standby!r} is not one of {', '.join(STANDBY_MODES)}")
     kinds, handoff = KindMap.of(reconcilers), handoff if handoff is not None else Handoff()
     if cluster_leader is not None:
         events_write, heal, checkpoint_write, mirror_sweep = _led(
@@ -146,10 +163,14 @@ def build_controller(
                          enqueue=heal_enqueue or handoff.put_keys).step
         if cluster_leader is not None:
             heal = _only_leading(cluster_leader, heal, None)
+    router = EventRouter(handoff, kinds, informers, mirror=mirror, object_cache=object_cache, archive=archive,
+                         observe=observe)
+    gate = StandbyGate(router, handoff, kinds, informers, mirror=mirror, object_cache=object_cache,
+                       versions=(mirror_versions or adapters.mirror_versions) if mirror else mirror_versions,
+                       clock=clock) if standby == "hot" else None
     parts = ControllerParts(
         kinds=kinds, handoff=handoff, informers=informers, feed=feed, gauges=gauges, archive=archive,
-        router=EventRouter(handoff, kinds, informers, mirror=mirror, object_cache=object_cache, archive=archive,
-                           observe=observe),
+        router=router, standby=gate,
         mirror=MirrorWriter(mirror_write or adapters.mirror_write, handoff, batch_size=batch_size, clock=clock,
                             busy=busy),
         sweeps=Sweeps(handoff, informers, kinds, clock=clock,

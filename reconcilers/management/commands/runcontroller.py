@@ -14,8 +14,12 @@ shards (`--shard-by uid|namespace`), handing keys over when shards join or leave
 controller's Lease runs the cluster-wide work. With `--selector EXPR` (env OPSCONSOLE_SHARD_SELECTOR) it is a canary
 shard: only the objects the label selector matches, which every other shard then leaves to it.
 
-Settings read (all optional): OPSCONSOLE_LEADER_NAMESPACE ("default"), OPSCONSOLE_LEADER_LEASE_SECONDS (15),
-OPSCONSOLE_LEADER_RENEW_DEADLINE_SECONDS (10), OPSCONSOLE_LEADER_RETRY_SECONDS (2),
+A controller that does not lead is a hot standby (`--standby hot`, env OPSCONSOLE_STANDBY, the default): its
+informers list and watch while it campaigns, writing and enqueueing nothing, so that on acquiring the Lease it
+hands off only what changed and leaves the rest to the spread resync; `--standby cold` starts them on acquiring.
+
+Settings read (all optional): OPSCONSOLE_LEADER_NAMESPACE ("default"), OPSCONSOLE_LEADER_LEASE_SECONDS (8),
+OPSCONSOLE_LEADER_RENEW_DEADLINE_SECONDS (6), OPSCONSOLE_LEADER_RETRY_SECONDS (1), OPSCONSOLE_STANDBY ("hot"),
 OPSCONSOLE_RESYNC_SECONDS (36000: each key is enqueued again once per 10 h, spread evenly over them; 0: never);
 telemetry: OPSCONSOLE_CONTROLLER_METRICS_PORT (9102; 0 = no /metrics and no /healthz: `/healthz` there answers 503
 while a supervised background thread is down, `opsconsole.telemetry.health`), OPSCONSOLE_METRICS_ADDR,
@@ -41,7 +45,8 @@ from reconcilers.core.crd import crd_manifest
 from reconcilers.engine import apiclient, registry
 from reconcilers.engine.controller import Controller
 from reconcilers.engine.controller.bootstrap import BootstrapError, bootstrap, connect, install_crds
-from reconcilers.engine.controller.wiring import build_controller, leader_elector
+from reconcilers.engine.controller.standby import STANDBY_MODES
+from reconcilers.engine.controller.wiring import build_controller, default_standby, leader_elector
 from reconcilers.engine.metrics import LEADER_ELECTION_MASTER
 from reconcilers.engine.shards.membership import shard_lease_name
 from reconcilers.engine.shards.ownership import SHARD_BY
@@ -61,9 +66,15 @@ class Command(BaseCommand):
         parser.add_argument("--crds", type=Path, default=deploy / "crds", help="CRD manifests (--bootstrap)")
         parser.add_argument("--samples", type=Path, default=deploy / "samples", help="sample manifests (--bootstrap)")
         parser.add_argument("--api-timeout", type=float, default=60.0, help="seconds to wait for the API")
-        parser.add_argument("--lease-duration", type=float, default=None)
-        parser.add_argument("--renew-deadline", type=float, default=None)
-        parser.add_argument("--retry-period", type=float, default=None)
+        parser.add_argument("--lease-duration", type=float, default=None,
+                            help="seconds a standby waits after the leader's last renewal (default 8)")
+        parser.add_argument("--renew-deadline", type=float, default=None,
+                            help="seconds a leader that cannot renew keeps leading (default 6)")
+        parser.add_argument("--retry-period", type=float, default=None,
+                            help="seconds between Lease renewals and acquisition attempts (default 1)")
+        parser.add_argument("--standby", choices=STANDBY_MODES, default=os.environ.get("OPSCONSOLE_STANDBY") or None,
+                            help="hot (default): the informers list and watch while campaigning, so a takeover "
+                                 "starts with warm caches; cold: they start on acquiring the Lease")
         parser.add_argument("--shard", default=os.environ.get("OPSCONSOLE_SHARD") or None,
                             help="run as this controller shard (its Lease opsconsole-shard-<id>): only the keys the "
                                  "ring gives it among the live shards (env OPSCONSOLE_SHARD)")
@@ -133,7 +144,8 @@ class Command(BaseCommand):
                                   + (f", canary of {options['selector']}" if options["selector"] else ""))
             else:
                 elector = leader_elector(api, options["identity"], **durations)
-                controller = build_controller(api, reconcilers, elector=elector, background=True)
+                controller = build_controller(api, reconcilers, elector=elector, background=True,
+                                              standby=options["standby"] or default_standby())
             LEADER_ELECTION_MASTER.labels(elector.name).set(1 if elector.is_leader else 0)
             kinds = ", ".join(r.resource.kind for r in reconcilers) or "nothing"
             # the start-up's objects out of the garbage collector's reach: full collections walk the caches only
