@@ -212,12 +212,18 @@ class KVStoreReconciler(Reconciler):
         plan = ou.plan_upgrade(live, pods, pdb, nodes, min_available=spec.min_available,
                                max_skew=spec.zone_spread.max_skew, topology_key=key, verified=verified,
                                step_elapsed=elapsed, deadline=float(spec.progress_deadline_seconds))
+        if partition < spec.replicas and step_ordinal != partition:
+            # the partition moved and the status does not say so: the run that moved it died before its status
+            # write. Its step goes on record now, once, whatever its Pod has done since; the next run goes on
+            sts = ctx.apply_child(statefulset_manifest(obj, spec, partition))
+            extra = {**self._extra(sts, pdb, plan.ordinals), "stepOrdinal": partition, "stepStartedAt": _stamp(now)}
+            return Result(REPLACING, "OrdinalMoved", f"ordinal {partition}: found moved to the partition (the run "
+                          f"that moved it left no record)", status=extra, requeue_after=0.05,
+                          conditions=[ctx.condition("UpgradeBlocked", "False", "NotBlocked")])
         sts = ctx.apply_child(statefulset_manifest(obj, spec, plan.partition))
         extra = self._extra(sts, pdb, plan.ordinals)
         if plan.action == ou.STEP:
             extra.update(stepOrdinal=plan.partition, stepStartedAt=_stamp(now))
-        elif plan.ordinal == partition and step_ordinal != partition:  # moved by a run that left no status
-            extra.update(stepOrdinal=partition, stepStartedAt=_stamp(now))
         return self._upgrade_result(ctx, plan, phase, step_ordinal, extra)
 
     def _upgrade_result(self, ctx: Context, plan: ou.UpgradePlan, phase: str, step_ordinal: Any,

@@ -1,7 +1,8 @@
 """End to end on kubesim (3 Nodes in zone-a/b/c) with the engine's workers: a KVStore of 3 replicas upgraded with zero
 downtime, ordinals 2, 1, 0, one transition per step, never fewer Ready Pods than its budget (sampled every 100 ms);
 a Pod made unready mid-upgrade blocks it (Blocked on record with the reason, a Warning Event) until it is Ready
-again, when it resumes by itself."""
+again, when it resumes by itself; a zone that cannot take the moved ordinal blocks it with the scheduler's reason;
+workers killed mid-step leave no step skipped or repeated."""
 
 from __future__ import annotations
 
@@ -12,9 +13,9 @@ import pytest
 
 from kubesim.testing import wait_for
 from reconcilers.engine import kube
-from reconcilers.kinds.kvstore import BLOCKED, KVSTORE, POD, REPLACING, RUNNING
+from reconcilers.kinds.kvstore import BLOCKED, KVSTORE, POD, REPLACING, RUNNING, STATEFULSET
 from reconcilers.kinds.kvstore_manifests import selector_labels
-from reconcilers.models import Resource, Transition
+from reconcilers.models import Anomaly, AnomalyCategory, Resource, Transition
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 
@@ -155,3 +156,36 @@ def test_a_zone_that_cannot_take_the_moved_ordinal_blocks_with_the_schedulers_re
         kube.patch_object(kapi, NODE, None, node, {"spec": {"unschedulable": False}})
     wait_for(lambda: upgraded(kapi, namespace, "kvz", uid), timeout=90, interval=0.1)
     assert moved(uid) == [2, 1, 0]
+
+
+def test_workers_killed_mid_upgrade_resume_from_the_partition_without_skipping_or_repeating_a_step(
+        integration, kapi, namespace):
+    """Every worker is SIGKILLed the moment the step moving ordinal 1 reaches the StatefulSet, wherever its run is:
+    before its status write (the next run finds the partition moved and records that step), after it (the engine
+    catches the written phase up from its note), or in between the write and the note, where the engine cannot
+    prove the phase its own and keeps it as an out-of-band change (never a transition it cannot prove). In every
+    case no step is on record twice, none is skipped, and the replacements finish the upgrade."""
+    uid = running_kvstore(kapi, namespace, "kvk")
+
+    def partition():
+        sts = kube.get_object(kapi, STATEFULSET, namespace, "kvk") or {}
+        return ((sts.get("spec") or {}).get("updateStrategy") or {}).get("rollingUpdate", {}).get("partition")
+
+    kube.patch_object(kapi, KVSTORE, namespace, "kvk", {"spec": {"image": "redis:7.4"}})
+    wait_for(lambda: partition() == 1, timeout=60, interval=0.005)
+    victims = list(integration.workers)
+    for worker in victims:
+        worker.kill()
+    for worker in victims:  # their replacements, as Engine.replace makes one (which waits for all to be alive)
+        worker.stop()
+        integration.workers.remove(worker)
+        integration.start_worker(f"{worker.name}r")
+    integration.wait_workers()
+    wait_for(lambda: upgraded(kapi, namespace, "kvk", uid), timeout=90, interval=0.1)
+    steps = moved(uid)
+    unproven = [int(re.match(r"ordinal (\d+)", a.message).group(1)) for a in Anomaly.objects.filter(
+        resource__uid=uid, category=AnomalyCategory.OUT_OF_BAND, to_phase=REPLACING, reason="OrdinalMoved")]
+    trail = "\n".join(map(str, history(uid)))
+    assert steps == sorted(set(steps), reverse=True), trail  # in order, none twice
+    assert set(steps) | set(unproven) == {0, 1, 2} and set(unproven) <= {1}, (trail, unproven)
+    assert {p["spec"]["containers"][0]["image"] for p in pods(kapi, namespace, "kvk")} == {"redis:7.4"}

@@ -146,7 +146,7 @@ def test_a_run_killed_after_moving_the_partition_resumes_from_it_without_moving_
     ctx.obj["status"] = before
     cluster(ctx, replace=False)
     again = run(rec, ctx)
-    assert again.phase == REPLACING and again.message.startswith("ordinal 2: waiting for kv-2")
+    assert (again.phase, again.reason) == (REPLACING, "OrdinalMoved") and again.message.startswith("ordinal 2: ")
     assert ctx.find("apps/v1", "StatefulSet", "db", "kv")["spec"]["updateStrategy"]["rollingUpdate"]["partition"] == 2
     assert again.status["stepOrdinal"] == 2
 
@@ -181,3 +181,25 @@ def test_the_validating_webhook_refuses_a_budget_never_met_with_the_reason():
     assert review_validate(KVStoreReconciler(), review(cr(min_available="60%"))).allowed
     bad_type = review_validate(KVStoreReconciler(), review(cr(min_available=True)))
     assert not bad_type.allowed and any("minAvailable" in r for r in bad_type.reasons)
+
+
+def test_a_run_killed_after_moving_the_partition_whose_pod_is_ready_since_still_records_that_step_once():
+    rec, ctx = running()
+    ctx.spec = kvstore.KVStoreSpec.model_validate({**ctx.obj["spec"], "image": "redis:7.4"})
+    run(rec, ctx)
+    cluster(ctx)
+    before = dict(ctx.obj["status"])
+    rec.reconcile(ctx, ctx.obj)  # moved ordinal 2 and died before its status; kv-2 is replaced and Ready since
+    ctx.obj["status"] = before
+    cluster(ctx)
+    phases, moved = [], []
+    for _ in range(12):
+        result = run(rec, ctx)
+        phases.append((result.phase, result.reason))
+        if result.phase == REPLACING and result.reason == "OrdinalMoved":
+            moved.append(int(re.match(r"ordinal (\d+)", result.message).group(1)))
+        if result.phase == RUNNING:
+            break
+        cluster(ctx)
+    assert moved == [2, 1, 0]
+    assert phases[:2] == [(REPLACING, "OrdinalMoved"), (UPGRADING, "OrdinalUpgraded")]
