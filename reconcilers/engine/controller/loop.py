@@ -76,6 +76,7 @@ class Controller:
         self.metrics_interval, self.batch_size = metrics_interval, batch_size
         self.running = False
         self.standing_by = False  # a hot standby's informers run behind the closed gate (parts.standby)
+        self._standby_synced = False
         self.resyncs = 0  # full resyncs (after a workqueue outage)
         self.resync_schedule = ResyncSchedule(parts.kinds, resync_seconds, lambda: self.informer_set.informers)
         self._threads: list[BackgroundStep] = []  # the archive and the healing step with `background`
@@ -99,7 +100,7 @@ class Controller:
             gate.window = self.elector.lease_duration + self.elector.renew_deadline
         self.handoff.clear()
         self.informer_set.start(gate.handle, gate.listed, gate.handle_event)
-        self.standing_by = True
+        self.standing_by, self._standby_synced = True, False
         log.info("controller: hot standby, informers listing and watching while campaigning")
 
     def _start_informers(self) -> None:
@@ -178,6 +179,9 @@ class Controller:
             if self.parts.standby is not None and not self.standing_by and not self._stop.is_set():
                 self._start_standby()
                 did = True
+            elif self.standing_by and not self._standby_synced and self.informer_set.synced():
+                self._standby_synced = True
+                log.info("controller: hot standby synced, %d keys cached", len(self.cached_keys()))
             return did
         did |= self.feed.enqueue_handed_off(self.batch_size)
         did |= self.parts.mirror.step()
