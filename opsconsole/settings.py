@@ -266,6 +266,8 @@ OPSCONSOLE_TRACE_SLOW_SECONDS = env_number("OPSCONSOLE_TRACE_SLOW_SECONDS", 1.0)
 OPSCONSOLE_SPAN_RETENTION_HOURS = env_number("OPSCONSOLE_SPAN_RETENTION_HOURS", 168)
 OPSCONSOLE_EVENT_ARCHIVE = env_bool("OPSCONSOLE_EVENT_ARCHIVE", True)  # the controller archives Kubernetes Events
 OPSCONSOLE_EVENT_RETENTION_DAYS = env_number("OPSCONSOLE_EVENT_RETENTION_DAYS", 30)  # `retention`'s default; 0 keeps
+# `retention` drops the inputs kept with runs for a replay after this many days (the rows stay, "gone")
+OPSCONSOLE_RUN_INPUTS_RETENTION_DAYS = env_number("OPSCONSOLE_RUN_INPUTS_RETENTION_DAYS", 14)
 # Self-healing (docs/healing.md): the controller's healing step every OPSCONSOLE_HEALING_INTERVAL seconds (0: off);
 # the default anomaly rules (a JSON list of rule objects; unset: the built-in backoff, flapping and stuck rules);
 # per-kind overrides (a JSON object {"<Kind>": {"auto_rollback": true, "rollback_after_seconds": 120, ...}}).

@@ -209,6 +209,15 @@ def test_prometheus_operator_objects_carry_the_alert_rules_and_the_dashboard_is_
         (ROOT / "deploy" / "grafana" / "opsconsole-dashboard.json").read_text(encoding="utf-8"))
 
 
+def test_the_kept_inputs_retention_reaches_every_process_from_the_values(chart: Any, rendered: Docs) -> None:
+    config = _one(rendered, "ConfigMap", "opsconsole-config")["data"]
+    assert config["OPSCONSOLE_RUN_INPUTS_RETENTION_DAYS"] == "14"
+    mine = render(chart, retention={"inputsDays": 3})
+    assert _one(mine, "ConfigMap", "opsconsole-config")["data"]["OPSCONSOLE_RUN_INPUTS_RETENTION_DAYS"] == "3"
+    with pytest.raises(helm.HelmValuesError, match="inputsDays"):
+        render(chart, retention={"inputsDays": 0})
+
+
 def test_an_extra_kinds_image_reaches_every_process(chart: Any) -> None:
     docs = render(chart, extraKinds={"image": "registry.example/website-kind:1.2", "reconcilers":
                                      ["website.kind.WebsiteReconciler"], "rbacRules": [

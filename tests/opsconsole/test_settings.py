@@ -125,3 +125,19 @@ def test_numbers_from_the_environment_keep_their_type(tmp_path: Path) -> None:
            "OPSCONSOLE_WORKQUEUE_QPS": " 25 ", "OPSCONSOLE_API_BULK_MAX": ""}
     out = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, env=env, capture_output=True, text=True, check=True)
     assert out.stdout.split() == ["25.0", "500"]
+
+
+def test_the_kept_inputs_retention_comes_from_the_environment(tmp_path: Path) -> None:
+    """OPSCONSOLE_RUN_INPUTS_RETENTION_DAYS reaches what `manage.py retention` applies (default 14 days)."""
+    probe = ("import django; django.setup(); from reconcilers.engine.capture_store import retention_days; "
+             "print(repr(retention_days()))")
+    env = {**os.environ, "OPSCONSOLE_DATA_DIR": str(tmp_path), "DJANGO_SETTINGS_MODULE": "opsconsole.settings"}
+    env.pop("OPSCONSOLE_RUN_INPUTS_RETENTION_DAYS", None)
+    default = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, env=env, capture_output=True, text=True,
+                             check=True)
+    assert default.stdout.split() == ["14.0"]
+    env["OPSCONSOLE_RUN_INPUTS_RETENTION_DAYS"] = "3.5"
+    out = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, env=env, capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["3.5"]
+    with pytest.raises(RuntimeError, match="OPSCONSOLE_RUN_INPUTS_RETENTION_DAYS='two weeks' is not a number"):
+        load({"OPSCONSOLE_DATA_DIR": str(tmp_path), "OPSCONSOLE_RUN_INPUTS_RETENTION_DAYS": "two weeks"})
