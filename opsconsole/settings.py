@@ -344,9 +344,12 @@ OPSCONSOLE_RESYNC_SECONDS = env_number("OPSCONSOLE_RESYNC_SECONDS", 36000)
 # Flux's manual-reconcile annotation reconcile.fluxcd.io/requestedAt is honoured like opsconsole's own.
 OPSCONSOLE_FLUX_REQUESTED_AT = env_bool("OPSCONSOLE_FLUX_REQUESTED_AT", True)
 OPSCONSOLE_LEADER_NAMESPACE = os.environ.get("OPSCONSOLE_LEADER_NAMESPACE", "default")
-OPSCONSOLE_LEADER_LEASE_SECONDS = env_number("OPSCONSOLE_LEADER_LEASE_SECONDS", 15)
-OPSCONSOLE_LEADER_RENEW_DEADLINE_SECONDS = env_number("OPSCONSOLE_LEADER_RENEW_DEADLINE_SECONDS", 10)
-OPSCONSOLE_LEADER_RETRY_SECONDS = env_number("OPSCONSOLE_LEADER_RETRY_SECONDS", 2)
+# The controller's Lease: a standby takes over 7-10 s after the leader's SIGKILL (docs/operations.md, "Lease timings")
+OPSCONSOLE_LEADER_LEASE_SECONDS = env_number("OPSCONSOLE_LEADER_LEASE_SECONDS", 8)
+OPSCONSOLE_LEADER_RENEW_DEADLINE_SECONDS = env_number("OPSCONSOLE_LEADER_RENEW_DEADLINE_SECONDS", 6)
+OPSCONSOLE_LEADER_RETRY_SECONDS = env_number("OPSCONSOLE_LEADER_RETRY_SECONDS", 1)
+# hot: a controller that does not lead keeps its informers listed and watching (reconcilers.engine.controller.standby)
+OPSCONSOLE_STANDBY = os.environ.get("OPSCONSOLE_STANDBY", "hot")
 
 # Signed checkpoints of the audit record (reconcilers.engine.checkpoint): the Ed25519 key's PEM file (not in the
 # database; in Kubernetes a mounted Secret; created with mode 0600 when missing), the directory of checkpoint

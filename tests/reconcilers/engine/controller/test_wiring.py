@@ -47,4 +47,4 @@ def test_without_the_mirror_there_is_no_archive_no_healing_and_no_sweep() -> Non
 def test_the_leader_elector_from_settings_and_options() -> None:
     elector = leader_elector(None, "me", retry_period=1.0)
     assert (elector.identity, elector.namespace) == ("me", "ops")
-    assert (elector.lease_duration, elector.renew_deadline, elector.retry_period) == (30.0, 10.0, 1.0)
+    assert (elector.lease_duration, elector.renew_deadline, elector.retry_period) == (30.0, 6.0, 1.0)
