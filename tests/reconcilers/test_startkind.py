@@ -269,6 +269,20 @@ def test_a_project_is_a_repository_of_its_own_around_the_package(tmp_path, monke
     assert "PIP_FIND_LINKS" in readme and "restart them after changing its code" in readme
 
 
+def test_the_kinds_docstring_names_the_crds_command_of_its_mode(tmp_path, monkeypatch):
+    """In a checkout `manage.py crds` needs the reconciler's path; in a repository of its own the installed
+    `opsconsole crds` finds the kind through the project's entry point (there is no manage.py there)."""
+    monkeypatch.chdir(tmp_path)
+    startkind("Website", "--group", "web.example.com")
+    startkind("StaticSite", "--group", "web.example.com", "--project", "staticsite-kind")
+    checkout = (tmp_path / "website" / "kind.py").read_text()
+    project = (tmp_path / "staticsite-kind" / "staticsite" / "kind.py").read_text()
+    assert "`OPSCONSOLE_RECONCILERS=website.kind.WebsiteReconciler python manage.py crds Website`" in checkout
+    assert "scaffolded by `manage.py startkind`" in checkout
+    assert "`opsconsole crds StaticSite`" in project and "scaffolded by `opsconsole startkind --project`" in project
+    assert "manage.py" not in project
+
+
 def test_a_project_directory_is_never_overwritten(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     (tmp_path / "web-kind").mkdir()

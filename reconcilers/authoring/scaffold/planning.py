@@ -52,7 +52,7 @@ def plan(kind: str, group: str, *, version: str = DEFAULT_VERSION, owns: str = "
     for rec in registry.registered():
         if (rec.resource.group, rec.resource.plural) == (group, plural):
             raise ScaffoldError(f"{plural}.{group} is already reconciled by the registered kind {rec.resource.kind}")
-    scaffold = Scaffold(kind, group, version, plural, namespaced, package, directory, owned, {})
+    scaffold = Scaffold(kind, group, version, plural, namespaced, package, directory, owned, {}, dist)
     files = render(scaffold)
     if root is not None:
         files = render_project(scaffold, dist, files)

@@ -192,6 +192,8 @@ def render_kind(s: Scaffold) -> str:
         parts.update(extra)
     values = dict(
         kind=s.kind, lower=lower, group=s.group, version=s.version, package=s.package, const=const,
+        startkind="opsconsole startkind --project" if s.project else "manage.py startkind",
+        crds_command=crds_command(s),
         scope="namespaced" if s.namespaced else "cluster-scoped", summary=summary, phases=phases,
         scope_note=scope_note, resources="\n".join(resources), fields=fields,
         labels_target="the objects it creates" if s.owns else "what it creates (your children)",
@@ -212,6 +214,14 @@ def render_kind(s: Scaffold) -> str:
                         else "from reconcilers.core.rollout import rollout_status, worst\n" if workloads else ""),
     )
     return template("kind").substitute({**values, **parts})
+
+
+def crds_command(s: Scaffold) -> str:
+    """The command that prints the kind's CRD: in its own repository the installed `opsconsole` command finds the
+    kind through the project's entry point; in a checkout, `manage.py` is told the reconciler's path."""
+    if s.project:
+        return f"opsconsole crds {s.kind}"
+    return f"OPSCONSOLE_RECONCILERS={s.reconciler_path} python manage.py crds {s.kind}"
 
 
 def _short_name(kind: str) -> str:
