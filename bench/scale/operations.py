@@ -6,8 +6,9 @@ Start-up: the controller is stopped (SIGTERM: it gives the Lease up) and a new o
 that moment is in its first list, so the time to its first reconcile is the start-up (Django, the informers'
 lists, the enqueueing) plus the wait behind whatever else that list enqueued; the time until the queue is idle
 again, and the runs in between, say what a restart costs the workers. Failover: a standby controller started beside
-the leader; once it has campaigned for --quiet-seconds, the leader is SIGKILLed (so its Lease must expire: 15 s by
-default) and an object created; the time to its first reconcile is the failover.
+the leader; once it has campaigned for --quiet-seconds (a hot standby, the default: once its informers have listed
+too), the leader is SIGKILLed (so its Lease must expire: 8 s by default) and an object created; the time to its first
+reconcile is the failover.
 """
 
 from __future__ import annotations
@@ -93,9 +94,14 @@ def startup(fleet: Fleet) -> dict[str, Any]:
 def failover(fleet: Fleet) -> dict[str, Any]:
     """Start a standby, SIGKILL the leader, time the probe (see the module docstring)."""
     standby = fleet.new_controller("controller-standby")
+    hot = fleet.env.get("OPSCONSOLE_STANDBY", "hot") == "hot"
+    if hot:  # its INFO line says when its informers have listed
+        standby.environment = {**standby.environment, "LOG_LEVEL": "INFO"}
     fleet.others.append(standby)
     standby.start()
     standby.wait_for_line(" reconciling ", fleet.cfg.startup_timeout)
+    if hot:
+        standby.wait_for_line("hot standby synced", fleet.cfg.startup_timeout)
     time.sleep(fleet.cfg.quiet_seconds)  # it campaigns a while before the leader dies
     since = time.time()
     fleet.controller.kill(signal.SIGKILL)
