@@ -26,6 +26,7 @@ import redis
 from celery import current_app as app
 from django.conf import settings
 
+from reconcilers.engine import objectcache
 from reconcilers.engine.workqueue import WorkQueue
 
 TASK_NAME = "reconcilers.reconcile"
@@ -63,6 +64,7 @@ def get_queue() -> WorkQueue:
                 redispatch_max=max(unclaimed, float(getattr(settings, "OPSCONSOLE_WORKQUEUE_REDISPATCH_AFTER", 300.0))),
                 max_sent=max(0, int(getattr(settings, "OPSCONSOLE_WORKQUEUE_MAX_SENT", 32))),
             )
+            queue.cache_max_entries = objectcache.max_entries()
             _queues[ident] = queue
         return queue
 

@@ -126,6 +126,10 @@ OBJECT_READS = Counter(
     "nothing cached, or the cache is off or being deleted), stale (cached, but older than the record: read again "
     "with a GET)", ["controller", "source"],
 )
+OBJECT_CACHE_SKIPPED = Counter(
+    "opsconsole_object_cache_skipped_total", "Objects the controller did not put into the object cache because it "
+    "held its cap of entries (OPSCONSOLE_OBJECT_CACHE_MAX_ENTRIES): their runs GET them", ["name"],
+)
 CHILD_APPLIES = Counter(
     "opsconsole_child_applies_total", "Children applied by runs: applied (a server-side apply sent), unchanged (the "
     "object cache showed the apply would change nothing: not sent)", ["controller", "result"],

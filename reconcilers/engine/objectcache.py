@@ -27,6 +27,13 @@ not there yet, and an apply is always safe. A child a run does apply moves its e
 (`WorkQueue.cache_refresh`), so the cache is never behind the run's own writes; only the controller adds and removes
 entries, so a write racing a deletion cannot bring a deleted child back.
 
+What a child's entry holds is the child without managedFields and the last-applied annotation
+(`reconcilers.engine.leanobject`: nothing reads them there; a reconciled object's entry is the object whole, the
+run reads its managedFields). The cache is bounded: at most `OPSCONSOLE_OBJECT_CACHE_MAX_ENTRIES` entries (default
+MAX_ENTRIES; 0: no cap). Past it, a key with no entry yet gets none (`reconcilers.engine.workqueue.cache`; counted
+in `opsconsole_object_cache_skipped_total`): its runs GET their object and its applies are sent, as with the cache
+off.
+
 `OPSCONSOLE_OBJECT_CACHE` (default on) turns it off: the controller writes nothing, every run GETs its object, and
 every child is applied.
 """
@@ -39,14 +46,24 @@ from typing import Any, Protocol, TypeVar
 from django.conf import settings
 
 from reconcilers.engine import jsonfast
+from reconcilers.engine.leanobject import slim
 
 #: how a run read its object (the span attribute `opsconsole.read` and the metric's `source` label)
 CACHE, API, STALE = "cache", "api", "stale"
+
+#: the object cache's entries at most, by default (OPSCONSOLE_OBJECT_CACHE_MAX_ENTRIES): a fleet of 50,000 objects
+#: with three children each fits; at the 4-5 KB an entry takes in Redis, about 1 GB at most
+MAX_ENTRIES = 250_000
 
 
 def enabled() -> bool:
     """settings.OPSCONSOLE_OBJECT_CACHE (default True)."""
     return bool(getattr(settings, "OPSCONSOLE_OBJECT_CACHE", True))
+
+
+def max_entries() -> int:
+    """settings.OPSCONSOLE_OBJECT_CACHE_MAX_ENTRIES (default MAX_ENTRIES; 0: no cap)."""
+    return max(0, int(getattr(settings, "OPSCONSOLE_OBJECT_CACHE_MAX_ENTRIES", MAX_ENTRIES)))
 
 
 def resource_version(obj: dict[str, Any]) -> str:
@@ -57,6 +74,11 @@ def resource_version(obj: dict[str, Any]) -> str:
 def encode(obj: dict[str, Any]) -> tuple[str, bytes]:
     """(resourceVersion, the object as compact JSON): what the cache stores."""
     return resource_version(obj), jsonfast.dumps(obj)
+
+
+def encode_child(obj: dict[str, Any]) -> tuple[str, bytes]:
+    """`encode` of a child as its entry holds it: without managedFields and the last-applied annotation."""
+    return encode(slim(obj))
 
 
 def decode(raw: str | bytes) -> dict[str, Any] | None:
@@ -99,7 +121,7 @@ class ChildCache:
 
     def put(self, key: str, obj: dict[str, Any]) -> None:
         """Move `key`'s entry forward to `obj` (only an entry that exists, only to a newer version)."""
-        self.queue.cache_refresh(key, *encode(obj))
+        self.queue.cache_refresh(key, *encode_child(obj))
 
 
 class Recorded(Protocol):

@@ -24,6 +24,7 @@ from reconcilers.engine.controller.handoff import Handoff, MirrorSweep, MirrorUp
 from reconcilers.engine.controller.informer import Informer
 from reconcilers.engine.controller.informers import InformerSet
 from reconcilers.engine.controller.kindmap import KindMap, kind_id
+from reconcilers.engine.leanobject import slim
 
 #: the annotations whose change enqueues a reconciled object (events.primary_wants_reconcile)
 WATCHED_ANNOTATIONS = (RECONCILE_REQUESTED_AT, FLUX_REQUESTED_AT, SUSPENDED, SUSPENDED_UNTIL, AUTO_ROLLBACK)
@@ -72,7 +73,8 @@ class EventRouter:
             if self.archive is not None:
                 self.archive.hint(event, owners)
             if self.object_cache and kid not in self.kinds.primary and event.key:  # a child: before its owner's key
-                self.handoff.put_object(event.key, None if event.type == DELETED else event.obj)
+                # without managedFields and the last-applied annotation: nothing reads them from a child's entry
+                self.handoff.put_object(event.key, None if event.type == DELETED else slim(event.obj))
             if child_changed(event):
                 keys = sorted(owner_keys(event, owners, self.informers.key_for_uid))
                 trigger = triggers.event_trigger(

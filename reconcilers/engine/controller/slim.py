@@ -6,7 +6,8 @@ reads, and for the last state of an object a re-list finds gone (its deletion is
 the object as the watch delivered it, managedFields included: what goes into the Redis object cache (the runner's
 read, provenance's managedFields) and the mirror is unchanged. So the caches keep less:
 
-- `slim` (the reconciled and owned kinds): the object without `metadata.managedFields` and without the
+- `slim` (the reconciled and owned kinds; `reconcilers.engine.leanobject`, which the object cache's children share):
+  the object without `metadata.managedFields` and without the
   `kubectl.kubernetes.io/last-applied-configuration` annotation (kubectl's client-side apply copies the whole
   object into it). Everything else stays: what the filters compare (generation, deletionTimestamp, finalizers,
   annotations, and for a child everything but resourceVersion), ownerReferences, labels, spec and status.
@@ -23,35 +24,15 @@ from collections.abc import Callable
 from typing import Any
 
 from reconcilers.engine import jsonfast
+from reconcilers.engine.leanobject import LAST_APPLIED, slim
 
-#: the annotation kubectl's client-side apply keeps the whole applied object in
-LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
+__all__ = ["LAST_APPLIED", "Keep", "event_stub", "pack", "slim", "unpack"]
 
 #: what an informer keeps of an object (None: the object as delivered)
 Keep = Callable[[dict[str, Any]], dict[str, Any]]
 
 #: the metadata fields of an Event's stub
 _EVENT_METADATA = ("name", "namespace", "uid", "resourceVersion")
-
-
-def slim(obj: dict[str, Any]) -> dict[str, Any]:
-    """`obj` without metadata.managedFields and the last-applied annotation (an annotations map left empty goes
-    too); the rest shared, not copied. Idempotent."""
-    meta = obj.get("metadata")
-    if not isinstance(meta, dict):
-        return obj
-    annotations = meta.get("annotations")
-    heavy_annotation = isinstance(annotations, dict) and LAST_APPLIED in annotations
-    if "managedFields" not in meta and not heavy_annotation:
-        return obj
-    kept = {k: v for k, v in meta.items() if k != "managedFields"}
-    if heavy_annotation:
-        rest = {k: v for k, v in annotations.items() if k != LAST_APPLIED}
-        if rest:
-            kept["annotations"] = rest
-        else:
-            del kept["annotations"]
-    return {**obj, "metadata": kept}
 
 
 def event_stub(event: dict[str, Any]) -> dict[str, Any]:

@@ -119,13 +119,16 @@ local function why(key)  -- key's triggers, taken (with its claim)
   redis.call('HDEL', KEYS[13], key)
   return raw
 end
-local function cache_put(key, rv, body)  -- the object cache's entry for key, unless it holds a newer version
-  -- (numeric resourceVersions compared; an opaque one replaces); body '' removes the entry
+local function cache_put(key, rv, body, cap)  -- the object cache's entry for key, unless it holds a newer version
+  -- (numeric resourceVersions compared; an opaque one replaces): 1 stored, 0 not; body '' removes the entry. `cap`
+  -- (> 0): a key with no entry yet is not stored while the cache holds that many (2: left out, read with a GET)
   if body == '' then redis.call('HDEL', KEYS[9], key); return 1 end
   local cur = redis.call('HGET', KEYS[9], key)
   if cur then
     local held = string.match(cur, '^(%d+) ')
     if held and string.match(rv, '^%d+$') and (#rv < #held or (#rv == #held and rv < held)) then return 0 end
+  elseif cap and tonumber(cap) > 0 and redis.call('HLEN', KEYS[9]) >= tonumber(cap) then
+    return 2
   end
   redis.call('HSET', KEYS[9], key, rv .. ' ' .. body)
   return 1
