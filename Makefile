@@ -24,12 +24,13 @@ lint: $(STAMP)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/lint-imports
 
-# What the registered kinds generate (CRDs, the ClusterRole, the webhook configurations), written where the
-# repository keeps it (the Helm chart links to these files); tests fail while one is stale.
+# What the registered kinds generate (CRDs, the ClusterRole, the webhook configurations, the SLO rules), written
+# where the repository keeps it (the Helm chart links to these files); tests fail while one is stale.
 generate: $(STAMP)
 	$(VENV)/bin/python manage.py crds --write deploy/crds
 	$(VENV)/bin/python manage.py rbac > deploy/kustomize/base/rbac.yaml
 	$(VENV)/bin/python manage.py webhooks > deploy/webhooks/configurations.yaml
+	$(VENV)/bin/python manage.py slo_rules > deploy/prometheus/slo.yml
 
 clean:
 	rm -rf $(VENV) data staticfiles

@@ -9,8 +9,9 @@ created_at, with resource and seq) finds the departures, `transition_resource_se
 created_at) their entries.
 
 Attainment = good / total (None without departures); burn rate = (1 - attainment) / (1 - target): 1 spends the
-error budget exactly over the window, 14.4 over 1 h spends 2 % of a 30-day budget (the multi-window alert rules in
-deploy/prometheus/alerts.yml use the same numbers).
+error budget exactly over the window, 14.4 over 1 h spends 2 % of a 30-day budget (the multi-window alert rules
+generated from the same objectives into deploy/prometheus/slo.yml, reconcilers.engine.slo_rules, use the same
+numbers).
 """
 
 from __future__ import annotations

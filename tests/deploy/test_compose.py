@@ -141,7 +141,7 @@ def test_prometheus_loads_the_projects_config_and_rules_and_scrapes_each_process
     (config_flag,) = [a for a in command_of(prom) if a.startswith("--config.file=")]
     assert config_flag == f"--config.file={target}/prometheus.yml"
     config = yaml.safe_load((ROOT / "deploy" / "prometheus" / "prometheus.yml").read_text(encoding="utf-8"))
-    assert config["rule_files"] == ["alerts.yml"]  # relative to the config file: inside the same mount
+    assert config["rule_files"] == ["alerts.yml", "slo.yml"]  # relative to the config file: inside the same mount
     jobs = {j["job_name"]: j for j in config["scrape_configs"]}
 
     def targets(job: str) -> set[tuple[str, int]]:

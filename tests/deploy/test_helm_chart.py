@@ -102,7 +102,7 @@ def test_the_database_and_redis_urls_are_required_unless_an_existing_secret_hold
 
 LINKS = {"crds": "deploy/crds", "files/rbac.yaml": "deploy/kustomize/base/rbac.yaml",
          "files/webhooks.yaml": "deploy/webhooks/configurations.yaml",
-         "files/alerts.yml": "deploy/prometheus/alerts.yml",
+         "files/alerts.yml": "deploy/prometheus/alerts.yml", "files/slo.yml": "deploy/prometheus/slo.yml",
          "files/opsconsole-dashboard.json": "deploy/grafana/opsconsole-dashboard.json"}
 
 
@@ -120,6 +120,10 @@ def test_the_chart_links_to_the_generated_files_and_they_are_what_the_kinds_gene
             call_command(command, "--check", str(copy), stdout=out)
         except CommandError as exc:
             pytest.fail(f"{exc}\n(`make generate` rewrites every generated file)")
+    try:
+        call_command("slo_rules", "--check", str(CHART / "files" / "slo.yml"), stdout=out)
+    except CommandError as exc:
+        pytest.fail(f"{exc}\n(`make generate` rewrites every generated file)")
 
 
 def _kustomize_production() -> Docs:
@@ -192,8 +196,11 @@ def test_prometheus_operator_objects_carry_the_alert_rules_and_the_dashboard_is_
     assert not [d for d in rendered if d["apiVersion"].startswith("monitoring.coreos.com")]  # auto, none served
     docs = render(chart, monitoring={"prometheusOperator": "enabled", "labels": {"release": "kps"}})
     rule = _one(docs, "PrometheusRule", "opsconsole")
-    alerts = yaml.safe_load((ROOT / "deploy" / "prometheus" / "alerts.yml").read_text(encoding="utf-8"))
-    assert rule["spec"]["groups"] == alerts["groups"] and rule["metadata"]["labels"]["release"] == "kps"
+    alerts, slo = (yaml.safe_load((ROOT / "deploy" / "prometheus" / name).read_text(encoding="utf-8"))
+                   for name in ("alerts.yml", "slo.yml"))
+    assert slo["groups"]  # the generated SLO rules travel with the hand-written alerts
+    assert rule["spec"]["groups"] == alerts["groups"] + slo["groups"]
+    assert rule["metadata"]["labels"]["release"] == "kps"
     monitor = _one(docs, "ServiceMonitor", "opsconsole-web")
     web = _one(docs, "Service", "opsconsole-web")
     assert monitor["spec"]["selector"]["matchLabels"].items() <= web["metadata"]["labels"].items()
