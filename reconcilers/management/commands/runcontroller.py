@@ -1,9 +1,10 @@
 """`manage.py runcontroller [--bootstrap] [--identity X]`: run the controller until SIGINT/SIGTERM.
 
 With `--bootstrap` it first waits for the Kubernetes API, applies `deploy/crds/*.yaml`, waits until each
-CRD is served, then applies `deploy/samples/*.yaml` (create-if-missing). With `--install-crds` the CRDs are
-instead generated from the registered kinds and server-side applied (so a kind of the user's own gets its CRD,
-and a changed model updates it); it works with or without `--bootstrap`. Then it campaigns for the
+CRD is served, then applies `deploy/samples/*.yaml` (create-if-missing). Those folders exist in a checkout only:
+installed from the wheel it needs `--crds DIR --samples DIR` and says so (`bootstrap_dirs`). With `--install-crds`
+the CRDs are instead generated from the registered kinds and server-side applied (so a kind of the user's own gets
+its CRD, and a changed model updates it); it works with or without `--bootstrap`. Then it campaigns for the
 `opsconsole-controller` Lease and, while it leads, runs the informers of every registered reconciler and
 feeds the workqueue. A clean exit (SIGINT/SIGTERM) stops the informers and releases the Lease, so a
 standby controller takes over at once.
@@ -54,17 +55,39 @@ from reconcilers.engine.shards.selector import parse as parse_selector
 from reconcilers.engine.shards.setup import Shard, build_shard
 
 
+def bootstrap_dirs(crds: Path | None, samples: Path | None, *, generated: bool) -> tuple[Path | None, Path]:
+    """The folders `--bootstrap` reads: the given ones, else the checkout's deploy/crds and deploy/samples (no CRD
+    folder with `--install-crds`, which applies the generated CRDs). CommandError naming the option when one is not
+    a folder, and saying what to pass when a default is missing (opsconsole installed from its wheel has no deploy/)."""
+    deploy = Path(settings.BASE_DIR) / "deploy"
+
+    def folder(name: str, given: Path | None) -> Path:
+        if given is not None:
+            if not given.is_dir():
+                raise CommandError(f"--{name} {given}: not a directory")
+            return given
+        if not (deploy / name).is_dir():
+            raise CommandError(
+                f"--bootstrap: {deploy / name} does not exist (deploy/ is in a checkout of opsconsole, not in its "
+                "wheel): pass --crds DIR --samples DIR, the folders of your CRD and sample manifests (*.yaml), or "
+                "--install-crds --samples DIR to apply the CRDs generated from the registered kinds")
+        return deploy / name
+
+    return (None if generated else folder("crds", crds)), folder("samples", samples)
+
+
 class Command(BaseCommand):
     help = "Run the controller (informers feeding the workqueue) while it holds the leader Lease."
 
     def add_arguments(self, parser: CommandParser) -> None:
-        deploy = Path(settings.BASE_DIR) / "deploy"
         parser.add_argument("--bootstrap", action="store_true", help="apply CRDs and samples before starting")
         parser.add_argument("--install-crds", action="store_true",
                             help="apply the CRDs generated from the registered kinds before starting")
         parser.add_argument("--identity", default=None, help="leader election identity (default host_pid_rand)")
-        parser.add_argument("--crds", type=Path, default=deploy / "crds", help="CRD manifests (--bootstrap)")
-        parser.add_argument("--samples", type=Path, default=deploy / "samples", help="sample manifests (--bootstrap)")
+        parser.add_argument("--crds", type=Path, default=None,
+                            help="CRD manifests (--bootstrap; default: the checkout's deploy/crds)")
+        parser.add_argument("--samples", type=Path, default=None,
+                            help="sample manifests (--bootstrap; default: the checkout's deploy/samples)")
         parser.add_argument("--api-timeout", type=float, default=60.0, help="seconds to wait for the API")
         parser.add_argument("--lease-duration", type=float, default=None,
                             help="seconds a standby waits after the leader's last renewal (default 8)")
@@ -104,6 +127,9 @@ class Command(BaseCommand):
                 parse_selector(options["selector"])
         except ValueError as exc:
             raise CommandError(str(exc)) from exc
+        if options["bootstrap"]:  # a folder it cannot read is refused before it waits for the API
+            options["crds"], options["samples"] = bootstrap_dirs(
+                options["crds"], options["samples"], generated=options["install_crds"])
         previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
         try:
             reconcilers = registry.registered()
