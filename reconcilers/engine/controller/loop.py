@@ -137,9 +137,9 @@ class Controller:
         for thread in self._threads:
             thread.stop()
         self._threads = []
-        self.running = False
+        led, self.running = self.running, False
         self.handoff.clear()
-        if self.parts.object_cache and self.kinds.owners_of:
+        if led and self.parts.object_cache and self.kinds.owners_of:  # a standby's say would be the leader's
             self.feed.say_cache_live(None)
             self._next_cache_live = -float("inf")
         log.info("controller: informers stopped")

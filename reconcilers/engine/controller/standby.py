@@ -10,7 +10,8 @@ At the takeover (`take_over`, under the gate's lock, so no event is routed twice
    leader had not handed to the workqueue when it died, or changed while nobody led, children included);
 2. every cached object of a reconciled kind whose resourceVersion differs from its mirror row's (the last one any
    leader recorded) is handed off with its object and mirror update (it changed while nobody watched it for the
-   record), and so is every cached object of an informer that had not finished its first list;
+   record); all of them, and every cached child into the object cache, when an informer had not finished its
+   first list (what it listed was never routed: a cold start's work);
 3. every informer counts as just listed (the mirror and object-cache sweeps run: objects deleted meanwhile);
 4. the gate opens: from now on events are routed as they come.
 Everything else is left to the periodic resync, which the caller starts at once (spread over one period) rather
@@ -110,10 +111,18 @@ class StandbyGate:
                     (self.router.handle_event if archive else self.router.handle)(event)
                 except Exception:  # one bad event must not cost the takeover
                     log.exception("standby: replaying %s %s failed", event.type, event.key)
+            # an informer still in its first list: what it listed before now was never routed, so every reconciled
+            # object counts as changed and every cached child goes to the object cache (what a cold start does)
+            listed = all(informer.synced.is_set() for informer in self.informers.informers.values())
             changed = 0
             for kid, informer in self.informers.informers.items():
                 if kid in self.kinds.primary:
-                    changed += self._hand_off_changed(kid, informer)
+                    changed += self._hand_off_changed(kid, informer, everything=not listed)
+                elif not listed and self.object_cache and kid in self.kinds.owners_of:
+                    for key in informer.keys():
+                        obj = informer.get(key)
+                        if obj is not None:
+                            self.handoff.put_object(key, obj)
             for informer in self.informers.all():
                 if informer is not self.informers.events_informer and informer.synced.is_set():
                     self.router.listed(informer)
@@ -123,11 +132,11 @@ class StandbyGate:
                  "record; the rest is left to the spread resync", len(recent), changed)
         return len(recent), changed
 
-    def _hand_off_changed(self, kid: Any, informer: Informer) -> int:
+    def _hand_off_changed(self, kid: Any, informer: Informer, *, everything: bool) -> int:
         """Hand off every cached object of this reconciled kind whose resourceVersion is not the mirror's (all of
-        them when the informer has not listed yet); how many."""
+        them with `everything`); how many."""
         reconciler = self.kinds.reconciler_of.get(kid)
-        synced = informer.synced.is_set()
+        synced = not everything
         try:
             recorded = self.versions(reconciler) if synced and self.versions is not None and reconciler else None
         except Exception:  # the database away: every object counts as changed (what a cold start does)
