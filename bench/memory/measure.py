@@ -9,6 +9,9 @@ is written. Then it prints one JSON line: the process's RSS before the informers
 allocator gave its free memory back (what is left is what the process holds; the difference is the high-water mark
 of the lists and handoffs, which glibc keeps) and its peak; the deep size of each informer's cache (`deep_size`);
 the objects per kind; and the object cache's payload (the JSON the controller would write into Redis) per kind.
+With `BENCH_MEMORY_REDIS_URL` set, the newest entries are also stored in that Redis, one scratch hash per kind
+as the workqueue stores them (`<resourceVersion> <JSON>`), and `MEMORY USAGE` of each (every field sampled) is
+reported before the hashes are deleted: what the object cache costs Redis.
 """
 
 from __future__ import annotations
@@ -82,6 +85,8 @@ def measure(kubeconfig: str, mode: str) -> dict[str, Any]:
     from reconcilers.kinds.memcached import MemcachedReconciler
 
     payload: dict[str, int] = {}  # object cache key -> bytes of its newest entry
+    entries: dict[str, bytes] = {}  # object cache key -> its newest entry (with a Redis to measure in)
+    redis_url = os.environ.get("BENCH_MEMORY_REDIS_URL", "")
     writes = [0]
 
     def cache_write(objects: dict[str, dict[str, Any] | None]) -> None:
@@ -89,8 +94,12 @@ def measure(kubeconfig: str, mode: str) -> dict[str, Any]:
         for key, obj in objects.items():
             if obj is None:
                 payload.pop(key, None)
+                entries.pop(key, None)
             else:
-                payload[key] = len(objectcache.encode(obj)[1])
+                rv, body = objectcache.encode(obj)
+                payload[key] = len(body)
+                if redis_url:
+                    entries[key] = rv.encode() + b" " + body
 
     api = kube.build_api_client(kubeconfig)
     controller = build_controller(
@@ -99,6 +108,10 @@ def measure(kubeconfig: str, mode: str) -> dict[str, Any]:
         events_write=lambda batch: len(batch), heal_interval=0, checkpoint_seconds=0, object_cache=True,
         cache_write=cache_write, cache_prune=lambda prefix, present: None, cache_live=lambda ttl: None)
     controller.informer_set.slim = mode == "slim"
+    if mode == "full":  # before issue 40: the object cache's children whole too
+        from reconcilers.engine.controller import routing
+
+        routing.slim = lambda obj: obj  # type: ignore[assignment]
     gc.collect()
     before = rss_kib()
     started = time.monotonic()
@@ -118,11 +131,37 @@ def measure(kubeconfig: str, mode: str) -> dict[str, Any]:
         "objects": {name: len(inf.keys()) for name, inf in informers.items()},
         "cache_bytes": {name: informer_cache_bytes(inf) for name, inf in informers.items()},
         "object_cache_payload": _by_kind(payload),
+        "redis_bytes": redis_usage(redis_url, entries) if redis_url else {},
     }
     controller.request_stop()
     thread.join(30)
     api.close()
     return result
+
+
+def redis_usage(url: str, entries: dict[str, bytes]) -> dict[str, int]:
+    """`MEMORY USAGE` (every field sampled) of the entries stored per kind in scratch hashes of the Redis at `url`,
+    as the workqueue's object cache stores them; the hashes are deleted after."""
+    import uuid
+
+    import redis
+
+    client = redis.Redis.from_url(url)
+    scratch = f"bench-memory:{uuid.uuid4().hex[:8]}:"
+    by_kind: dict[str, dict[str, bytes]] = {}
+    for key, entry in entries.items():
+        by_kind.setdefault(key.split("/")[2], {})[key] = entry
+    usage: dict[str, int] = {}
+    try:
+        for plural, fields in by_kind.items():
+            items = list(fields.items())
+            for start in range(0, len(items), 500):
+                client.hset(scratch + plural, mapping=dict(items[start:start + 500]))
+            usage[plural] = int(client.memory_usage(scratch + plural, samples=0) or 0)
+    finally:
+        client.delete(*[scratch + plural for plural in by_kind] or [scratch])
+        client.close()
+    return usage
 
 
 def _by_kind(payload: dict[str, int]) -> dict[str, int]:

@@ -1,6 +1,7 @@
 """`python -m bench.memory` end to end at N=10: the fleet converges in its own kubesim, both modes are measured in
 processes of their own, and the report carries every figure, the slim caches smaller than the full ones for every
-kind and the object cache payload the same in both. Real processes: kubesim and the two measurements."""
+kind; the object cache's payload and its size in Redis (scratch hashes in the suite's Redis) smaller in slim for
+the children, the reconciled objects' entries the same. Real processes: kubesim and the two measurements."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import subprocess
 import sys
 
 import pytest
+from django.conf import settings
 
 from tests.bench.test_converge_smoke import ROOT
 
@@ -16,7 +18,8 @@ pytestmark = pytest.mark.integration
 
 
 def test_the_memory_benchmark_measures_both_modes_at_n_10():
-    proc = subprocess.run([sys.executable, "-m", "bench.memory", "--n", "10", "--threads", "4"], cwd=ROOT,
+    proc = subprocess.run([sys.executable, "-m", "bench.memory", "--n", "10", "--threads", "4",
+                           "--redis", settings.REDIS_URL], cwd=ROOT,
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stdout + proc.stderr[-6000:]
     lines = proc.stdout.strip().splitlines()
@@ -30,4 +33,8 @@ def test_the_memory_benchmark_measures_both_modes_at_n_10():
         assert result["rss_before_kib"] > 0 and result["rss_peak_kib"] >= result["rss_after_kib"]
     for kind, size in slim["cache_bytes"].items():
         assert 0 < size < full["cache_bytes"][kind] / 3, kind
-    assert slim["object_cache_payload"] == full["object_cache_payload"]
+    assert slim["object_cache_payload"]["memcacheds"] == full["object_cache_payload"]["memcacheds"]  # whole
+    for child in ("deployments", "services"):
+        assert 0 < slim["object_cache_payload"][child] < full["object_cache_payload"][child], child
+        assert 0 < slim["redis_bytes"][child] < full["redis_bytes"][child], child
+    assert any(line.startswith("| **object cache in Redis, total** |") for line in lines)
