@@ -1,7 +1,8 @@
 """Where a kept run's capture is stored and found (`RunCapture`): `capture_keep` writes one (best effort: a capture
 never fails a run), `capture_inputs` reads one back and says plainly when there is none (the run was not kept) or
 it is gone (retention dropped it), `captures_expire` drops the inputs older than their retention (the row stays,
-marked gone, with its log lines), `capture_lines` the verbose log lines kept with a run.
+marked gone, with its log lines), `capture_lines` the verbose log lines kept with a run, `verbose_run_ids` which
+runs of a page were verbose.
 
 The retention of inputs is `OPSCONSOLE_RUN_INPUTS_RETENTION_DAYS` (default 14), applied by `manage.py retention`.
 """
@@ -84,6 +85,13 @@ def capture_lines(run_id: int) -> tuple[str, list[str], int] | None:
     if row is None or not row.log_level:
         return None
     return row.log_level, list(row.log_lines or []), row.log_lines_dropped
+
+
+def verbose_run_ids(run_ids: list[int]) -> set[int]:
+    """Which of these runs were verbose runs (kept log lines): one query."""
+    if not run_ids:
+        return set()
+    return set(RunCapture.objects.filter(run_id__in=run_ids).exclude(log_level="").values_list("run_id", flat=True))
 
 
 def captures_expire(*, days: float | None = None, now: datetime | None = None, dry_run: bool = False) -> int:

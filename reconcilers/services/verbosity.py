@@ -13,11 +13,11 @@ import time
 from dataclasses import dataclass
 
 from reconcilers.engine import dispatch, verbosity
-from reconcilers.engine.capture_store import capture_lines
+from reconcilers.engine.capture_store import capture_lines, verbose_run_ids
 from reconcilers.engine.verbosity import Setting, VerbosityError
 
 __all__ = ["MAX_MINUTES", "RunLines", "Setting", "VerbosityError", "run_lines", "verbosity_clear", "verbosity_list",
-           "verbosity_set"]
+           "verbosity_set", "verbose_runs"]
 
 MAX_MINUTES = int(verbosity.MAX_SECONDS // 60)
 
@@ -66,3 +66,8 @@ def run_lines(run_id: int) -> RunLines | None:
     """The log lines run `run_id` kept (None: it was not a verbose run)."""
     found = capture_lines(run_id)
     return RunLines(run_id, *found) if found is not None else None
+
+
+def verbose_runs(run_ids: list[int]) -> set[int]:
+    """Which of these runs were verbose (kept log lines at /runs/<id>/log/)."""
+    return verbose_run_ids(run_ids)

@@ -23,6 +23,7 @@ from opsconsole.console.rollout import resource_rollout
 from opsconsole.console.security import console_action, console_page
 from opsconsole.console.views.healing import healing_context
 from reconcilers.models import ReconcileRequest, Resource
+from reconcilers.services import verbosity
 from reconcilers.services.audit_status import audit_chain_status
 from reconcilers.services.reconcile_actions import ObjectNotFound, ReconcileRequestError, resource_reconcile
 from reconcilers.services.revisions import (
@@ -89,6 +90,7 @@ def resource_detail(request: HttpRequest, pk: int) -> HttpResponse:
         context["rollout"] = resource_rollout(obj)
     if want("runs"):
         context["run_groups"] = runs.resource_run_groups(obj, limit=50)  # repeats collapsed into one row
+        context["verbose_runs"] = verbosity.verbose_runs([r.pk for g in context["run_groups"] for r in g.runs])
     if want("request"):
         context["requests"] = list(stats.resource_requests(obj, limit=10))
         context["current_request"] = None

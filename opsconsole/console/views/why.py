@@ -1,7 +1,7 @@
 """The console's pages for issue 42: one run with its triggers (`runs/<id>/`: why it ran, what it did, links to
-its resource, its trace and its transitions) and the kinds' phase objectives (`slo/`: attainment and burn rate
-over 1 h, 6 h and 30 d from the record). The detail page's "Why" panel is `console/_detail_why.html` (its answer
-from the `why_of` tag)."""
+its resource, its trace, its transitions and, for a verbose run, its kept log lines) and the kinds' phase
+objectives (`slo/`: attainment and burn rate over 1 h, 6 h and 30 d from the record). The detail page's "Why" panel
+is `console/_detail_why.html` (its answer from the `why_of` tag)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from opsconsole.accounts.roles import user_namespaces
 from opsconsole.console.live import page
 from opsconsole.console.security import console_page
 from reconcilers.models import ReconcileRun
-from reconcilers.services import explain, slo
+from reconcilers.services import explain, slo, verbosity
 
 
 @console_page
@@ -22,7 +22,8 @@ def run_detail(request: HttpRequest, pk: int) -> HttpResponse:
     except ReconcileRun.DoesNotExist as exc:
         raise Http404("No such run, or it is outside your namespaces.") from exc
     return page(request, "console/run.html", {
-        "run": run, "triggers": explain.run_triggers(run), "transitions": list(run.transitions.order_by("seq"))})
+        "run": run, "triggers": explain.run_triggers(run), "transitions": list(run.transitions.order_by("seq")),
+        "log": verbosity.run_lines(run.pk)})
 
 
 @console_page

@@ -3,6 +3,8 @@ off, a viewer is refused, and a run's log page shows the lines it kept (or says 
 
 from __future__ import annotations
 
+import time
+
 import pytest
 from django.utils import timezone
 
@@ -50,3 +52,55 @@ def test_a_runs_log_page_shows_its_lines(as_role):
     assert 'id="run-log-lines"' in page and "&lt;hello&gt;" in page and "2 more lines" in page
     assert 'id="run-log-none"' in as_role("viewer").get(f"/runs/{quiet.pk}/log/").content.decode()
     assert as_role("viewer", ["elsewhere"]).get(f"/runs/{run.pk}/log/").status_code == 404
+
+
+def test_a_verbose_run_is_linked_from_its_page_and_marked_in_the_runs_table(as_role):
+    res = f.resource("mc", "apps")
+    loud = ReconcileRun.objects.create(key=res.key, kind=res.kind, resource=res, started_at=timezone.now(),
+                                       duration_seconds=0.1, result="success")
+    quiet = ReconcileRun.objects.create(key=res.key, kind=res.kind, resource=res, started_at=timezone.now(),
+                                        duration_seconds=0.1, result="error", error_class="Boom")
+    RunCapture.objects.create(run=loud, log_level="debug", log_lines=["a", "b"], log_lines_dropped=1)
+    viewer = as_role("viewer")
+    page = viewer.get(f"/runs/{loud.pk}/").content.decode()
+    assert f'href="/runs/{loud.pk}/log/" class="log-link">2 lines kept at debug</a>' in page
+    assert "1 more counted, not kept" in page
+    page = viewer.get(f"/runs/{quiet.pk}/").content.decode()
+    assert "not a verbose run" in page and f"/runs/{quiet.pk}/log/" not in page
+    runs = viewer.get(f"/resources/{res.pk}/").content.decode()
+    assert f'class="badge badge-wait verbose-run" href="/runs/{loud.pk}/log/"' in runs
+    assert f"/runs/{quiet.pk}/log/" not in runs
+
+
+def test_an_admin_sets_a_kinds_verbosity_from_the_console_and_others_are_refused(clean, as_role):
+    admin = as_role("admin")
+    page = admin.get("/verbosity/").content.decode()
+    assert 'id="verbosity-scope-form"' in page and 'value="kind:Memcached"' in page and 'id="verbosity-none"' in page
+    answer = csrf_post(admin, "/verbosity/set", {"scope": "kind:Memcached", "modules": "reconcile=debug",
+                                                 "minutes": "30"})
+    assert answer.status_code == 302 and answer["Location"] == "/verbosity/"
+    in_force = verbosity.settings_read(verbosity.Store.of(clean))
+    assert in_force["kind:Memcached"].modules == {"reconcile": "debug"}
+    assert in_force["kind:Memcached"].actor == f"user:{admin.user.get_username()}"
+    operator = as_role("operator")
+    page = operator.get("/verbosity/").content.decode()
+    assert 'data-scope="kind:Memcached"' in page and 'id="verbosity-scope-form"' not in page
+    assert csrf_post(operator, "/verbosity/set", {"scope": "all", "minutes": "5"}).status_code == 403
+    refused = csrf_post(admin, "/verbosity/set", {"scope": "kind:Memcached", "modules": "db=debug", "minutes": "5"})
+    assert refused.status_code == 400 and "modules" in refused.content.decode()
+    assert csrf_post(admin, "/verbosity/set", {"scope": "object:x", "minutes": "5"}).status_code == 400
+    assert csrf_post(admin, "/verbosity/set", {"scope": "kind:Memcached", "minutes": "0"}).status_code == 302
+    assert "kind:Memcached" not in verbosity.settings_read(verbosity.Store.of(clean))
+    records = list(ActionRecord.objects.order_by("id").values_list("action", "outcome", "target", "actor"))
+    assert [r[:3] for r in records] == [
+        ("verbosity.set", "allowed", "kind:Memcached"), ("verbosity.set", "refused", "all"),
+        ("verbosity.set", "rejected", "kind:Memcached"), ("verbosity.set", "rejected", "object:x"),
+        ("verbosity.clear", "allowed", "kind:Memcached")]
+    assert records[1][3] == operator.user.get_username()
+
+
+def test_object_settings_outside_the_viewers_namespaces_are_not_listed(clean, as_role):
+    verbosity.setting_store(verbosity.Store.of(clean), verbosity.Setting(
+        "object:cache.example.com/v1alpha1/memcacheds/secret/mc", {"reconcile": "debug"}, time.time() + 60))
+    assert "secret/mc" in as_role("viewer").get("/verbosity/").content.decode()
+    assert "secret/mc" not in as_role("viewer", ["apps"]).get("/verbosity/").content.decode()
