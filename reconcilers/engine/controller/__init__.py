@@ -11,7 +11,8 @@ and leader election, feeding the workqueue (docs/architecture.md, the processes)
   `leader_elector` builds the Lease's elector from settings.
 - `kindmap`: which kinds are reconciled, which owned, and by whom.
 - `informers`: the informers of one controller, started and stopped with leadership; `routing`: what their
-  threads call, into the handoff.
+  threads call, into the handoff; `standby`: the gate in front of the router while a hot standby campaigns, and
+  what its takeover hands off.
 - `feed`: objects into the object cache and keys into the workqueue, the pump, the backoff while Redis is away;
   `gauges`: the workqueue gauges and the depth history.
 - `mirror`: the Resource mirror writer (its yield and linger); `sweep`: the sweeps after each (re-)list.
