@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from reconcilers.authoring import scaffold
-from reconcilers.authoring.scaffold import project, rendering
+from reconcilers.authoring.scaffold import project, rendering, stateful
 
 BIN = Path(sys.executable).parent
 ROOT = Path(__file__).resolve().parents[2]
@@ -40,6 +40,8 @@ def test_every_template_is_package_data_and_used():
     names = template_files()
     assert names and all(any(fnmatch.fnmatch(f"templates/{n}", pattern) for pattern in data) for n in names)
     used = {f"{n}.py.tmpl" for n in re.findall(r'template\("(\w+)"\)', Path(rendering.__file__).read_text())}
+    # the ordered StatefulSet kind's parts (its module calls the renderer's lookup `template` or `t`)
+    used |= {f"{n}.py.tmpl" for n in re.findall(r'\b(?:template|t)\("(\w+)"\)', Path(stateful.__file__).read_text())}
     used |= {f"project_{n}.tmpl" for n in project.PROJECT_FILES.values()}  # startkind --project's files
     assert used == names
 
