@@ -52,7 +52,7 @@ from reconcilers.engine.leanobject import slim
 CACHE, API, STALE = "cache", "api", "stale"
 
 #: the object cache's entries at most, by default (OPSCONSOLE_OBJECT_CACHE_MAX_ENTRIES): a fleet of 50,000 objects
-#: with three children each fits; at the 4-5 KB an entry takes in Redis, about 1 GB at most
+#: with three children each fits; at the 1-3 KiB an entry takes in Redis (bench/memory), about 0.6 GB at most
 MAX_ENTRIES = 250_000
 
 
