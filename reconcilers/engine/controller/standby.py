@@ -155,8 +155,8 @@ class StandbyGate:
             if uid and recorded.get(uid) == rv:
                 continue
             count += 1
-            if self.object_cache:
-                self.handoff.put_object(key, obj)
+            if self.object_cache:  # its entry dropped, not replaced: the store's copy is slim (no managedFields,
+                self.handoff.put_object(key, None)  # which provenance reads), so the run GETs the object whole
             self.handoff.put_key(key, trigger)
             if self.mirror and uid:
                 self.handoff.put_mirror(MirrorUpdate(informer.kind, uid, obj, False, reconciler))

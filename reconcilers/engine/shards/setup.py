@@ -94,10 +94,9 @@ class ShardStepper:
         if self.elector.annotations != written and self.elector.is_leader and not self._stop.is_set():
             self.elector.step()  # the new view into our Lease now: a shard gaining our keys waits for it
         if keys:
-            for key in keys:  # its object first: the workers read it from the object cache
-                obj = _cached(self.controller, key)
-                if obj is not None:
-                    self.handoff.put_object(key, obj)
+            for key in keys:  # the cache entry dropped first: the informer's copy is slim (no managedFields, which
+                if _cached(self.controller, key) is not None:  # provenance reads), so the run GETs it whole, and
+                    self.handoff.put_object(key, None)  # an entry the old owner left behind is not trusted either
             trigger = handover_trigger()
             self.handoff.put_keys(keys, {key: ([trigger], 0) for key in keys})
             log.info("shard %s: %d keys handed over", self.ownership.shard, len(keys))

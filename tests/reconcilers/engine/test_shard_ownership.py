@@ -231,7 +231,7 @@ class FakeController:
         return True
 
 
-def test_the_stepper_enqueues_handed_over_keys_with_their_objects_and_asks_the_leader_for_a_sweep(
+def test_the_stepper_enqueues_handed_over_keys_dropping_their_cache_entries_and_asks_the_leader_for_a_sweep(
         kapi, namespace, objects):
     clock = Clock()
     a = Replica(kapi, namespace, clock, "a", objects)
@@ -242,7 +242,9 @@ def test_the_stepper_enqueues_handed_over_keys_with_their_objects_and_asks_the_l
                            cluster_leading=lambda: leading["now"])
     assert sorted(stepper.step()) == sorted(objects)  # alone: every key, once
     cached, keys = handoff.take_objects_and_keys(1000)
-    assert sorted(keys) == sorted(objects) and cached == objects
+    # each key's cache entry dropped before it: the informer's copy is slim (no managedFields, which provenance
+    # reads), so the run GETs the object whole
+    assert sorted(keys) == sorted(objects) and cached == {k: None for k in objects}
     assert handoff.take_triggers([key(0)])[key(0)][0] == [{**handover_trigger(), "at": ANY, "shard": "a"}]
     written = kube.get_object(kapi, LEASE, namespace, "opsconsole-shard-a")["metadata"]["annotations"]
     assert written[VIEW] == a.ownership.view_token  # written at once, not at the next renewal

@@ -54,14 +54,14 @@ def _obj(name, rv, uid=None):
     return obj
 
 
-def _gate(versions, now):
+def _gate(versions, now, object_cache=False):
     objects = {f"test.opsconsole.io/v1/widgets/ns/{n}": _obj(n, "1") for n in ("a", "b", "c")}
     informer = FakeInformer(WIDGET, objects)
     handoff = Handoff()
     router = FakeRouter(handoff)
     gate = StandbyGate(router, handoff, KindMap.of([WidgetReconciler()]),
                        FakeInformers({kind_id(WIDGET): informer}), versions=versions, mirror=False,
-                       object_cache=False, clock=lambda: now[0])
+                       object_cache=object_cache, clock=lambda: now[0])
     gate.window = 10.0
     return gate, informer, router, handoff
 
@@ -84,10 +84,14 @@ def test_closed_it_routes_nothing_and_remembers_only_events_after_the_first_list
 
 
 def test_the_takeover_hands_off_what_the_record_does_not_have():
-    gate, informer, router, handoff = _gate(lambda r: {"uid-a": "1", "uid-b": "0"}, [0.0])  # b stale, c missing
+    gate, informer, router, handoff = _gate(lambda r: {"uid-a": "1", "uid-b": "0"}, [0.0],  # b stale, c missing
+                                            object_cache=True)
     informer.synced.set()
     assert gate.take_over() == (0, 2)
-    assert sorted(k.rsplit("/", 1)[1] for k in handoff.take_keys(10)) == ["b", "c"]
+    objects, keys = handoff.take_objects_and_keys(10)
+    assert sorted(k.rsplit("/", 1)[1] for k in keys) == ["b", "c"]
+    # the informer's copies are slim (no managedFields): their cache entries are dropped so the runs GET them whole
+    assert objects == {key: None for key in keys}
 
 
 def test_an_informer_still_listing_or_an_unreadable_record_makes_every_object_changed():
