@@ -121,9 +121,7 @@ BY_ID = {sub: _schema(view, "resources", "by id", []) for sub, view in ACTIONS.i
 
 def _by_address(form: str) -> dict[str, type]:
     op, how = by_key.FORMS[form]
-    names = {"namespaced": ("group", "kind", "namespace", "name"), "cluster": ("group", "kind", "name"),
-             "uid": ("uid",)}[form]
-    params = [OpenApiParameter(n, str, OpenApiParameter.PATH, description=by_key.PARAMETERS[n]) for n in names]
+    params = by_key.path_parameters(form)
     return {sub: _schema(type(f"{view.__name__}By{form.title()}", (_ActionByAddress, view),
                               {"__doc__": f"{view.__doc__} ({how})"}), op, how, params)
             for sub, view in ACTIONS.items()}

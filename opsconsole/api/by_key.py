@@ -81,6 +81,29 @@ class _AddressedMixin:
         return super().dispatch(request, pk=None)  # type: ignore[misc]
 
 
+class AddressedAction(_AddressedMixin):
+    """An id view's action addressed by the URL's key or uid instead: its `resource()` resolved within the caller's
+    namespaces (outside them: 404) and its audit target the address as given until the resource is known."""
+
+    address: dict[str, str]
+
+    def audit_target(self, request: Request, **kwargs: Any) -> str:
+        return getattr(self, "_target", "") or ",".join(f"{k}={v}" for k, v in sorted(self.address.items()))
+
+    def resource(self, request: Request, pk: str | None) -> Resource:
+        try:
+            return resolve(self.address, namespaces=user_namespaces(request.user))
+        except Resource.DoesNotExist as exc:
+            raise _not_found(exc) from exc
+
+
+def path_parameters(form: str) -> list[OpenApiParameter]:
+    """The URL's path parameters of an addressing form (`FORMS`), described for the schema."""
+    names = {"namespaced": ("group", "kind", "namespace", "name"), "cluster": ("group", "kind", "name"),
+             "uid": ("uid",)}[form]
+    return [OpenApiParameter(n, str, OpenApiParameter.PATH, description=PARAMETERS[n]) for n in names]
+
+
 class _ResourceByAddress(_AddressedMixin, reads.ResourceViewSet):
     def get_object(self) -> Resource:
         if not hasattr(self, "_object"):
@@ -91,15 +114,8 @@ class _ResourceByAddress(_AddressedMixin, reads.ResourceViewSet):
         return self._object
 
 
-class _ReconcileByAddress(_AddressedMixin, actions.ResourceReconcileView):
-    def audit_target(self, request: Request, **kwargs: Any) -> str:
-        return getattr(self, "_target", "") or ",".join(f"{k}={v}" for k, v in sorted(self.address.items()))
-
-    def resource(self, request: Request, pk: str | None) -> Resource:
-        try:
-            return resolve(self.address, namespaces=user_namespaces(request.user))
-        except Resource.DoesNotExist as exc:
-            raise _not_found(exc) from exc
+class _ReconcileByAddress(AddressedAction, actions.ResourceReconcileView):
+    pass
 
 
 class _RevisionsByAddress(_AddressedMixin, revisions.ResourceRevisionsView):
@@ -134,11 +150,7 @@ DESCRIPTION = ("The same as the endpoint by database id, addressed {how}. When t
 
 def _views(form: str) -> tuple[type, type, type]:
     op, how = FORMS[form]
-    names = {"namespaced": ("group", "kind", "namespace", "name"), "cluster": ("group", "kind", "name"),
-             "uid": ("uid",)}[form]
-    common = {"tags": ["resources"], "description": DESCRIPTION.format(how=how),
-              "parameters": [OpenApiParameter(n, str, OpenApiParameter.PATH, description=PARAMETERS[n])
-                             for n in names]}
+    common = {"tags": ["resources"], "description": DESCRIPTION.format(how=how), "parameters": path_parameters(form)}
     reads_view = extend_schema_view(
         retrieve=extend_schema(operation_id=f"{op}_retrieve", summary=f"One resource with spec and status, {how}",
                                **common),

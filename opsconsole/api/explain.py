@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_view
+from drf_spectacular.utils import extend_schema, extend_schema_view
 from rest_framework import serializers
 from rest_framework.exceptions import NotFound
 from rest_framework.request import Request
@@ -137,19 +137,13 @@ class ResourceExplainView(APIView):
         return Response(ExplainSerializer(explain.explain(self.resource(request, pk))).data)
 
 
-class _ExplainByAddress(by_key._AddressedMixin, ResourceExplainView):
-    def resource(self, request: Request, pk: str | None) -> Resource:
-        try:
-            return by_key.resolve(self.address, namespaces=user_namespaces(request.user))
-        except Resource.DoesNotExist as exc:
-            raise NotFound("No such object, or it is outside your namespaces.") from exc
+class _ExplainByAddress(by_key.AddressedAction, ResourceExplainView):
+    pass
 
 
 def _by_address(form: str) -> type:
     op, how = by_key.FORMS[form]
-    names = {"namespaced": ("group", "kind", "namespace", "name"), "cluster": ("group", "kind", "name"),
-             "uid": ("uid",)}[form]
-    params = [OpenApiParameter(n, str, OpenApiParameter.PATH, description=by_key.PARAMETERS[n]) for n in names]
+    params = by_key.path_parameters(form)
     view = type(f"ExplainBy{form.title()}View", (_ExplainByAddress,), {"__doc__": f"Why the resource is so, {how}."})
     return extend_schema_view(get=extend_schema(
         summary=f"Why the resource is in its phase (from the record), {how}", operation_id=f"{op}_explain",

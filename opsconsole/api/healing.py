@@ -19,14 +19,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_view
+from drf_spectacular.utils import extend_schema, extend_schema_view
 from rest_framework import serializers, status
 from rest_framework.exceptions import NotFound
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from opsconsole.accounts.roles import user_namespaces
 from opsconsole.api import by_key
 from opsconsole.api.actions import ACTION_ERRORS, ResourceReconcileView, _valid, actor_of
 from opsconsole.api.exceptions import Unavailable, error_body
@@ -209,19 +208,8 @@ ACTIONS: dict[str, type[_HealingActionView]] = {
 # -- the same by Kubernetes key and by uid ----------------------------------------------------------------
 
 
-class _ActionByAddress(by_key._AddressedMixin):
-    """The id view's action with the lookup by key or uid (outside the caller's namespaces: 404)."""
-
-    address: dict[str, str]
-
-    def audit_target(self, request: Request, **kwargs: Any) -> str:
-        return getattr(self, "_target", "") or ",".join(f"{k}={v}" for k, v in sorted(self.address.items()))
-
-    def resource(self, request: Request, pk: str | None) -> Resource:
-        try:
-            return by_key.resolve(self.address, namespaces=user_namespaces(request.user))
-        except Resource.DoesNotExist as exc:
-            raise NotFound("No such object, or it is outside your namespaces.") from exc
+#: the id view's action with the lookup by key or uid (outside the caller's namespaces: 404)
+_ActionByAddress = by_key.AddressedAction
 
 
 class _HealingByAddress(by_key._AddressedMixin):
@@ -238,9 +226,7 @@ class _HealingByAddress(by_key._AddressedMixin):
 def _by_address(form: str) -> dict[str, type]:
     """The healing views addressed one way (`by_key.FORMS`): {sub-path: view}."""
     op, how = by_key.FORMS[form]
-    names = {"namespaced": ("group", "kind", "namespace", "name"), "cluster": ("group", "kind", "name"),
-             "uid": ("uid",)}[form]
-    params = [OpenApiParameter(n, str, OpenApiParameter.PATH, description=by_key.PARAMETERS[n]) for n in names]
+    params = by_key.path_parameters(form)
     common = {"tags": ["healing"], "description": by_key.DESCRIPTION.format(how=how)}
     out: dict[str, type] = {
         "healing": extend_schema_view(get=extend_schema(

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_view
+from drf_spectacular.utils import extend_schema, extend_schema_view
 from rest_framework import serializers
 from rest_framework.exceptions import NotFound, ValidationError
 from rest_framework.request import Request
@@ -147,22 +147,13 @@ class ResourceWhatIfView(AuditedActionView):
         return Response(WhatIfSerializer(preview.as_dict()).data)
 
 
-class _WhatIfByAddress(by_key._AddressedMixin, ResourceWhatIfView):
-    def audit_target(self, request: Request, **kwargs: Any) -> str:
-        return getattr(self, "_target", "") or ",".join(f"{k}={v}" for k, v in sorted(self.address.items()))
-
-    def resource(self, request: Request, pk: str | None) -> Resource:
-        try:
-            return by_key.resolve(self.address, namespaces=user_namespaces(request.user))
-        except Resource.DoesNotExist as exc:
-            raise NotFound("No such object, or it is outside your namespaces.") from exc
+class _WhatIfByAddress(by_key.AddressedAction, ResourceWhatIfView):
+    pass
 
 
 def _by_address(form: str) -> type:
     op, how = by_key.FORMS[form]
-    names = {"namespaced": ("group", "kind", "namespace", "name"), "cluster": ("group", "kind", "name"),
-             "uid": ("uid",)}[form]
-    params = [OpenApiParameter(n, str, OpenApiParameter.PATH, description=by_key.PARAMETERS[n]) for n in names]
+    params = by_key.path_parameters(form)
     view = type(f"WhatIfBy{form.title()}View", (_WhatIfByAddress,), {"__doc__": f"Preview a candidate spec {how}."})
     return extend_schema_view(post=extend_schema(
         summary=f"Preview a candidate spec (dry run: nothing stored), {how}", operation_id=f"{op}_whatif",
