@@ -9,8 +9,9 @@
    rollback's verification (a concluded one runs the key once more, to write its conditions).
 4. Complete (`step.complete`): the Events of what was recorded (`record_events`), the finalizer removed when the
    cleanup is done.
-5. Queue: the outcome's `QueueAction`; a forget or RequeueAfter goes with the lease's release. A run that breaks
-   outside the reconcile (the database away: nothing recorded) is an error retried with backoff too.
+5. Queue (`run_queue.QueueActions`): the outcome's `QueueAction`; a forget or RequeueAfter goes with the lease's
+   release. A run that breaks outside the reconcile (the database away: nothing recorded) is an error retried with
+   backoff too.
 6. Telemetry: the span `reconcile <Kind>` (tail sampling: `sampling.keep_notable`), the object read and the child
    applies (`metrics.child_applies_observed`), controller-runtime's metrics at the end. The span starts when the
    run does (its claim) and each part is its child: `read`, `step`, `record` (holding `record reconcile`, the
@@ -58,7 +59,8 @@ from reconcilers.engine.annotation_requests import request_annotations
 from reconcilers.engine.healing import state as healing_state
 from reconcilers.engine.healing import suspend
 from reconcilers.engine.lease_renewal import LeaseRenewer
-from reconcilers.engine.step import Outcome, QueueAction
+from reconcilers.engine.run_queue import QueueActions
+from reconcilers.engine.step import QueueAction
 from reconcilers.engine.workqueue import Claim, WorkQueue
 
 SUSPENDED = "suspended"  # the object's reconciles are suspended (not a run: nothing is recorded)
@@ -79,7 +81,7 @@ class _NotRead(Exception):
         self.result = result
 
 
-class Run:
+class Run(QueueActions):
     """One run of one key (see the module docstring for the steps)."""
 
     def __init__(self, key: str, claim: Claim, queue: WorkQueue, renewer: LeaseRenewer) -> None:
@@ -251,42 +253,6 @@ class Run:
             self.queue.forget(self.key)
             raise _NotRead("success")
         return obj
-
-    def _queue(self, outcome: Outcome) -> None:
-        action = outcome.queue
-        if action in (QueueAction.BACKOFF, QueueAction.RETRY_AFTER):
-            delay = self._retry(action, outcome.delay)
-            log.info("%s: %s, retrying in %.3fs", self.key, outcome.error_class or outcome.result, delay)
-            return
-        if action is QueueAction.KEEP:
-            return
-        self.forget = True  # with done(): the failures reset as the lease goes
-        if action is QueueAction.REQUEUE_NOW:
-            self._note_requeue("requeue")
-            self.queue.add(self.key)  # processing: marked dirty, dispatched by done()
-        elif action is QueueAction.REQUEUE_AFTER:
-            self.requeue_after = outcome.delay or 0.0  # with done()
-            self._note_requeue("requeue_after", delay=self.requeue_after)
-
-    def _note_requeue(self, reason: str, *, delay: float | None = None) -> None:
-        """Why the next run of the key runs: this run put it back (best effort: a trigger is never a reason to
-        fail a run)."""
-        trigger = triggers.requeue_trigger(reason, error_class=self.error_class, run_id=self.run_id, delay=delay)
-        try:
-            self.queue.note({self.key: triggers.encode([trigger])}, triggers.BOUND)
-            metrics.RECONCILE_TRIGGERS.labels(self.reconciler.name, triggers.label(trigger)).inc()
-        except Exception:  # noqa: BLE001
-            log.debug("%s: requeue trigger not noted", self.key, exc_info=True)
-
-    def _retry(self, action: QueueAction, delay: float | None = None) -> float:
-        """Put the key back after a failure (backoff, or a TemporaryError's `delay`), counted; returns the delay."""
-        self._note_requeue("retry_after" if action is QueueAction.RETRY_AFTER else "error", delay=delay)
-        if action is QueueAction.RETRY_AFTER:
-            self.queue.add_after(self.key, delay or 0.0)
-        else:
-            delay = self.queue.add_rate_limited(self.key)
-        metrics.WORKQUEUE_RETRIES.labels(self.reconciler.name, self.reconciler.name).inc()
-        return delay or 0.0
 
     def _failed(self, exc: Exception) -> str:
         """The run broke outside the reconcile itself (the database or Redis away): nothing of it was recorded

@@ -36,16 +36,7 @@ def resource_verbosity(request: HttpRequest, pk: int) -> HttpResponse:
         if obj is None:
             raise Refused(404, "No such resource, or it is outside your namespaces.")
         detail.update({"scope": scope, "modules": modules, "minutes": minutes})
-        if minutes < 0:
-            raise Refused(400, f"minutes: a whole number, 0 to {verbosity.MAX_MINUTES}.")
-        try:
-            if minutes == 0:
-                return verbosity.verbosity_clear(scope)
-            return verbosity.verbosity_set(scope, modules, minutes, actor=f"user:{request.user.get_username()}")
-        except verbosity.VerbosityError as exc:
-            raise Refused(400, f"{exc.field}: {exc}") from exc
-        except Exception as exc:  # Redis did not answer
-            raise Refused(503, f"{type(exc).__name__}: {exc}") from exc
+        return _set_or_clear(request, scope, modules, minutes)
 
     result = audited_action(request, action=action, role=OPERATOR, target=scope, reason="", do=do,
                             namespace=obj.namespace if obj else None)
@@ -64,6 +55,20 @@ def run_log(request: HttpRequest, pk: int) -> HttpResponse:
     if run is None or not namespace_allowed(request.user, namespace):
         raise Http404("No such run, or it is outside your namespaces.")
     return page(request, "console/run_log.html", {"run": run, "log": verbosity.run_lines(run.pk)})
+
+
+def _set_or_clear(request: HttpRequest, scope: str, modules: str, minutes: int) -> Any:
+    """Set (minutes > 0) or clear (0) a scope's verbosity; refusals name the field (Redis away: 503)."""
+    if minutes < 0:
+        raise Refused(400, f"minutes: a whole number, 0 to {verbosity.MAX_MINUTES}.")
+    try:
+        if minutes == 0:
+            return verbosity.verbosity_clear(scope)
+        return verbosity.verbosity_set(scope, modules, minutes, actor=f"user:{request.user.get_username()}")
+    except verbosity.VerbosityError as exc:
+        raise Refused(400, f"{exc.field}: {exc}") from exc
+    except Exception as exc:  # Redis did not answer
+        raise Refused(503, f"{type(exc).__name__}: {exc}") from exc
 
 
 def _minutes(raw: str) -> int:
@@ -102,16 +107,7 @@ def scoped_verbosity(request: HttpRequest) -> HttpResponse:
         detail.update({"scope": scope, "modules": modules, "minutes": minutes})
         if scope != "all" and not scope.startswith("kind:"):
             raise Refused(400, "scope: kind:<Kind> or all (an object's is set on its page).")
-        if minutes < 0:
-            raise Refused(400, f"minutes: a whole number, 0 to {verbosity.MAX_MINUTES}.")
-        try:
-            if minutes == 0:
-                return verbosity.verbosity_clear(scope)
-            return verbosity.verbosity_set(scope, modules, minutes, actor=f"user:{request.user.get_username()}")
-        except verbosity.VerbosityError as exc:
-            raise Refused(400, f"{exc.field}: {exc}") from exc
-        except Exception as exc:  # Redis did not answer
-            raise Refused(503, f"{type(exc).__name__}: {exc}") from exc
+        return _set_or_clear(request, scope, modules, minutes)
 
     result = audited_action(request, action=action, role=ADMIN, target=scope, reason="", do=do)
     if result.status >= 400:

@@ -20,95 +20,27 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass
-from datetime import datetime
 from itertools import islice
 from typing import Any
 
-from reconcilers.core.reconciler import Reconciler, ResourceKind
 from reconcilers.engine import triggers as why
-from reconcilers.engine.controller.slim import pack, unpack
-
-
-@dataclass(frozen=True)
-class MirrorUpdate:
-    """The newest state of one object for the Resource mirror; `deleted` when it is gone."""
-
-    kind: ResourceKind
-    uid: str
-    obj: dict[str, Any]
-    deleted: bool = False
-    reconciler: Reconciler | None = None  # the kind's (its deletion is recorded through its state machine)
-
-
-@dataclass(frozen=True)
-class MirrorSweep:
-    """An informer of a reconciled kind (re-)listed, starting at `listed_at`: the mirror's live rows of that kind
-    that the cluster no longer has are to be recorded deleted."""
-
-    kind: tuple[str, str]  # (group, plural)
-    listed_at: datetime
-
+from reconcilers.engine.controller.handoff_items import (  # re-exported: what the loop's parts import from here
+    EventPair,
+    LastPacked,
+    MirrorSweep,
+    MirrorUpdate,
+    PackedMirror,
+    PackedPair,
+    Why,
+    pack_or_none,
+    pack_pair,
+    unpack_or_none,
+    unpack_pair,
+)
+from reconcilers.engine.controller.slim import pack
 
 #: Kubernetes Events waiting for the archive, at most (the oldest are dropped beyond)
 MAX_EVENTS = 10000
-
-EventPair = tuple[dict[str, Any], dict[str, Any] | None]  # (an Event as seen, its previous state or None)
-Why = tuple[list[dict[str, Any]], int]  # a key's triggers (oldest first, bounded) and how many were dropped
-_PackedPair = tuple[bytes, bytes | None]  # an EventPair as it waits
-
-
-@dataclass(frozen=True)
-class _PackedMirror:
-    """A MirrorUpdate as it waits: its object packed."""
-
-    kind: ResourceKind
-    uid: str
-    obj: bytes
-    deleted: bool
-    reconciler: Reconciler | None
-
-    @classmethod
-    def of(cls, update: MirrorUpdate, packed: bytes) -> _PackedMirror:
-        return cls(update.kind, update.uid, packed, update.deleted, update.reconciler)
-
-    def update(self) -> MirrorUpdate:
-        return MirrorUpdate(self.kind, self.uid, unpack(self.obj), self.deleted, self.reconciler)
-
-
-class _LastPacked:
-    """The last object packed and its bytes: the router hands the same object to the object cache and to the mirror,
-    one after the other, and both then wait in the same bytes (packed once)."""
-
-    def __init__(self) -> None:
-        self._obj: dict[str, Any] | None = None
-        self._packed = b""
-        self._lock = threading.Lock()
-
-    def pack(self, obj: dict[str, Any]) -> bytes:
-        with self._lock:
-            if obj is self._obj:
-                return self._packed
-        packed = pack(obj)
-        with self._lock:
-            self._obj, self._packed = obj, packed
-        return packed
-
-
-def _pack_or_none(obj: dict[str, Any] | None) -> bytes | None:
-    return pack(obj) if obj is not None else None
-
-
-def _unpack_or_none(data: bytes | None) -> dict[str, Any] | None:
-    return unpack(data) if data is not None else None
-
-
-def _pack_pair(pair: EventPair) -> _PackedPair:
-    return pack(pair[0]), _pack_or_none(pair[1])
-
-
-def _unpack_pair(packed: _PackedPair) -> EventPair:
-    return unpack(packed[0]), _unpack_or_none(packed[1])
 
 
 class Handoff:
@@ -119,11 +51,11 @@ class Handoff:
         self._keys: dict[str, None] = {}
         self._why: dict[str, Why] = {}  # the triggers of the keys waiting (a key put without one has none)
         self._objects: dict[str, bytes | None] = {}  # packed (None: deleted)
-        self._mirror: dict[str, _PackedMirror] = {}
-        self._mirror_left: dict[str, _PackedMirror] = {}  # left by a take (`leave`), older than all in _mirror
+        self._mirror: dict[str, PackedMirror] = {}
+        self._mirror_left: dict[str, PackedMirror] = {}  # left by a take (`leave`), older than all in _mirror
         self._sweeps: dict[tuple[str, str], MirrorSweep] = {}
-        self._events: dict[str, _PackedPair] = {}
-        self._packer = _LastPacked()
+        self._events: dict[str, PackedPair] = {}
+        self._packer = LastPacked()
         self.max_events = max_events
         self.events_dropped = 0  # Events dropped because too many waited (logs, tests)
         self._wake = threading.Event()
@@ -167,16 +99,16 @@ class Handoff:
         with self._lock:
             packed, self._objects = self._objects, {}
             keys = self._take_keys_locked(limit)
-        return {key: _unpack_or_none(data) for key, data in packed.items()}, keys
+        return {key: unpack_or_none(data) for key, data in packed.items()}, keys
 
     def put_objects_back(self, objects: dict[str, dict[str, Any] | None]) -> None:
         """Give back objects the loop could not write (a newer state of the same key wins)."""
-        packed = {key: _pack_or_none(obj) for key, obj in objects.items()}
+        packed = {key: pack_or_none(obj) for key, obj in objects.items()}
         with self._lock:
             self._objects = {**packed, **self._objects}
 
     def put_mirror(self, update: MirrorUpdate) -> None:
-        packed = _PackedMirror.of(update, self._packer.pack(update.obj))
+        packed = PackedMirror.of(update, self._packer.pack(update.obj))
         with self._lock:
             self._mirror.pop(update.uid, None)  # re-insert: the newest goes last
             self._mirror_left.pop(update.uid, None)  # a newer state: looked at again
@@ -205,13 +137,13 @@ class Handoff:
         packed = pack(event[0])
         with self._lock:
             waiting = self._events.pop(uid, None)
-            self._events[uid] = (packed, waiting[1] if waiting is not None else _pack_or_none(event[1]))
+            self._events[uid] = (packed, waiting[1] if waiting is not None else pack_or_none(event[1]))
             self._trim_events()
         self._wake.set()
 
     def put_events_back(self, events: list[tuple[str, EventPair]]) -> None:
         """Give back Events the loop could not archive, ahead of newer ones (a newer state of the same uid wins)."""
-        packed = [(uid, _pack_pair(pair)) for uid, pair in events]
+        packed = [(uid, pack_pair(pair)) for uid, pair in events]
         with self._lock:
             self._events = {**{uid: pair for uid, pair in packed if uid not in self._events}, **self._events}
             self._trim_events()
@@ -230,7 +162,7 @@ class Handoff:
                     break
                 taken.append(uid)
             packed = [(uid, self._events.pop(uid)) for uid in taken]
-        return [(uid, _unpack_pair(pair)) for uid, pair in packed]
+        return [(uid, unpack_pair(pair)) for uid, pair in packed]
 
     def take_keys(self, limit: int) -> list[str]:
         """Up to `limit` keys, oldest first."""
@@ -291,7 +223,7 @@ class Handoff:
             self._mirror_left.clear()
             self._sweeps.clear()
             self._events.clear()
-        self._packer = _LastPacked()
+        self._packer = LastPacked()
 
     def wait(self, timeout: float) -> bool:
         """Sleep until something is put (or `wake()`), at most `timeout` seconds; re-arms the wakeup."""
