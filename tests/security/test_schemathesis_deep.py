@@ -1,11 +1,12 @@
-"""A longer schemathesis run than tests/opsconsole/api/test_schemathesis.py's (12 valid and 6 invalid cases per
+"""A longer schemathesis run than tests/opsconsole/api/test_schemathesis.py's (8 valid and 4 invalid cases per
 operation, as an admin): many more generated requests on the action operations — where bodies are parsed,
 refused and audited — as an admin (token), as a viewer (token) and as nobody. No answer is a 5xx, every answer
 is JSON, an admin's conform to the schema, and every request an action view answered is in the action record
 (one row each, with its status).
 
 Default: ACTIONS_EXAMPLES valid and invalid cases per action operation for the admin, a third of that for the
-others. The long form runs every operation, reads too, with more cases:
+others; an operation that addresses the same view by uid or key gets a quarter of that (schema_sample.py).
+The long form runs every operation, reads too, with more cases:
 `OPSCONSOLE_SCHEMATHESIS_EXAMPLES=200 .venv/bin/pytest tests/security/test_schemathesis_deep.py -s`
 (N valid and N invalid cases per operation and identity)."""
 
@@ -30,6 +31,7 @@ from schemathesis.specs.openapi.checks import (
 from opsconsole.accounts.services import token_create
 from reconcilers.models import ActionRecord, ReconcileRequest
 from tests.opsconsole.api import factories as f
+from tests.opsconsole.api.schema_sample import Sample
 from tests.opsconsole.api.test_schemathesis import wsgi_app  # noqa: F401 - the fixture
 
 pytestmark = pytest.mark.django_db
@@ -75,13 +77,15 @@ def test_generated_requests_as_every_identity_get_no_5xx_and_every_action_is_rec
     operations = [result.ok() for result in schema.get_all_operations()]
     chosen = operations if LONG_EXAMPLES else [op for op in operations if is_action(op)]
     assert len([op for op in chosen if is_action(op)]) >= 6
+    sample = Sample(operations)  # an operation addressing the same view by uid or key gets fewer cases
     failures: list[str] = []
     answers: list[tuple[str, int, bytes]] = []
     records_before = ActionRecord.objects.count()
     started = time.monotonic()
     for operation in chosen:
         for who, headers in identities.items():
-            many = LONG_EXAMPLES or (ACTIONS_EXAMPLES if who == "admin" else ACTIONS_EXAMPLES // 3)
+            many = LONG_EXAMPLES or sample.examples(
+                operation, ACTIONS_EXAMPLES if who == "admin" else ACTIONS_EXAMPLES // 3)
             runs = [(GenerationMode.NEGATIVE, many, [not_a_server_error, content_type_conformance])]
             if who == "admin":
                 runs.append((GenerationMode.POSITIVE, many, CONFORMANCE))
