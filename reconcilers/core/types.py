@@ -9,30 +9,40 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from reconcilers.core.clusters import DEFAULT_CLUSTER, key_join, key_split
+
 ConditionStatus = Literal["True", "False", "Unknown"]
 
 
 @dataclass(frozen=True, order=True)
 class Request:
-    """The key of one object: API group, version, resource plural, namespace ('' when cluster-scoped), name."""
+    """The key of one object: API group, version, resource plural, namespace ('' when cluster-scoped), name, and
+    the cluster it lives in (`reconcilers.core.clusters`: DEFAULT_CLUSTER unless several clusters are watched)."""
 
     group: str
     version: str
     plural: str
     namespace: str
     name: str
+    cluster: str = DEFAULT_CLUSTER
 
     def key(self) -> str:
-        """The string form used in the workqueue: `group/version/plural/namespace/name` (core group is '')."""
+        """The string form used in the workqueue: `group/version/plural/namespace/name` (core group is '') in the
+        default cluster, `cluster/group/version/plural/namespace/name` in any other."""
+        return key_join(self.cluster, self.local_key())
+
+    def local_key(self) -> str:
+        """The key within its cluster, `group/version/plural/namespace/name`, whichever cluster that is."""
         return "/".join((self.group, self.version, self.plural, self.namespace, self.name))
 
     @classmethod
     def from_key(cls, key: str) -> Request:
-        """Parse `key()` output back into a Request; raises ValueError on anything else."""
-        parts = key.split("/")
-        if len(parts) != 5 or not parts[1] or not parts[2] or not parts[4]:
+        """Parse `key()` output (either form) back into a Request; raises ValueError on anything else."""
+        cluster, local = key_split(key)
+        parts = local.split("/")
+        if not parts[1] or not parts[2] or not parts[4]:
             raise ValueError(f"not a reconcile key: {key!r}")
-        return cls(*parts)
+        return cls(*parts, cluster=cluster)
 
     @property
     def namespaced_name(self) -> str:

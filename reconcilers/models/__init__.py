@@ -9,6 +9,7 @@ from reconcilers.models.aggregates import ResourceCount, ResourceCountDelta, Tra
 from reconcilers.models.audit import Anomaly, AnomalyCategory, SpecRevision, Transition
 from reconcilers.models.base import AppendOnlyError, AppendOnlyModel
 from reconcilers.models.captures import RunCapture
+from reconcilers.models.clusters import Cluster
 from reconcilers.models.healing import HealingAction, HealingRecord, KubeEvent, NotificationDelivery
 from reconcilers.models.resource import Resource
 from reconcilers.models.runs import ReconcileRequest, ReconcileRun, RequestState, RunResult
@@ -20,6 +21,7 @@ __all__ = [
     "AnomalyCategory",
     "AppendOnlyError",
     "AppendOnlyModel",
+    "Cluster",
     "HealingAction",
     "HealingRecord",
     "KubeEvent",

@@ -18,6 +18,7 @@ from django.utils import timezone
 
 from reconcilers.models.base import AppendOnlyModel
 from reconcilers.models.chain import action_hash
+from reconcilers.models.clusters import cluster_field
 
 
 class Outcome(models.TextChoices):
@@ -42,6 +43,7 @@ class ActionRecord(AppendOnlyModel):
     auth = models.CharField(max_length=16, blank=True, help_text="session, token or '' (none)")
     token_prefix = models.CharField(max_length=16, blank=True)
     action = models.CharField(max_length=64, help_text="e.g. resource.reconcile, queue.retry_now, token.create")
+    cluster = cluster_field()
     method = models.CharField(max_length=8)
     path = models.CharField(max_length=1024)
     target = models.CharField(max_length=1024, blank=True)

@@ -12,6 +12,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from reconcilers.models.base import AppendOnlyModel
+from reconcilers.models.clusters import cluster_field
 
 
 class Transition(AppendOnlyModel):
@@ -20,6 +21,7 @@ class Transition(AppendOnlyModel):
 
     resource = models.ForeignKey("reconcilers.Resource", on_delete=models.PROTECT, related_name="transitions")
     resource_uid = models.CharField(max_length=64)
+    cluster = cluster_field()
     kind = models.CharField(max_length=63)
     namespace = models.CharField(max_length=63, blank=True)
     name = models.CharField(max_length=253)
@@ -87,6 +89,7 @@ class Anomaly(AppendOnlyModel):
     never recorded as a transition nor built on."""
 
     resource = models.ForeignKey("reconcilers.Resource", on_delete=models.PROTECT, related_name="anomalies")
+    cluster = cluster_field()
     from_phase = models.CharField(max_length=63, blank=True)
     to_phase = models.CharField(max_length=63)
     reason = models.CharField(max_length=255, blank=True)
@@ -129,6 +132,7 @@ class SpecRevision(AppendOnlyModel):
 
     resource = models.ForeignKey("reconcilers.Resource", on_delete=models.PROTECT, related_name="revisions")
     resource_uid = models.CharField(max_length=64)
+    cluster = cluster_field()
     kind = models.CharField(max_length=63)
     namespace = models.CharField(max_length=63, blank=True)
     name = models.CharField(max_length=253)

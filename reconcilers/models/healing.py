@@ -17,6 +17,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from reconcilers.models.base import AppendOnlyModel
+from reconcilers.models.clusters import cluster_field
 
 
 class KubeEvent(AppendOnlyModel):
@@ -25,6 +26,7 @@ class KubeEvent(AppendOnlyModel):
     involved object may be that object or a descendant (a Deployment, its ReplicaSet, a Pod)."""
 
     resource = models.ForeignKey("reconcilers.Resource", on_delete=models.PROTECT, related_name="kube_events")
+    cluster = cluster_field()
     event_uid = models.CharField(max_length=64)
     count = models.PositiveIntegerField(default=1)
     occurrences = models.PositiveIntegerField(default=1, help_text="how many times it happened since the count "
@@ -97,6 +99,7 @@ class HealingRecord(AppendOnlyModel):
 
     resource = models.ForeignKey("reconcilers.Resource", on_delete=models.PROTECT, related_name="healing_records")
     resource_uid = models.CharField(max_length=64)
+    cluster = cluster_field()
     kind = models.CharField(max_length=63)
     namespace = models.CharField(max_length=63, blank=True)
     name = models.CharField(max_length=253)

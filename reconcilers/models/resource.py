@@ -13,6 +13,8 @@ from datetime import UTC, datetime
 from django.db import models
 from django.db.models.functions import Coalesce
 
+from reconcilers.models.clusters import cluster_field
+
 #: what the console's "time in phase" sort puts for a resource with no phase yet (its keyset cursor compares it)
 PHASE_SINCE_UNSET = datetime(1970, 1, 1, tzinfo=UTC)
 
@@ -21,6 +23,7 @@ class Resource(models.Model):
     """One object (by uid) of a registered kind, as last seen by the controller or a reconcile."""
 
     uid = models.CharField(max_length=64, unique=True)
+    cluster = cluster_field(db_index=True)
     key = models.CharField(max_length=1024, db_index=True, help_text="the workqueue key group/version/plural/ns/name")
     group = models.CharField(max_length=253, blank=True)
     version = models.CharField(max_length=63)

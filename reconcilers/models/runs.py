@@ -11,6 +11,7 @@ from django.utils import timezone
 
 from reconcilers.models.base import AppendOnlyModel
 from reconcilers.models.chain import request_identity_hash
+from reconcilers.models.clusters import cluster_field
 
 
 class RunResult(models.TextChoices):
@@ -26,6 +27,7 @@ class ReconcileRun(AppendOnlyModel):
     """One reconcile of one key: when, how long, how it ended, on which worker, in which trace."""
 
     key = models.CharField(max_length=1024)
+    cluster = cluster_field()
     kind = models.CharField(max_length=63)
     resource = models.ForeignKey(
         "reconcilers.Resource", on_delete=models.PROTECT, null=True, blank=True, related_name="runs"
@@ -91,6 +93,7 @@ class ReconcileRequest(models.Model):
         "reconcilers.Resource", on_delete=models.PROTECT, null=True, blank=True, related_name="requests"
     )
     key = models.CharField(max_length=1024)
+    cluster = cluster_field()
     token = models.CharField(max_length=128, help_text="the opsconsole.io/reconcile-requested-at value")
     actor = models.CharField(max_length=255)
     reason = models.TextField(blank=True)

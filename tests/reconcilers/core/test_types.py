@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from reconcilers.core.clusters import DEFAULT_CLUSTER, cluster_name_check, key_join, key_split
 from reconcilers.core.reconciler import ResourceKind
 from reconcilers.core.types import Condition, PermanentError, Request, Result, TemporaryError
 
@@ -17,7 +18,7 @@ def test_a_request_key_round_trips_for_namespaced_cluster_scoped_and_core_object
         assert Request.from_key(request.key()) == request
 
 
-@pytest.mark.parametrize("key", ["", "a/b", "g/v/p/ns/", "g//p/ns/n", "g/v/p/ns/n/extra"])
+@pytest.mark.parametrize("key", ["", "a/b", "g/v/p/ns/", "g//p/ns/n", "g/v/p/ns/n/extra/more", "G/v/p/ns/n/x"])
 def test_malformed_keys_are_rejected(key: str) -> None:
     with pytest.raises(ValueError):
         Request.from_key(key)
@@ -45,3 +46,18 @@ def test_results_and_errors_refuse_negative_delays() -> None:
         TemporaryError("later", delay=-5)
     err = PermanentError("spec.size must be positive", reason="InvalidSpec")
     assert (err.reason, err.message) == ("InvalidSpec", "spec.size must be positive")
+
+
+def test_a_key_in_another_cluster_carries_its_name_and_the_default_clusters_key_is_unchanged():
+    local = Request.from_key("apps/v1/deployments/ns/web")
+    assert local.cluster == DEFAULT_CLUSTER and local.key() == "apps/v1/deployments/ns/web"
+    remote = Request.from_key("prod-eu-1/apps/v1/deployments/ns/web")
+    assert (remote.cluster, remote.local_key()) == ("prod-eu-1", "apps/v1/deployments/ns/web")
+    assert remote.key() == "prod-eu-1/apps/v1/deployments/ns/web" and remote != local
+    assert Request("", "v1", "configmaps", "", "x", cluster="b").key() == "b//v1/configmaps//x"
+    for bad in ("Prod/apps/v1/deployments/ns/web", "a/b/apps/v1/deployments/ns/web", "-x/apps/v1/d/ns/web"):
+        with pytest.raises(ValueError):
+            Request.from_key(bad)
+    assert key_split("c1/g/v/p/n/x") == ("c1", "g/v/p/n/x") and key_join(DEFAULT_CLUSTER, "g/v/p/n/x") == "g/v/p/n/x"
+    with pytest.raises(ValueError, match="DNS label"):
+        cluster_name_check("x" * 64)
