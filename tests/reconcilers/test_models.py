@@ -162,3 +162,14 @@ def test_the_admin_lists_every_engine_table_read_only(admin_client, rows):
     page = admin_client.get(f"/admin/reconcilers/transition/{row.id}/change/")
     assert page.status_code == 200 and b"Save" not in page.content and row.hash.encode() in page.content
     assert admin_client.post(f"/admin/reconcilers/transition/{row.id}/delete/").status_code == 403
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_default_cluster_is_registered_after_migrate_and_after_a_flush():
+    from django.core.management import call_command
+
+    from reconcilers.models import Cluster
+
+    assert Cluster.objects.filter(name="default").exists()
+    call_command("flush", "--no-input", verbosity=0)
+    assert list(Cluster.objects.values_list("name", flat=True)) == ["default"]
