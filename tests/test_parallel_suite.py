@@ -76,3 +76,30 @@ def test_the_whole_suite_runs_on_several_processes_and_chosen_tests_on_one() -> 
     assert make_test.parallel_arguments(["tests/test_quality.py"], {}) == plugin
     assert make_test.parallel_arguments(["-n", "0"], {}) == plugin  # said by hand
     assert make_test.parallel_arguments(["-p", "no:xdist"], {}) == []
+
+
+class _Item:
+    """Enough of a pytest item for `long_units_first`: a node id, marks and fixture names."""
+
+    def __init__(self, nodeid: str, *, long: bool = False, transaction: bool | None = None) -> None:
+        self.nodeid, self.fixturenames, self._fixtureinfo = nodeid, [], None
+        self.marks = {"long_unit": pytest.mark.long_unit.mark} if long else {}
+        if transaction is not None:
+            self.marks["django_db"] = pytest.mark.django_db(transaction=transaction).mark
+
+    def get_closest_marker(self, name: str):
+        return self.marks.get(name)
+
+    def __repr__(self) -> str:
+        return self.nodeid
+
+
+def test_long_units_go_first_whole_and_transactional_ones_stay_after_the_others() -> None:
+    items = [_Item("a.py::t1", transaction=False), _Item("b.py::t1"), _Item("c.py::t1", transaction=True),
+             _Item("d.py::t1", transaction=True), _Item("d.py::t2", long=True, transaction=True),
+             _Item("e.py::t1"), _Item("e.py::t2", long=True), _Item("f.py::t1", transaction=True)]
+    order = [i.nodeid for i in parallel.long_units_first(items)]
+    assert order == ["e.py::t1", "e.py::t2", "a.py::t1", "b.py::t1", "d.py::t1", "d.py::t2", "c.py::t1",
+                     "f.py::t1"]
+    plain = [_Item("x.py::t"), _Item("y.py::t")]
+    assert parallel.long_units_first(plain) == plain

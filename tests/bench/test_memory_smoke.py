@@ -14,7 +14,7 @@ from django.conf import settings
 
 from tests.bench.test_converge_smoke import ROOT
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.long_unit]
 
 
 def test_the_memory_benchmark_measures_both_modes_at_n_10():

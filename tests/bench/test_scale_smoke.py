@@ -16,7 +16,7 @@ from django.conf import settings
 
 from tests.bench.test_converge_smoke import ROOT, leftover_databases, postgres_admin_url
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.long_unit]
 
 SHORT_LEASE = ["OPSCONSOLE_LEADER_LEASE_SECONDS=3", "OPSCONSOLE_LEADER_RENEW_DEADLINE_SECONDS=2",
                "OPSCONSOLE_LEADER_RETRY_SECONDS=0.5"]

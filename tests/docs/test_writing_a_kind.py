@@ -72,6 +72,7 @@ def test_the_guide_has_steps_of_each_kind():
 
 
 @pytest.mark.integration
+@pytest.mark.long_unit
 def test_the_guide_runs_as_written(tmp_path):
     (tmp_path / "manage.py").symlink_to(ROOT / "manage.py")
     env = {k: v for k, v in os.environ.items()

@@ -21,7 +21,7 @@ from tests.fixtures.engines import ControllerProcess
 from tests.fixtures.harness import wait_idle
 from tests.reconcilers.testkinds import GADGET
 
-pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
+pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True), pytest.mark.long_unit]
 
 OBJECTS = 200
 #: after the Lease expired: the standby's next attempt, its takeover, the enqueue and one reconcile (a loaded machine)

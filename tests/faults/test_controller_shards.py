@@ -37,7 +37,7 @@ from tests.fixtures.engines import audit_intact, wait_idle
 from tests.reconcilers.testkinds import GADGET, gadget
 from tests.support.workers import WorkerProcess
 
-pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
+pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True), pytest.mark.long_unit]
 
 MARGIN = 3.0  # seconds past the lease duration: the survivors' next list, assignment and Lease write
 

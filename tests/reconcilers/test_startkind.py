@@ -121,6 +121,7 @@ def test_the_generated_files_pass_ruff(generated, package):
 
 
 @pytest.mark.skipif(not plugin_installed(), reason="the opsconsole.testing pytest plugin is not installed")
+@pytest.mark.long_unit
 def test_the_generated_tests_pass(generated):
     procs = {}
     for package in CASES:  # the three at once: each starts its own kubesim

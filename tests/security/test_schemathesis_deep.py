@@ -34,7 +34,7 @@ from tests.opsconsole.api import factories as f
 from tests.opsconsole.api.schema_sample import Sample
 from tests.opsconsole.api.test_schemathesis import wsgi_app  # noqa: F401 - the fixture
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.long_unit]
 
 ACTIONS_EXAMPLES = 10  # the API has grown to many action operations: 10 each keeps the suite in budget
 LONG_EXAMPLES = int(os.environ.get("OPSCONSOLE_SCHEMATHESIS_EXAMPLES", "0"))

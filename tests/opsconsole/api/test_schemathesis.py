@@ -23,7 +23,7 @@ from reconcilers.models import ReconcileRequest
 from tests.opsconsole.api import factories as f
 from tests.opsconsole.api.schema_sample import Sample
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.long_unit]
 
 
 @pytest.fixture
