@@ -1,23 +1,27 @@
 """Maintained aggregates for the console's overview and the metrics summary, so that their counts do not scan
-the mirror or the audit trail: resources per (kind, group, namespace, phase, deleted) and transitions per hour
-bucket and (kind, namespace, from, to).
+the mirror or the audit trail: resources per (cluster, kind, group, namespace, phase, deleted) and transitions per
+hour bucket and (cluster, kind, namespace, from, to).
 
-Database triggers (migration `0015_maintained_counts`) keep them in the same transaction as the write that
-changes them, whichever code path writes: a trigger only appends a ±1 row to a `*Delta` table (no lock on a
-shared counter row, so concurrent writers neither wait on nor deadlock with each other), and a reader folds the
-deltas into the totals (`reconcilers.services.selectors.aggregates.fold`) and adds whatever it could not fold.
-Reads sum totals and deltas; the figures equal a recount (`aggregates.recount`) at every committed state.
+Database triggers (migration `0015_maintained_counts`; the cluster added by `0024_counts_by_cluster`) keep them in
+the same transaction as the write that changes them, whichever code path writes: a trigger only appends a ±1 row to
+a `*Delta` table (no lock on a shared counter row, so concurrent writers neither wait on nor deadlock with each
+other), and a reader folds the deltas into the totals (`reconcilers.services.selectors.aggregates.fold`) and adds
+whatever it could not fold. Reads sum totals and deltas; the figures equal a recount (`aggregates.recount`) at
+every committed state.
 """
 
 from __future__ import annotations
 
 from django.db import models
 
+from reconcilers.models.clusters import cluster_field
+
 #: the width of a transition count bucket (the triggers truncate `created_at` to the hour, UTC)
 BUCKET_SECONDS = 3600
 
 
 class _ResourceKey(models.Model):
+    cluster = cluster_field()
     kind = models.CharField(max_length=63)
     group = models.CharField(max_length=253, blank=True)
     namespace = models.CharField(max_length=63, blank=True)
@@ -30,11 +34,11 @@ class _ResourceKey(models.Model):
 
 
 class ResourceCount(_ResourceKey):
-    """Resources (mirror rows) per kind, group, namespace, phase and deleted flag: the folded total."""
+    """Resources (mirror rows) per cluster, kind, group, namespace, phase and deleted flag: the folded total."""
 
     class Meta:
-        constraints = [models.UniqueConstraint(fields=["kind", "group", "namespace", "phase", "deleted"],
-                                               name="resourcecount_key")]
+        constraints = [models.UniqueConstraint(fields=["cluster", "kind", "group", "namespace", "phase",
+                                                       "deleted"], name="resourcecount_cluster_key")]
 
 
 class ResourceCountDelta(_ResourceKey):
@@ -44,6 +48,7 @@ class ResourceCountDelta(_ResourceKey):
 
 class _TransitionKey(models.Model):
     bucket = models.DateTimeField(help_text="the hour (UTC) the transitions were recorded in")
+    cluster = cluster_field()
     kind = models.CharField(max_length=63)
     namespace = models.CharField(max_length=63, blank=True)
     from_phase = models.CharField(max_length=63, blank=True)
@@ -55,11 +60,11 @@ class _TransitionKey(models.Model):
 
 
 class TransitionCount(_TransitionKey):
-    """Transitions per hour bucket, kind, namespace and edge: the folded total."""
+    """Transitions per hour bucket, cluster, kind, namespace and edge: the folded total."""
 
     class Meta:
-        constraints = [models.UniqueConstraint(fields=["bucket", "kind", "namespace", "from_phase", "to_phase"],
-                                               name="transitioncount_key")]
+        constraints = [models.UniqueConstraint(fields=["bucket", "cluster", "kind", "namespace", "from_phase",
+                                                       "to_phase"], name="transitioncount_cluster_key")]
 
 
 class TransitionCountDelta(_TransitionKey):

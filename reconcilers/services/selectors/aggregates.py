@@ -1,5 +1,5 @@
-"""Reads of the maintained counts (`reconcilers.models.aggregates`): resources per kind and phase, and transitions
-per edge over a window, at a cost that does not grow with the mirror or the audit trail.
+"""Reads of the maintained counts (`reconcilers.models.aggregates`): resources per kind and phase (and per cluster),
+and transitions per edge over a window, at a cost that does not grow with the mirror or the audit trail.
 
 The triggers append ±1 rows to the delta tables; `fold` moves them into the totals (one statement per table on
 PostgreSQL, `DELETE ... RETURNING` feeding an upsert, under a transaction-level advisory lock so that two folds
@@ -18,7 +18,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from django.db import connection, transaction
-from django.db.models import Count
+from django.db.models import Count, Q
 from django.db.models.functions import TruncHour
 
 from reconcilers.models import (
@@ -34,8 +34,8 @@ from reconcilers.services.selectors.filters import namespace_q
 
 #: pg_try_advisory_xact_lock's key for a fold (any constant no other code uses)
 FOLD_LOCK = 0x6F63_636E  # "occn"
-_RESOURCE_KEY = ("kind", "group", "namespace", "phase", "deleted")
-_TRANSITION_KEY = ("bucket", "kind", "namespace", "from_phase", "to_phase")
+_RESOURCE_KEY = ("cluster", "kind", "group", "namespace", "phase", "deleted")
+_TRANSITION_KEY = ("bucket", "cluster", "kind", "namespace", "from_phase", "to_phase")
 _TABLES = (("reconcilers_resourcecount", _RESOURCE_KEY), ("reconcilers_transitioncount", _TRANSITION_KEY))
 
 
@@ -87,7 +87,15 @@ def _at(value: datetime) -> Any:
     return connection.ops.adapt_datetimefield_value(value)
 
 
-def _namespace_sql(namespaces: frozenset[str] | None) -> tuple[str, list[Any]]:
+def _namespace_sql(namespaces: frozenset[str] | None, clusters: frozenset[str] | None = None
+                   ) -> tuple[str, list[Any]]:
+    """The WHERE of a read limited to `namespaces` and to `clusters` (None:
+    no limit; empty: nothing)."""
+    if clusters is not None:
+        if not clusters:
+            return "1 = 0", []
+        where, params = _namespace_sql(namespaces)
+        return (f"{where} AND cluster IN ({', '.join(['%s'] * len(clusters))})", [*params, *sorted(clusters)])
     if namespaces is None:
         return "1 = 1", []
     if not namespaces:
@@ -95,13 +103,18 @@ def _namespace_sql(namespaces: frozenset[str] | None) -> tuple[str, list[Any]]:
     return f"namespace IN ({', '.join(['%s'] * len(namespaces))})", sorted(namespaces)
 
 
+def _cluster_q(clusters: frozenset[str] | None) -> Q:
+    return Q() if clusters is None else Q(cluster__in=sorted(clusters))
+
+
 def resource_counts(*, namespaces: frozenset[str] | None = None, deleted: bool | None = False,
-                    fold_first: bool = True) -> dict[tuple[str, str, str], int]:
+                    fold_first: bool = True, clusters: frozenset[str] | None = None
+                    ) -> dict[tuple[str, str, str], int]:
     """Resources per (kind, group, phase): live ones (`deleted` False), deleted ones (True) or all (None), in
-    `namespaces` (None: every one)."""
+    `namespaces` and `clusters` (None: every one)."""
     if fold_first:
         fold()
-    where, params = _namespace_sql(namespaces)
+    where, params = _namespace_sql(namespaces, clusters)
     if deleted is not None:
         where += " AND deleted = %s"
         params = [*params, deleted]
@@ -112,13 +125,26 @@ def resource_counts(*, namespaces: frozenset[str] | None = None, deleted: bool |
     return out
 
 
-def phase_counts(*, namespaces: frozenset[str] | None = None) -> dict[str, dict[str, int]]:
+def phase_counts(*, namespaces: frozenset[str] | None = None, clusters: frozenset[str] | None = None
+                 ) -> dict[str, dict[str, int]]:
     """Live (not deleted) resources per Kind and phase ('' until the first transition), as
     `stats.phase_counts` counted them from the mirror."""
     out: dict[str, dict[str, int]] = {}
-    for (kind, _group, phase), n in resource_counts(namespaces=namespaces).items():
+    for (kind, _group, phase), n in resource_counts(namespaces=namespaces, clusters=clusters).items():
         per_kind = out.setdefault(kind, {})
         per_kind[phase] = per_kind.get(phase, 0) + n
+    return out
+
+
+def cluster_phase_counts(*, namespaces: frozenset[str] | None = None, clusters: frozenset[str] | None = None
+                         ) -> dict[str, dict[str, int]]:
+    """Live resources per cluster and phase (every kind together): one read of the maintained counts."""
+    fold()
+    where, params = _namespace_sql(namespaces, clusters)
+    out: dict[str, dict[str, int]] = {}
+    for cluster, phase, n in _summed("reconcilers_resourcecount", _RESOURCE_KEY, ("cluster", "phase"),
+                                     where + " AND deleted = %s", [*params, False]):
+        out.setdefault(cluster, {})[phase] = int(n)
     return out
 
 
@@ -141,7 +167,8 @@ def _split(since: datetime) -> _Split:
 
 
 def edge_window_counts(
-    since: dict[str, datetime], *, namespaces: frozenset[str] | None = None, fold_first: bool = True
+    since: dict[str, datetime], *, namespaces: frozenset[str] | None = None, fold_first: bool = True,
+    clusters: frozenset[str] | None = None,
 ) -> dict[str, dict[str, dict[tuple[str, str], int]]]:
     """Transitions per Kind and (from, to) edge recorded at or after each of `since`'s times, as
     `stats.edge_window_counts` counts them from the trail: {kind: {window: {(from, to): n}}}.
@@ -162,18 +189,18 @@ def edge_window_counts(
             per_window[edge] = per_window.get(edge, 0) + n
 
     earliest = min(s.whole for s in splits.values())
-    where, params = _namespace_sql(namespaces)
-    rows = _summed("reconcilers_transitioncount", _TRANSITION_KEY, _TRANSITION_KEY,
+    where, params = _namespace_sql(namespaces, clusters)
+    rows = _summed("reconcilers_transitioncount", _TRANSITION_KEY, ("bucket", "kind", "from_phase", "to_phase"),
                    f"bucket >= %s AND {where}", [_at(earliest), *params])
-    for bucket, kind, _ns, from_phase, to_phase, n in rows:
+    for bucket, kind, from_phase, to_phase, n in rows:
         bucket = _as_utc(bucket)
         for name, s in splits.items():
             if bucket >= s.whole:
                 add(kind, name, (from_phase, to_phase), int(n))
     for name, s in splits.items():  # the part of each window's first hour: one index range scan of < 1 h each
         if s.whole > s.since:
-            for row in (Transition.objects.filter(namespace_q(namespaces), created_at__gte=s.since,
-                                                  created_at__lt=s.whole)
+            for row in (Transition.objects.filter(namespace_q(namespaces), _cluster_q(clusters),
+                                                  created_at__gte=s.since, created_at__lt=s.whole)
                         .values("kind", "from_phase", "to_phase").annotate(n=Count("kind")).order_by()):
                 add(row["kind"], name, (row["from_phase"], row["to_phase"]), row["n"])
     return out
@@ -217,7 +244,7 @@ def _recounted() -> tuple[dict[tuple[Any, ...], int], dict[tuple[Any, ...], int]
     resources = {tuple(row[k] for k in _RESOURCE_KEY): row["n"] for row in
                  Resource.objects.order_by().values(*_RESOURCE_KEY).annotate(n=Count("id"))}
     transitions = {tuple(row[k] for k in _TRANSITION_KEY): row["n"] for row in
-                   Transition.objects.order_by().values("kind", "namespace", "from_phase", "to_phase",
+                   Transition.objects.order_by().values("cluster", "kind", "namespace", "from_phase", "to_phase",
                                                         bucket=TruncHour("created_at", tzinfo=UTC))
                    .annotate(n=Count("id"))}
     return resources, transitions

@@ -108,9 +108,10 @@ def test_a_tampered_total_is_found_and_repaired():
     ResourceCount.objects.filter(phase="Running").update(n=1000)
     TransitionCount.objects.filter(to_phase="Pending").delete()
     found = aggregates.recount()
-    assert found["resources"] == {("Memcached", "cache.example.com", "team-a", "Running", False): (1000, 1),
-                                  ("Memcached", "cache.example.com", "team-b", "Running", False): (1000, 1)}
-    assert {k[2:]: v for k, v in found["transitions"].items()} == {("team-a", "", "Pending"): (0, 2),
+    assert found["resources"] == {
+        ("default", "Memcached", "cache.example.com", "team-a", "Running", False): (1000, 1),
+        ("default", "Memcached", "cache.example.com", "team-b", "Running", False): (1000, 1)}
+    assert {k[3:]: v for k, v in found["transitions"].items()} == {("team-a", "", "Pending"): (0, 2),
                                                                    ("team-b", "", "Pending"): (0, 3)}
     assert aggregates.recount(repair=True) == found
     assert aggregates.recount() == {"resources": {}, "transitions": {}}
@@ -144,6 +145,42 @@ def test_transitions_per_kind_over_a_range_matches_a_scan():
                        (now - timedelta(minutes=10), now), (now - timedelta(days=2), now + timedelta(minutes=1))):
         scanned = Transition.objects.filter(Q(created_at__gte=start) & Q(created_at__lt=end)).count()
         assert aggregates.transitions_per_kind(start, end) == ({"Memcached": scanned} if scanned else {})
+
+
+def _other_cluster_fleet() -> Resource:
+    """Two resources of cluster `prod` (one Pending, one Running after a transition) beside `_fleet`'s."""
+    for name, phase in (("p1", "Pending"), ("p2", "Pending")):
+        Resource.objects.create(uid=f"uid-prod-{name}", key=f"prod/cache.example.com/v1alpha1/memcacheds/team-a/{name}",
+                                cluster="prod", group="cache.example.com", version="v1alpha1", plural="memcacheds",
+                                kind="Memcached", namespace="team-a", name=name, phase=phase)
+    moved = Resource.objects.get(uid="uid-prod-p2")
+    Transition.objects.create(resource=moved, resource_uid=moved.uid, kind=moved.kind, namespace=moved.namespace,
+                              name=moved.name, seq=1, from_phase="Pending", to_phase="Running",
+                              created_at=datetime.now(UTC), hash="y" * 64, cluster="prod")
+    Resource.objects.filter(pk=moved.pk).update(phase="Running")
+    return moved
+
+
+def test_the_counts_carry_the_cluster():
+    _fleet()
+    _other_cluster_fleet()
+    assert aggregates.recount() == {"resources": {}, "transitions": {}}
+    assert aggregates.phase_counts(clusters=frozenset({"prod"})) == {"Memcached": {"Pending": 1, "Running": 1}}
+    assert aggregates.phase_counts(clusters=frozenset({"default"})) == _scan_phase_counts() | {
+        "Memcached": {"Pending": 1, "Running": 2, "Degraded": 2}}
+    assert aggregates.phase_counts(clusters=frozenset()) == {}
+    assert aggregates.phase_counts()["Memcached"] == {"Pending": 2, "Running": 3, "Degraded": 2}
+    assert aggregates.cluster_phase_counts() == {"default": {"Pending": 1, "Running": 2, "Degraded": 2},
+                                                 "prod": {"Pending": 1, "Running": 1}}
+    assert aggregates.cluster_phase_counts(namespaces=frozenset({"team-b"})) == {
+        "default": {"Pending": 1, "Running": 1, "Degraded": 1}}
+    hour = {"hour": datetime.now(UTC) - timedelta(hours=1)}
+    assert aggregates.edge_window_counts(hour, clusters=frozenset({"prod"})) == {
+        "Memcached": {"hour": {("Pending", "Running"): 1}}}
+    Resource.objects.filter(uid="uid-prod-p1").update(cluster="staging")  # a moved row moves its count
+    assert aggregates.cluster_phase_counts(clusters=frozenset({"staging", "prod"})) == {
+        "staging": {"Pending": 1}, "prod": {"Running": 1}}
+    assert aggregates.recount() == {"resources": {}, "transitions": {}}
 
 
 def test_a_fold_with_nothing_to_fold_only_reads():
