@@ -23,9 +23,9 @@ class ApiTokenAdmin(admin.ModelAdmin):
 
 @admin.register(NamespaceGrant)
 class NamespaceGrantAdmin(admin.ModelAdmin):
-    """Limit users to namespaces."""
+    """Limit users to namespaces (of one cluster, or of every cluster when `cluster` is blank)."""
 
-    list_display = ("user", "namespace", "created_at")
+    list_display = ("user", "cluster", "namespace", "created_at")
 
 
 @admin.register(ActionRecord)

@@ -1,5 +1,5 @@
 """The accounts tables: `ApiToken` (stored as a sha256 hash, shown once) and `NamespaceGrant` (limits a user to
-namespaces).
+namespaces, in one cluster or every one).
 
 `ActionRecord` (append-only: one row per action asked of the API, allowed or refused) and its `Outcome` live with
 the other chained tables in `reconcilers.models.actions` (table `accounts_actionrecord`, unchanged); they are
@@ -45,15 +45,20 @@ class ApiToken(models.Model):
 
 
 class NamespaceGrant(models.Model):
-    """The user may see and act on objects in `namespace` only ('' is the cluster scope). A user with no
-    grant at all is not limited by namespace; a user with grants sees only those namespaces."""
+    """The user may see and act on objects in `namespace` ('' is the cluster scope) of `cluster` ('' every
+    cluster) only. A user with no grant at all is not limited; a user with grants sees only those
+    (cluster, namespace) pairs."""
 
     user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="namespace_grants")
+    cluster = models.CharField(max_length=63, blank=True, default="", db_default="",
+                               help_text="the cluster the grant is in; '' = every cluster")
     namespace = models.CharField(max_length=63, blank=True)
     created_at = models.DateTimeField(default=timezone.now)
 
     class Meta:
-        constraints = [models.UniqueConstraint(fields=["user", "namespace"], name="namespacegrant_unique")]
+        constraints = [models.UniqueConstraint(fields=["user", "cluster", "namespace"],
+                                               name="namespacegrant_cluster_unique")]
 
     def __str__(self) -> str:
-        return f"{self.user_id} → {self.namespace or '(cluster scope)'}"
+        where = f"{self.cluster}/" if self.cluster else ""
+        return f"{self.user_id} → {where}{self.namespace or '(cluster scope)'}"

@@ -1,6 +1,7 @@
 """Roles as Django groups — viewer (read), operator (read + reconcile), admin (everything: other users' tokens,
-queue controls) — and namespace limits. Superusers are admins without a namespace limit. What an admin does
-for or to another user (their tokens) stays within the admin's own namespaces (`user_covers`).
+queue controls) — and namespace limits, by cluster (`user_namespaces`: a `Scope` of (cluster, namespace) pairs).
+Superusers are admins without a namespace limit. What an admin does for or to another user (their tokens) stays
+within the admin's own namespaces (`user_covers`).
 
 A request made with a role-capped API token carries the cap on its user object (`role_cap_set`); `user_role`, the
 one place a role is computed, answers the lower of the held role and the cap for every user, superusers
@@ -9,6 +10,9 @@ included, so every check that asks for a role (reads, actions, the action log, t
 from __future__ import annotations
 
 from typing import Any
+
+from reconcilers.core.clusters import DEFAULT_CLUSTER
+from reconcilers.services.selectors.scope import Scope, scope_allows
 
 VIEWER, OPERATOR, ADMIN = "viewer", "operator", "admin"
 ROLES: tuple[str, ...] = (VIEWER, OPERATOR, ADMIN)
@@ -58,36 +62,37 @@ def role_min(held: str | None, cap: str | None) -> str | None:
     return held if _RANK[held] <= _RANK[cap] else cap
 
 
-def user_namespaces(user: Any) -> frozenset[str] | None:
-    """The namespaces the user is limited to ('' is the cluster scope), or None when not limited."""
+def user_namespaces(user: Any) -> Scope | None:
+    """What the user is limited to: a `Scope` of (cluster, namespace) pairs (cluster '' every cluster, namespace
+    '' the cluster scope), or None when not limited. The one place visibility is decided: every read filters by
+    it (`namespace_q` / `Scope.q`), every single object is checked by it (`namespace_allowed`)."""
     if user is None or not getattr(user, "is_authenticated", False):
-        return frozenset()
+        return Scope(())
     if user.is_superuser:
         return None
     cached = getattr(user, "_opsconsole_namespaces", False)
     if cached is not False:
         return cached
-    grants = frozenset(user.namespace_grants.values_list("namespace", flat=True))
-    limit = grants or None
+    grants = Scope(user.namespace_grants.values_list("cluster", "namespace"))
+    limit = grants if grants.pairs else None
     user._opsconsole_namespaces = limit
     return limit
 
 
-def namespace_allowed(user: Any, namespace: str) -> bool:
-    """Whether the user may see and act on objects in `namespace`."""
-    limit = user_namespaces(user)
-    return limit is None or namespace in limit
+def namespace_allowed(user: Any, namespace: str, cluster: str = DEFAULT_CLUSTER) -> bool:
+    """Whether the user may see and act on objects in `namespace` of `cluster`."""
+    return scope_allows(user_namespaces(user), cluster, namespace)
 
 
 def user_covers(user: Any, other: Any) -> bool:
-    """Whether `user`'s namespace limit covers all that `other` may see: an unlimited user covers everyone, a
-    limited one only users limited to namespaces within its own (so that a token made for, or taken from,
+    """Whether `user`'s limit covers all that `other` may see: an unlimited user covers everyone, a limited one
+    only users limited to (cluster, namespace) pairs within its own (so that a token made for, or taken from,
     another user never reaches past one's own grant)."""
     mine = user_namespaces(user)
     if mine is None:
         return True
     theirs = user_namespaces(other)
-    return theirs is not None and theirs <= mine
+    return theirs is not None and mine.covers(theirs)
 
 
 def ensure_role_groups(using: str = "default", **_: Any) -> None:

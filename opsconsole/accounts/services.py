@@ -29,8 +29,10 @@ from opsconsole.accounts.roles import (
     user_role,
 )
 from opsconsole.accounts.targets import target_forms
+from reconcilers.core.clusters import DEFAULT_CLUSTER, key_split
 from reconcilers.engine.admission import legacy_object_target
 from reconcilers.models import ActionRecord, Outcome
+from reconcilers.services.selectors.scope import EVERY_CLUSTER, Scope, scope_q
 
 TOKEN_PREFIX = "oc_"
 #: last_used_at is written at most this often per token (one UPDATE per request would be wasteful)
@@ -193,14 +195,14 @@ def token_revoke(token: ApiToken) -> bool:
 
 def token_list(user: Any | None = None, *, covered_by: Any | None = None) -> QuerySet[ApiToken]:
     """Tokens, newest first: one user's, or everyone's when `user` is None (admins); with `covered_by`, only
-    those of users that user covers (`roles.user_covers`: limited to namespaces within its own)."""
+    those of users that user covers (`roles.user_covers`: limited to (cluster, namespace) pairs within its own)."""
     qs = ApiToken.objects.select_related("user").order_by("-id")
     if user is not None:
         qs = qs.filter(user=user)
     limit = user_namespaces(covered_by) if covered_by is not None else None
     if limit is not None:
         granted = NamespaceGrant.objects.values("user")
-        outside = NamespaceGrant.objects.exclude(namespace__in=limit).values("user")
+        outside = NamespaceGrant.objects.exclude(scope_q(limit)).values("user")  # a grant the limit lacks
         qs = qs.filter(user__is_superuser=False, user__in=granted).exclude(user__in=outside)
     return qs
 
@@ -241,9 +243,12 @@ def action_record(
     reason: str = "",
     detail: dict[str, Any] | None = None,
     remote_addr: str = "",
+    cluster: str = "",
 ) -> ActionRecord:
-    """Append one action to the record; the outcome follows from the HTTP status. Text is stored NUL-free."""
+    """Append one action to the record; the outcome follows from the HTTP status. Text is stored NUL-free. The
+    record's cluster is `cluster`, else the one a target that is a reconcile key names, else the default."""
     return ActionRecord.objects.create(
+        cluster=cluster or _target_cluster(target),
         actor=_storable(actor[:150]),
         auth=auth,
         token_prefix=token_prefix,
@@ -265,26 +270,53 @@ _DNS_RE = re.compile(r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$")
 _REQUEST_AUTHS = ("session", "token")
 
 
-def action_record_visible(namespaces: frozenset[str] | None, username: str) -> Q:
-    """Which action records someone limited to `namespaces` (None: not limited) may read. A target names its
-    namespace in one of three forms: a resource's key `group/version/plural/<ns>/<name>` (reconcile, healing and
-    annotation records), `Kind <ns>/<name>` (admission decisions, a Kind being CamelCase; `Kind <name>`
-    cluster-scoped) and a bulk reconcile's `… ns=<ns>`. A record whose target has no namespace (token creations,
-    logins, queue-wide actions, a lookup by an id that found nothing one may see) is shown only to unlimited
-    admins, or to the user it concerns: the target `user:<username>` or `<username>` (their tokens, their
-    logins), or their own requests through the API or the console (whose targets never name an object outside
-    their namespaces)."""
-    if namespaces is None:
-        return Q()
-    spaces = sorted(ns for ns in namespaces if ns and _DNS_RE.match(ns))
+def _target_cluster(target: str) -> str:
+    """The cluster a target names when it is a reconcile key (the default cluster otherwise)."""
+    try:
+        return key_split(target)[0]
+    except ValueError:
+        return DEFAULT_CLUSTER
+
+
+def _namespace_forms_q(spaces: list[str], cluster_scope: bool, key_prefix: str) -> Q:
+    """Records whose target names one of `spaces` (or, with `cluster_scope`, a cluster-scoped object), a key's
+    cluster prefix matching `key_prefix` (a regex: '' for the default cluster's five-part keys)."""
     visible = Q(pk__in=[])
     if spaces:
         alternatives = "|".join(re.escape(ns).replace("\\-", "-") for ns in spaces)
-        visible |= Q(target__regex=rf"^[^/ ]*/[^/ ]+/[^/ ]+/({alternatives})/[^/ ]+$")
+        visible |= Q(target__regex=rf"^{key_prefix}[^/ ]*/[^/ ]+/[^/ ]+/({alternatives})/[^/ ]+$")
         visible |= Q(target__regex=rf"^[A-Z][A-Za-z0-9]* ({alternatives})/[^/ ]+$")
         visible |= Q(target__regex=rf"^kind=.* ns=({alternatives})$")
-    if "" in namespaces:  # the cluster scope: cluster-scoped objects
-        visible |= Q(target__regex=r"^[^/ ]*/[^/ ]+/[^/ ]+//[^/ ]+$") | Q(target__regex=r"^[A-Z][A-Za-z0-9]* [^/ ]+$")
+    if cluster_scope:  # the cluster scope: cluster-scoped objects
+        visible |= (Q(target__regex=rf"^{key_prefix}[^/ ]*/[^/ ]+/[^/ ]+//[^/ ]+$")
+                    | Q(target__regex=r"^[A-Z][A-Za-z0-9]* [^/ ]+$"))
+    return visible
+
+
+def action_record_visible(namespaces: frozenset[str] | None, username: str) -> Q:
+    """Which action records someone limited to `namespaces` (None: not limited; a Scope: by cluster too) may
+    read. A target names its namespace in one of three forms: a resource's key `group/version/plural/<ns>/<name>`
+    (with its cluster in front outside the default cluster: reconcile, healing and annotation records),
+    `Kind <ns>/<name>` (admission decisions, a Kind being CamelCase; `Kind <name>` cluster-scoped) and a bulk
+    reconcile's `… ns=<ns>`; a grant of one cluster matches the key's cluster prefix and the record's cluster.
+    A record whose target has no namespace (token creations, logins, queue-wide actions, a lookup by an id that
+    found nothing one may see) is shown only to unlimited admins, or to the user it concerns: the target
+    `user:<username>` or `<username>` (their tokens, their logins), or their own requests through the API or the
+    console (whose targets never name an object outside their namespaces)."""
+    if namespaces is None:
+        return Q()
+    pairs = namespaces.pairs if isinstance(namespaces, Scope) else {(EVERY_CLUSTER, ns) for ns in namespaces}
+    by_cluster: dict[str, set[str]] = {}
+    for cluster, ns in pairs:
+        by_cluster.setdefault(cluster, set()).add(ns)
+    visible = Q(pk__in=[])
+    for cluster, held in sorted(by_cluster.items()):
+        spaces = sorted(ns for ns in held if ns and _DNS_RE.match(ns))
+        if cluster == EVERY_CLUSTER:
+            visible |= _namespace_forms_q(spaces, "" in held, r"(?:[a-z0-9][-a-z0-9]*/)?")
+        else:
+            prefix = "" if cluster == DEFAULT_CLUSTER else re.escape(cluster).replace("\\-", "-") + "/"
+            visible |= Q(cluster=cluster) & _namespace_forms_q(spaces, "" in held, prefix)
     if username:
         visible |= Q(target__in=[f"user:{username}", username]) | Q(actor=username, auth__in=_REQUEST_AUTHS)
     return visible

@@ -129,7 +129,8 @@ class BulkReconcileView(AuditedActionView):
         data = _valid(s.BulkReconcileInputSerializer, request)
         key = idempotency_key(request)
         self._target = f"kind={data['kind']} selector={data['selector']} phase={data['phase']} ns={data['namespace']}"
-        if data["namespace"] and not namespace_allowed(request.user, data["namespace"]):
+        limit = user_namespaces(request.user)  # a namespace of any cluster the caller has (the Scope limits each)
+        if data["namespace"] and limit is not None and data["namespace"] not in limit:
             raise PermissionDenied(f"Namespace {data['namespace']} is outside your namespaces.")
         outcome = resource_reconcile_bulk(
             kind=data["kind"], selector=data["selector"], phase=data["phase"], namespace=data["namespace"],
@@ -161,7 +162,7 @@ class _QueueControlView(AuditedActionView):
         data = _valid(s.QueueKeyInputSerializer, request)
         self._target = data["key"]
         req = queue_controls.queue_key_parse(data["key"])
-        if not namespace_allowed(request.user, req.namespace):
+        if not namespace_allowed(request.user, req.namespace, req.cluster):
             raise PermissionDenied(f"Namespace {req.namespace or '(cluster scope)'} is outside your namespaces.")
         result = self.control(data["key"])
         self.audit_detail = {"changed": result.changed, "failures_before": result.failures_before}

@@ -31,6 +31,7 @@ from reconcilers.models import (
 )
 from reconcilers.models.aggregates import BUCKET_SECONDS
 from reconcilers.services.selectors.filters import namespace_q
+from reconcilers.services.selectors.scope import Scope
 
 #: pg_try_advisory_xact_lock's key for a fold (any constant no other code uses)
 FOLD_LOCK = 0x6F63_636E  # "occn"
@@ -89,7 +90,7 @@ def _at(value: datetime) -> Any:
 
 def _namespace_sql(namespaces: frozenset[str] | None, clusters: frozenset[str] | None = None
                    ) -> tuple[str, list[Any]]:
-    """The WHERE of a read limited to `namespaces` and to `clusters` (None:
+    """The WHERE of a read limited to `namespaces` (a Scope: by cluster and namespace) and to `clusters` (None:
     no limit; empty: nothing)."""
     if clusters is not None:
         if not clusters:
@@ -100,6 +101,8 @@ def _namespace_sql(namespaces: frozenset[str] | None, clusters: frozenset[str] |
         return "1 = 1", []
     if not namespaces:
         return "1 = 0", []
+    if isinstance(namespaces, Scope):
+        return namespaces.sql()
     return f"namespace IN ({', '.join(['%s'] * len(namespaces))})", sorted(namespaces)
 
 

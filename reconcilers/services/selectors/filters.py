@@ -9,6 +9,8 @@ from collections.abc import Iterable
 
 from django.db.models import Q
 
+from reconcilers.services.selectors.scope import scope_q
+
 _KEY = r"(?:[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?"
 _VALUE = r"(?:[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)?"
 _EQ_RE = re.compile(rf"^\s*({_KEY})\s*(==|!=|=)\s*({_VALUE})\s*$")
@@ -82,10 +84,6 @@ def label_selector_q(expr: str, *, field: str = "selector", column: str = "label
 
 
 def namespace_q(namespaces: Iterable[str] | None, column: str = "namespace") -> Q:
-    """A Q limiting rows to the namespaces (None: no limit; empty: nothing)."""
-    if namespaces is None:
-        return Q()
-    allowed = sorted(set(namespaces))
-    if not allowed:
-        return Q(pk__in=[])
-    return Q(**{f"{column}__in": allowed})
+    """A Q limiting rows to the namespaces (None: no limit; empty: nothing); a `scope.Scope` limits by cluster
+    and namespace (the cluster column beside `column`)."""
+    return scope_q(namespaces, column)

@@ -10,6 +10,8 @@ from django.utils import timezone
 
 from reconcilers.core.types import Request
 from reconcilers.engine import dispatch
+from reconcilers.services.selectors.filters import namespace_q
+from reconcilers.services.selectors.scope import scope_allows
 
 
 def _namespace_of(key: str) -> str | None:
@@ -17,6 +19,17 @@ def _namespace_of(key: str) -> str | None:
         return Request.from_key(key).namespace
     except ValueError:
         return None
+
+
+def key_visible(key: str, namespaces: frozenset[str] | None) -> bool:
+    """Whether a caller limited to `namespaces` (None: not limited; a Scope: by cluster too) may see `key`."""
+    if namespaces is None:
+        return True
+    try:
+        req = Request.from_key(key)
+    except ValueError:
+        return False
+    return scope_allows(namespaces, req.cluster, req.namespace)
 
 
 def _when(ts: float) -> str:
@@ -35,7 +48,7 @@ def queue_snapshot(*, namespaces: frozenset[str] | None = None, limit: int = 100
     snap = dispatch.get_queue().snapshot(limit=VISIBLE_COUNT_LIMIT if limited else limit)
 
     def visible(key: str) -> bool:
-        return not limited or _namespace_of(key) in namespaces
+        return key_visible(key, namespaces)
 
     pending = [p for p in snap.pending if visible(p.key)]
     processing = [p for p in snap.processing if visible(p.key)]
@@ -92,7 +105,7 @@ def runs_last_hour(*, namespaces: frozenset[str] | None = None, minutes: int = 6
 
     runs = ReconcileRun.objects.filter(started_at__gte=timezone.now() - timedelta(minutes=minutes))
     if namespaces is not None:
-        runs = runs.filter(resource__namespace__in=namespaces)
+        runs = runs.filter(namespace_q(namespaces, column="resource__namespace"))
     return runs.aggregate(runs=Count("id"), failed=Count("id", filter=Q(result="error")))
 
 

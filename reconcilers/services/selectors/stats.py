@@ -36,6 +36,7 @@ from django.db.models import (
 )
 from django.utils import timezone
 
+from reconcilers.core.clusters import DEFAULT_CLUSTER
 from reconcilers.core.meta import parse_rfc3339
 from reconcilers.core.types import Request
 from reconcilers.engine import apiclient, kube
@@ -43,6 +44,7 @@ from reconcilers.engine.controller.leader import LEASE, LEASE_NAME
 from reconcilers.models import ReconcileRequest, ReconcileRun, Resource, RunResult, Span, Transition
 from reconcilers.services.selectors import aggregates
 from reconcilers.services.selectors.filters import namespace_q
+from reconcilers.services.selectors.scope import Scope, scope_allows
 
 log = logging.getLogger(__name__)
 _cache: dict[str, tuple[float, Any]] = {}
@@ -179,7 +181,8 @@ def machine_figures(
 
     if ttl <= 0:
         return compute()
-    scope = "*" if namespaces is None else ",".join(sorted(namespaces))
+    scope = "*" if namespaces is None else namespaces.text() if isinstance(namespaces, Scope) else ",".join(
+        sorted(namespaces))
     return _cached(f"machines:{scope}:{sorted(states.items())!r}", ttl, compute)
 
 
@@ -208,44 +211,53 @@ class TraceNotVisible(LookupError):
     """The trace belongs to a namespace outside the caller's (or to none, and the caller is limited)."""
 
 
-def _key_namespace(key: object) -> str | None:
+def _key_place(key: object) -> tuple[str, str] | None:
     if not isinstance(key, str):
         return None
     try:
-        return Request.from_key(key).namespace
+        req = Request.from_key(key)
     except ValueError:
         return None
+    return req.cluster, req.namespace
 
 
-def trace_namespaces(trace_id: str, spans: Iterable[Span]) -> set[str]:
-    """The namespaces a trace belongs to ('' for cluster-scoped resources): a span belongs to its resource's
-    namespace, named by the reconcile span's `opsconsole.namespace` / `opsconsole.key` attributes (and the keys
-    its events name), and a trace that carried a manual reconcile request belongs to that request's resource's
-    namespace. Empty: the trace is about no resource (a page view, a controller's own work)."""
-    found: set[str] = set()
+def trace_places(trace_id: str, spans: Iterable[Span]) -> set[tuple[str, str]]:
+    """The (cluster, namespace) places a trace belongs to (namespace '' for cluster-scoped resources): a span
+    belongs to its resource's, named by the reconcile span's `opsconsole.namespace` (with `opsconsole.cluster`,
+    else the default cluster) / `opsconsole.key` attributes (and the keys its events name), and a trace that
+    carried a manual reconcile request belongs to that request's resource's. Empty: the trace is about no
+    resource (a page view, a controller's own work)."""
+    found: set[tuple[str, str]] = set()
     for span in spans:
         attributes = span.attributes if isinstance(span.attributes, dict) else {}
         if isinstance(attributes.get("opsconsole.namespace"), str):
-            found.add(attributes["opsconsole.namespace"])
+            cluster = attributes.get("opsconsole.cluster")
+            found.add((cluster if isinstance(cluster, str) and cluster else DEFAULT_CLUSTER,
+                       attributes["opsconsole.namespace"]))
         for attrs in [attributes, *(e.get("attributes") or {} for e in (span.events or []) if isinstance(e, dict))]:
-            ns = _key_namespace(attrs.get("opsconsole.key")) if isinstance(attrs, dict) else None
-            if ns is not None:
-                found.add(ns)
+            place = _key_place(attrs.get("opsconsole.key")) if isinstance(attrs, dict) else None
+            if place is not None:
+                found.add(place)
     for key in ReconcileRequest.objects.filter(trace_id=trace_id.lower()).values_list("key", flat=True)[:100]:
-        ns = _key_namespace(key)
-        if ns is not None:
-            found.add(ns)
+        place = _key_place(key)
+        if place is not None:
+            found.add(place)
     return found
 
 
+def trace_namespaces(trace_id: str, spans: Iterable[Span]) -> set[str]:
+    """The namespaces of the places a trace belongs to (`trace_places`)."""
+    return {ns for _cluster, ns in trace_places(trace_id, spans)}
+
+
 def trace_spans(trace_id: str, *, namespaces: frozenset[str] | None = None, limit: int = 2000) -> list[Span]:
-    """The stored spans of one trace, in start order. For a caller limited to `namespaces`, TraceNotVisible
-    unless every namespace the trace belongs to (`trace_namespaces`) is theirs: a trace about no resource, or
-    with no stored span, is visible only to callers with every namespace."""
+    """The stored spans of one trace, in start order. For a caller limited to `namespaces` (a Scope: by cluster
+    and namespace), TraceNotVisible unless every place the trace belongs to (`trace_places`) is theirs: a trace
+    about no resource, or with no stored span, is visible only to callers with every namespace."""
     spans = list(Span.objects.filter(trace_id=trace_id.lower()).order_by("start_time", "id")[:limit])
     if namespaces is not None:
-        belongs = trace_namespaces(trace_id, spans)
-        if not belongs or not belongs <= namespaces:
+        belongs = trace_places(trace_id, spans)
+        if not belongs or not all(scope_allows(namespaces, c, ns) for c, ns in belongs):
             raise TraceNotVisible(trace_id)
     return spans
 

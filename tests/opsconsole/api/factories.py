@@ -1,4 +1,5 @@
-"""Rows for the API tests: mirrored resources, chained transitions, runs, requests; users with roles."""
+"""Rows for the API tests: mirrored resources (of any cluster), chained transitions, runs, requests; users with
+roles and grants; registered clusters."""
 
 from __future__ import annotations
 
@@ -11,8 +12,10 @@ from django.contrib.auth.models import Group, User
 from django.utils import timezone
 
 from opsconsole.accounts.models import NamespaceGrant
+from reconcilers.core.clusters import DEFAULT_CLUSTER, key_join
 from reconcilers.engine.audit import row_fields, transition_hash
-from reconcilers.models import ReconcileRun, Resource, Transition
+from reconcilers.models import Cluster, ReconcileRun, Resource, Transition
+from reconcilers.services.selectors.scope import parse_grant
 
 MEMCACHED = {"group": "cache.example.com", "version": "v1alpha1", "plural": "memcacheds", "kind": "Memcached"}
 TENANT = {"group": "tenancy.example.com", "version": "v1alpha1", "plural": "tenants", "kind": "Tenant"}
@@ -20,23 +23,34 @@ _n = itertools.count(1)
 
 
 def user(username: str, role: str | None = None, namespaces: list[str] | None = None, **extra: Any) -> User:
-    """A user with a role (a group) and optionally limited to namespaces."""
+    """A user with a role (a group) and optionally limited to namespaces: `team-a` (of every cluster) or
+    `prod/team-a` (of cluster prod)."""
     u = User.objects.create_user(username=username, password="pw-" + username, **extra)
     if role:
         u.groups.add(Group.objects.get_or_create(name=role)[0])  # transactional tests flush the migration's rows
-    for ns in namespaces or []:
-        NamespaceGrant.objects.create(user=u, namespace=ns)
+    for grant in namespaces or []:
+        cluster_name, ns = parse_grant(grant)
+        NamespaceGrant.objects.create(user=u, cluster=cluster_name, namespace=ns)
     return u
 
 
+def cluster(name: str, *, labels: dict[str, str] | None = None, **fields: Any) -> Cluster:
+    """A registered cluster (no real one behind it): its name, labels and any health field."""
+    defaults: dict[str, Any] = {"server": f"https://{name}.example:6443", "identity": str(uuid.uuid4()),
+                                "labels": labels or {}}
+    defaults.update(fields)
+    return Cluster.objects.update_or_create(name=name, defaults=defaults)[0]
+
+
 def resource(name: str | None = None, namespace: str = "default", *, kind: dict[str, str] = MEMCACHED,
-             phase: str = "Running", since: datetime | None = None, **fields: Any) -> Resource:
-    """A mirrored resource."""
+             phase: str = "Running", since: datetime | None = None, cluster: str = DEFAULT_CLUSTER,
+             **fields: Any) -> Resource:
+    """A mirrored resource (of `cluster`: its key carries the cluster's prefix outside the default one)."""
     name = name or f"r{next(_n)}"
     ns = "" if kind is TENANT else namespace
-    key = "/".join((kind["group"], kind["version"], kind["plural"], ns, name))
+    key = key_join(cluster, "/".join((kind["group"], kind["version"], kind["plural"], ns, name)))
     defaults: dict[str, Any] = dict(
-        uid=str(uuid.uuid4()), key=key, namespace=ns, name=name, phase=phase,
+        uid=str(uuid.uuid4()), key=key, cluster=cluster, namespace=ns, name=name, phase=phase,
         phase_since=since or timezone.now() - timedelta(seconds=30), generation=1, observed_generation=1,
         labels={"app": "memcached"}, spec={"size": 1}, status={"phase": phase}, **kind,
     )
@@ -49,7 +63,8 @@ def transition(res: Resource, to_phase: str, *, actor: str = "controller", at: d
     """Append a chained transition to the resource (and move its mirror's head and phase)."""
     seq = res.last_transition_seq + 1
     t = Transition(
-        resource=res, resource_uid=res.uid, kind=res.kind, namespace=res.namespace, name=res.name, seq=seq,
+        resource=res, resource_uid=res.uid, cluster=res.cluster, kind=res.kind, namespace=res.namespace,
+        name=res.name, seq=seq,
         from_phase=res.phase if seq > 1 else "", to_phase=to_phase, reason="Test", message="", actor=actor,
         run=run, created_at=at or timezone.now(), prev_hash=res.last_transition_hash, hash="",
     )
@@ -64,6 +79,7 @@ def transition(res: Resource, to_phase: str, *, actor: str = "controller", at: d
 def run(res: Resource, *, result: str = "success", duration: float = 0.1, at: datetime | None = None) -> ReconcileRun:
     """A reconcile run of the resource."""
     return ReconcileRun.objects.create(
-        key=res.key, kind=res.kind, resource=res, started_at=at or timezone.now(), duration_seconds=duration,
+        key=res.key, cluster=res.cluster, kind=res.kind, resource=res, started_at=at or timezone.now(),
+        duration_seconds=duration,
         result=result, error_class="Boom" if result == "error" else "", worker="w1", trace_id="ab" * 16,
     )

@@ -1,0 +1,64 @@
+"""`Scope`: what a caller limited by (cluster, namespace) grants may see, one object at a time (`allows`), as a
+queryset filter (`q`, `namespace_q`) and as a raw query's condition (`sql`); one limit covering another; a grant's
+written form."""
+
+from __future__ import annotations
+
+import pickle
+
+import pytest
+
+from reconcilers.models import Resource
+from reconcilers.services.selectors.filters import namespace_q
+from reconcilers.services.selectors.scope import Scope, grant_text, parse_grant, scope_allows
+from tests.opsconsole.api import factories as f
+
+
+def test_a_grant_of_one_cluster_allows_that_cluster_only_and_one_of_every_cluster_allows_all():
+    scope = Scope.of(["prod/team-a", "shared", "prod/"])
+    assert scope.allows("prod", "team-a") and not scope.allows("staging", "team-a")
+    assert scope.allows("staging", "shared") and scope.allows("prod", "shared")
+    assert scope.allows("prod", "") and not scope.allows("staging", "")  # prod's cluster scope only
+    assert not scope.allows("prod", "team-b")
+    assert scope.allows_cluster("staging")  # `shared` of every cluster
+    assert not Scope.of(["prod/team-a"]).allows_cluster("staging")
+    assert scope_allows(None, "any", "thing") and not scope_allows(frozenset({"x"}), "prod", "y")
+
+
+def test_a_scope_is_the_set_of_its_namespaces_but_equal_only_by_its_pairs():
+    a, b = Scope.of(["prod/team-a"]), Scope.of(["staging/team-a"])
+    assert set(a) == {"team-a"} and "team-a" in a and sorted(a) == ["team-a"]
+    assert a != b
+    assert Scope.of(["team-a"]) == frozenset({"team-a"}) and a != frozenset({"team-a"})
+    assert pickle.loads(pickle.dumps(a)) == a and pickle.loads(pickle.dumps(a)).pairs == a.pairs
+    assert a.text() == "prod/team-a" and Scope.of(["b", "prod/a"]).text() == "b,prod/a"
+
+
+def test_covers_holds_only_when_every_pair_of_the_other_is_inside():
+    wide = Scope.of(["team-a", "prod/team-b"])
+    assert wide.covers(Scope.of(["prod/team-a", "staging/team-a", "prod/team-b"]))
+    assert wide.covers(Scope.of(["team-a"]))
+    assert not wide.covers(Scope.of(["team-b"]))  # team-b of every cluster is more than prod's
+    assert not Scope.of(["prod/team-a"]).covers(Scope.of(["team-a"]))
+    assert not Scope.of(["prod/team-a"]).covers(frozenset({"team-a"}))
+
+
+def test_grants_are_written_cluster_slash_namespace_or_namespace_alone():
+    assert parse_grant("prod/team-a") == ("prod", "team-a") and parse_grant("team-a") == ("", "team-a")
+    assert parse_grant("prod/") == ("prod", "") and parse_grant("") == ("", "")
+    assert grant_text("prod", "team-a") == "prod/team-a" and grant_text("", "x") == "x"
+
+
+@pytest.mark.django_db
+def test_the_queryset_filter_keeps_the_rows_of_the_granted_pairs_only():
+    keep = {f.resource("a", "team-a", cluster="prod").pk, f.resource("s", "shared", cluster="staging").pk,
+            f.resource("d", "shared").pk}
+    f.resource("b", "team-a", cluster="staging")
+    f.resource("c", "team-b", cluster="prod")
+    f.resource("e", "team-a")
+    scope = Scope.of(["prod/team-a", "shared"])
+    assert set(Resource.objects.filter(namespace_q(scope)).values_list("pk", flat=True)) == keep
+    assert set(Resource.objects.filter(scope.q()).values_list("pk", flat=True)) == keep
+    assert not Resource.objects.filter(namespace_q(Scope(()))).exists()
+    where, params = scope.sql()
+    assert set(Resource.objects.extra(where=[where], params=params).values_list("pk", flat=True)) == keep
