@@ -20,6 +20,7 @@ from django.utils import timezone
 from reconcilers.core import actors
 from reconcilers.core.meta import FLUX_REQUESTED_AT, RECONCILE_REQUESTED_AT, last_writer, parse_rfc3339
 from reconcilers.engine import provenance
+from reconcilers.engine.recording_rows import cluster_of_key
 from reconcilers.models import ActionRecord, Outcome, ReconcileRequest, Resource
 
 
@@ -46,8 +47,10 @@ def annotation_request_ensure(key: str, obj: dict[str, Any], annotation: str, to
     by = f"{actor} (authenticated by the API server; {claimed})" if entry is not None else f"{claimed} (a claim)"
     reason = f"annotation {annotation}={token} set by {by}"
     with transaction.atomic():
+        resource = Resource.objects.filter(uid=meta.get("uid") or "").first()
+        cluster = resource.cluster if resource is not None else cluster_of_key(key)  # the resource's, else the key's
         request = ReconcileRequest.objects.create(
-            resource=Resource.objects.filter(uid=meta.get("uid") or "").first(), key=key, token=token[:128],
+            resource=resource, cluster=cluster, key=key, token=token[:128],
             actor=actor[:150], reason=reason, requested_at=requested_at,
         )
         detail: dict[str, Any] = {
@@ -58,7 +61,8 @@ def annotation_request_ensure(key: str, obj: dict[str, Any], annotation: str, to
             detail["admitted"] = {"user": entry.get("user"), "at": entry.get("at"), "peer": entry.get("peer")}
         ActionRecord.objects.create(
             actor=actor[:255], auth=provenance.AUTH_ADMISSION if entry is not None else provenance.AUTH_CLAIM,
-            action="resource.reconcile", method="PATCH", path=f"metadata.annotations[{annotation}]"[:1024],
+            action="resource.reconcile", cluster=cluster, method="PATCH",
+            path=f"metadata.annotations[{annotation}]"[:1024],
             target=key[:1024], reason=reason, outcome=Outcome.ALLOWED, status_code=200, detail=detail,
         )
     return request

@@ -66,17 +66,21 @@ from reconcilers.engine.audit_encoding import (  # noqa: F401 - importers know t
     HASH_VERSION,
     HASHED_FIELDS,
     HASHED_FIELDS_V2,
+    HASHED_FIELDS_V3,
     HEALING,
     HEALING_HASHED_FIELDS,
+    HEALING_HASHED_FIELDS_V3,
     REVISION,
     REVISION_HASHED_FIELDS,
     REVISION_HASHED_FIELDS_V2,
+    REVISION_HASHED_FIELDS_V3,
     TRANSITION,
     canonical_encoding,
     hashed_fields,
     healing_encoding,
     healing_fields,
     healing_hash,
+    healing_hashed_fields,
     link_encoding,
     link_fields,
     link_hash,
@@ -105,9 +109,9 @@ class VerifyReport:
         return not self.breaks
 
 
-_COLUMNS = ("id", "hash", "prev_hash", "hash_version", *HASHED_FIELDS_V2)
-_REVISION_COLUMNS = ("id", "hash", "prev_hash", "hash_version", *REVISION_HASHED_FIELDS_V2)
-_HEALING_COLUMNS = ("id", "hash", "prev_hash", *HEALING_HASHED_FIELDS)
+_COLUMNS = ("id", "hash", "prev_hash", "hash_version", *HASHED_FIELDS_V3)
+_REVISION_COLUMNS = ("id", "hash", "prev_hash", "hash_version", *REVISION_HASHED_FIELDS_V3)
+_HEALING_COLUMNS = ("id", "hash", "prev_hash", "hash_version", *HEALING_HASHED_FIELDS_V3)
 
 
 def _chain_rows(resource_uid: str | None, model: Any = Transition, columns: tuple[str, ...] = _COLUMNS
@@ -128,16 +132,20 @@ def _chain_rows(resource_uid: str | None, model: Any = Transition, columns: tupl
         yield current, rows
 
 
-def _uids_of_rows(resource_uid: str | None) -> dict[int, str]:
-    """Resource id → uid for the rows the chains are filed under: every resource for the whole record; for one
-    chain, only the resources its links name (a page about one resource does not read the whole mirror)."""
+def _owners_of_rows(resource_uid: str | None) -> tuple[dict[int, str], dict[int, str]]:
+    """Resource id → uid, and id → cluster, for the rows the chains are filed under: every resource for the
+    whole record; for one chain, only the resources its links name (a page about one resource does not read the
+    whole mirror)."""
     qs = Resource.objects.all()
     if resource_uid is not None:
         named = Q(uid=resource_uid)
         for model in (Transition, SpecRevision, HealingRecord):
             named |= Q(id__in=model.objects.filter(resource_uid=resource_uid).values("resource_id"))
         qs = qs.filter(named)
-    return dict(qs.values_list("id", "uid"))
+    uid_of, cluster_of = {}, {}
+    for pk, uid, cluster in qs.values_list("id", "uid", "cluster"):
+        uid_of[pk], cluster_of[pk] = uid, cluster
+    return uid_of, cluster_of
 
 
 def _heads(resource_uid: str | None) -> dict[str, Head]:
@@ -173,7 +181,7 @@ def chain_verify(resource_uid: str | None = None) -> VerifyReport:
     report = VerifyReport()
     with _consistent_read():
         heads = _heads(resource_uid)
-        uid_of = _uids_of_rows(resource_uid)
+        uid_of, cluster_of = _owners_of_rows(resource_uid)
         # revisions are few per resource (one per generation): held in memory, the transitions streamed
         revisions = dict(_chain_rows(resource_uid, SpecRevision, _REVISION_COLUMNS))
         healing = dict(_chain_rows(resource_uid, HealingRecord, _HEALING_COLUMNS))
@@ -182,13 +190,13 @@ def chain_verify(resource_uid: str | None = None) -> VerifyReport:
             seen.add(uid)
             report.chains += 1
             report.transitions += len(rows)
-            found = (verify_moved(uid, rows, revisions.get(uid, []), uid_of, healing.get(uid))
+            found = (verify_moved(uid, rows, revisions.get(uid, []), uid_of, healing.get(uid), cluster_of)
                      or verify_links(uid, rows, revisions.get(uid, []), heads.get(uid), healing.get(uid)))
             if found is not None:
                 report.breaks.append(found)
     for uid in sorted((set(heads) | set(revisions) | set(healing)) - seen):
         report.chains += 1
-        found = (verify_moved(uid, [], revisions.get(uid, []), uid_of, healing.get(uid))
+        found = (verify_moved(uid, [], revisions.get(uid, []), uid_of, healing.get(uid), cluster_of)
                  or verify_links(uid, [], revisions.get(uid, []), heads.get(uid), healing.get(uid)))
         if found is not None:
             report.breaks.append(found)

@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from reconcilers.core.clusters import DEFAULT_CLUSTER
 from reconcilers.engine.audit_encoding import (
     HEALING,
     REVISION,
@@ -36,6 +37,7 @@ class ChainBreak:
     namespace: str = ""
     name: str = ""
     item: str = TRANSITION  # or REVISION / HEALING: `seq` and `transition_id` are then that link's seq and id
+    cluster: str = ""  # the cluster of the chain's resource, when known ('' and DEFAULT_CLUSTER are not shown)
 
     @property
     def position(self) -> str:
@@ -49,6 +51,8 @@ class ChainBreak:
     def describe(self) -> str:
         """One line naming the row: resource, seq (or revision), id, then what is wrong."""
         where = f"{self.namespace}/{self.name}" if self.namespace else self.name
+        if self.cluster and self.cluster != DEFAULT_CLUSTER:
+            where = f"{where} in cluster {self.cluster}"
         ident = self.transition_id if self.transition_id is not None else "-"
         return (
             f"resource={self.resource_uid} ({self.kind} {where}) {self.position} id={ident}: "
@@ -80,8 +84,11 @@ def verify_chain(uid: str, rows: list[dict[str, Any]], head: Head | None) -> Cha
         if head else ("", "", "")
     )
 
+    cluster = named.get("cluster", "") if named else ""
+
     def broken(row: dict[str, Any] | None, seq: int, problem: str, detail: str) -> ChainBreak:
-        return ChainBreak(uid, seq, row["id"] if row else None, problem, detail, kind, namespace, name)
+        return ChainBreak(uid, seq, row["id"] if row else None, problem, detail, kind, namespace, name,
+                          cluster=cluster)
 
     position_of_hash = {row["hash"]: i for i, row in enumerate(rows)}
     expected_prev, expected_seq = "", 1
@@ -180,8 +187,11 @@ def verify_links(uid: str, transitions: list[dict[str, Any]], revisions: list[di
         if head else ("", "", "")
     )
 
+    cluster = named.get("cluster", "") if named else ""
+
     def broken(row: dict[str, Any] | None, seq: int, problem: str, detail: str, item: str) -> ChainBreak:
-        return ChainBreak(uid, seq, row["id"] if row else None, problem, detail, kind, namespace, name, item)
+        return ChainBreak(uid, seq, row["id"] if row else None, problem, detail, kind, namespace, name, item,
+                          cluster)
 
     for item, rows, recorded in ((REVISION, revisions, head.revisions if head else 0),
                                  (HEALING, healing, head.healing if head else 0)):
@@ -248,9 +258,12 @@ def verify_links(uid: str, transitions: list[dict[str, Any]], revisions: list[di
 
 
 def verify_moved(uid: str, transitions: list[dict[str, Any]], revisions: list[dict[str, Any]],
-           uid_of: dict[int, str], healing: list[dict[str, Any]] | None = None) -> ChainBreak | None:
+                 uid_of: dict[int, str], healing: list[dict[str, Any]] | None = None,
+                 cluster_of: dict[int, str] | None = None) -> ChainBreak | None:
     """The first link of `uid`'s chain filed under another Resource row (`resource_id`) than its own uid's:
-    a row moved into another resource's history (and so perhaps another namespace's)."""
+    a row moved into another resource's history (and so perhaps another namespace's); with `cluster_of` (Resource
+    id → cluster), also a link whose `cluster` is not its resource's: a row moved into another cluster's record
+    (which a format 1 or 2 link's hash does not cover)."""
     for item, rows in ((TRANSITION, transitions), (REVISION, revisions), (HEALING, healing or [])):
         for row in rows:
             owner = uid_of.get(row["resource_id"])
@@ -259,5 +272,10 @@ def verify_moved(uid: str, transitions: list[dict[str, Any]], revisions: list[di
                          else f"a resource row that does not exist (id {row['resource_id']})")
                 return ChainBreak(uid, row["seq"], row["id"], MOVED,
                                   f"it is filed under {where}, not under its own resource {uid}",
-                                  row["kind"], row["namespace"], row["name"], item)
+                                  row["kind"], row["namespace"], row["name"], item, row.get("cluster", ""))
+            home = cluster_of.get(row["resource_id"]) if cluster_of is not None else None
+            if home is not None and "cluster" in row and row["cluster"] != home:
+                return ChainBreak(uid, row["seq"], row["id"], MOVED,
+                                  f"it is recorded in cluster {row['cluster']}, its resource {uid} is in cluster "
+                                  f"{home}", row["kind"], row["namespace"], row["name"], item, home)
     return None

@@ -1,6 +1,11 @@
 """The hash format of the per-resource chains: each link kind's hashed fields, the one canonical encoder
 (`link_encoding`, parameterised by the field list) and the hashes of transitions, spec revisions and healing
 records (see `reconcilers.engine.audit` for the chain they make).
+
+Formats: 1 (before migration 0007), 2 (+ `resource_id`, the Resource row the link is filed under), 3 (+ `cluster`,
+the cluster the object lives in, issue 41: a link cannot be moved to another cluster's copy of the same
+namespace/name). A row keeps the format it was written with (`hash_version`) and verifies with it; new rows are
+written in HASH_VERSION. A healing record has formats 2 and 3 only.
 """
 
 from __future__ import annotations
@@ -35,8 +40,12 @@ ENCODING_VERSION = 1
 #: hash format 2 (rows written since migration 0007, `hash_version` 2) also covers the row's `resource_id`, the
 #: Resource it is filed under, so a row cannot be moved into another resource's history; format 1 rows keep
 #: verifying with format 1 (their `resource_id` is checked against their `resource_uid` instead)
-HASH_VERSION = 2
 HASHED_FIELDS_V2: tuple[str, ...] = (*HASHED_FIELDS, "resource_id")
+#: hash format 3 (rows written since migration 0021, `hash_version` 3) also covers the row's `cluster`
+HASHED_FIELDS_V3: tuple[str, ...] = (*HASHED_FIELDS_V2, "cluster")
+#: the format new links are written in
+HASH_VERSION = 3
+HASH_VERSIONS = (1, 2, 3)
 
 #: the fields covered by a spec revision's hash (prev_hash and `"link": "revision"` are added to them)
 REVISION_HASHED_FIELDS: tuple[str, ...] = (
@@ -57,7 +66,9 @@ REVISION_HASHED_FIELDS: tuple[str, ...] = (
     "created_at",
 )
 REVISION_HASHED_FIELDS_V2: tuple[str, ...] = (*REVISION_HASHED_FIELDS, "resource_id")
-#: the fields covered by a healing record's hash (prev_hash and `"link": "healing"` are added); format 2 only
+REVISION_HASHED_FIELDS_V3: tuple[str, ...] = (*REVISION_HASHED_FIELDS_V2, "cluster")
+#: the fields covered by a healing record's hash (prev_hash and `"link": "healing"` are added) in format 2 (its
+#: first); format 3 adds `cluster`
 HEALING_HASHED_FIELDS: tuple[str, ...] = (
     "resource_uid",
     "resource_id",
@@ -78,20 +89,33 @@ HEALING_HASHED_FIELDS: tuple[str, ...] = (
     "expires_at",
     "created_at",
 )
+HEALING_HASHED_FIELDS_V3: tuple[str, ...] = (*HEALING_HASHED_FIELDS, "cluster")
+#: a healing record's first format (there is no healing format 1)
+HEALING_FIRST_VERSION = 2
 TRANSITION, REVISION, HEALING = "transition", "revision", "healing"
 
-def _version(fields: Mapping[str, Any]) -> int:
-    version = fields.get("hash_version", ENCODING_VERSION)
-    if version not in (1, 2):
+_TRANSITION_FIELDS = {1: HASHED_FIELDS, 2: HASHED_FIELDS_V2, 3: HASHED_FIELDS_V3}
+_REVISION_FIELDS = {1: REVISION_HASHED_FIELDS, 2: REVISION_HASHED_FIELDS_V2, 3: REVISION_HASHED_FIELDS_V3}
+_HEALING_FIELDS = {2: HEALING_HASHED_FIELDS, 3: HEALING_HASHED_FIELDS_V3}
+
+
+def _version(fields: Mapping[str, Any], default: int = ENCODING_VERSION) -> int:
+    version = fields.get("hash_version", default)
+    if version not in HASH_VERSIONS:
         raise ValueError(f"unknown hash format {version!r}")
     return int(version)
 
 
 def hashed_fields(version: int = ENCODING_VERSION, *, revision: bool = False) -> tuple[str, ...]:
     """The fields a transition's (or a revision's) hash covers in hash format `version`."""
-    if revision:
-        return REVISION_HASHED_FIELDS if version == 1 else REVISION_HASHED_FIELDS_V2
-    return HASHED_FIELDS if version == 1 else HASHED_FIELDS_V2
+    return (_REVISION_FIELDS if revision else _TRANSITION_FIELDS)[version]
+
+
+def healing_hashed_fields(version: int = HEALING_FIRST_VERSION) -> tuple[str, ...]:
+    """The fields a healing record's hash covers in hash format `version` (2 or 3)."""
+    if version not in _HEALING_FIELDS:
+        raise ValueError(f"unknown healing hash format {version!r}")
+    return _HEALING_FIELDS[version]
 
 
 def _canonical_value(value: Any) -> Any:
@@ -127,7 +151,8 @@ def _sha256(encoded: bytes) -> str:
 
 def canonical_encoding(fields: Mapping[str, Any], prev_hash: str) -> bytes:
     """The bytes a transition's hash covers: `link_encoding` of the hashed fields of its format
-    (`fields["hash_version"]`, 1 when absent: HASHED_FIELDS; 2: HASHED_FIELDS_V2), no `link`."""
+    (`fields["hash_version"]`, 1 when absent: HASHED_FIELDS; 2: HASHED_FIELDS_V2; 3: HASHED_FIELDS_V3), no
+    `link`."""
     version = _version(fields)
     return link_encoding(fields, prev_hash, hashed_fields(version), version=version)
 
@@ -138,8 +163,8 @@ def transition_hash(fields: Mapping[str, Any], prev_hash: str) -> str:
 
 
 def revision_encoding(fields: Mapping[str, Any], prev_hash: str) -> bytes:
-    """The bytes a spec revision's hash covers: `link_encoding` of REVISION_HASHED_FIELDS (_V2 in format 2), with
-    `"link": "revision"`."""
+    """The bytes a spec revision's hash covers: `link_encoding` of REVISION_HASHED_FIELDS (_V2 in format 2, _V3
+    in format 3), with `"link": "revision"`."""
     version = _version(fields)
     return link_encoding(fields, prev_hash, hashed_fields(version, revision=True), version=version, link=REVISION,
                          noun=REVISION)
@@ -151,9 +176,11 @@ def revision_hash(fields: Mapping[str, Any], prev_hash: str) -> str:
 
 
 def healing_encoding(fields: Mapping[str, Any], prev_hash: str) -> bytes:
-    """The bytes a healing record's hash covers: `link_encoding` of HEALING_HASHED_FIELDS, `"link": "healing"`,
-    format 2, lenient (the evidence may hold values JSON does not know)."""
-    return link_encoding(fields, prev_hash, HEALING_HASHED_FIELDS, version=HASH_VERSION, link=HEALING,
+    """The bytes a healing record's hash covers: `link_encoding` of HEALING_HASHED_FIELDS in its format
+    (`fields["hash_version"]`, 2 when absent; 3: HEALING_HASHED_FIELDS_V3), `"link": "healing"`, lenient (the
+    evidence may hold values JSON does not know)."""
+    version = _version(fields, HEALING_FIRST_VERSION)
+    return link_encoding(fields, prev_hash, healing_hashed_fields(version), version=version, link=HEALING,
                          noun="healing record", lenient=True)
 
 
@@ -175,8 +202,12 @@ def link_fields(row: Any, names: tuple[str, ...]) -> dict[str, Any]:
 
 
 def healing_fields(row: Any) -> dict[str, Any]:
-    """The hashed fields of a HealingRecord instance (or of a dict from `.values()`)."""
-    return link_fields(row, HEALING_HASHED_FIELDS)
+    """The hashed fields of a HealingRecord instance (or of a dict from `.values()`), for its hash format
+    (`hash_version`, included; 2 when the row has none)."""
+    version = _get(row, "hash_version", HEALING_FIRST_VERSION) or HEALING_FIRST_VERSION
+    fields = link_fields(row, healing_hashed_fields(version))
+    fields["hash_version"] = version
+    return fields
 
 
 def _fields_of(row: Any, revision: bool) -> dict[str, Any]:

@@ -33,6 +33,7 @@ def anomaly_record(resource: Resource, change: PhaseChange, machine: StateMachin
         detail = f"{machine.name} does not allow {resource.phase or '(none)'} -> {change.to_phase} (allowed: {allowed})"
     anomaly = Anomaly.objects.create(
         resource=resource,
+        cluster=resource.cluster,
         from_phase=resource.phase,
         to_phase=change.to_phase,
         reason=change.reason[:255],
@@ -67,7 +68,8 @@ def out_of_band_record(resource: Resource, foreign: OutOfBand, generation: int, 
               f"{', at ' + foreign.time if foreign.time else ''}), not by the engine: not recorded as a transition "
               f"and not built on; the reconcile went on from the phase on record ({resource.phase or '(none)'})")
     return Anomaly.objects.create(
-        resource=resource, from_phase=resource.phase, to_phase=foreign.phase[:63], reason=foreign.reason[:255],
+        resource=resource, cluster=resource.cluster, from_phase=resource.phase, to_phase=foreign.phase[:63],
+        reason=foreign.reason[:255],
         message=foreign.message, detail=detail, generation=generation, actor=foreign.actor[:255], run=None,
         category=AnomalyCategory.OUT_OF_BAND, observed=observed, created_at=at,
     ).id

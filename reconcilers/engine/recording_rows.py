@@ -20,6 +20,7 @@ from typing import Any
 from django.utils import timezone
 
 from reconcilers.core import actors
+from reconcilers.core.clusters import DEFAULT_CLUSTER, key_join, key_split
 from reconcilers.core.meta import AUTO_ROLLBACK, controller_ref, parse_rfc3339, spec_diff, spec_writers
 from reconcilers.core.reconciler import ResourceKind
 from reconcilers.engine import metrics, provenance
@@ -55,10 +56,11 @@ class ObservedObject:
     conditions: list[dict]
     deleted: bool = False
     auto_rollback: bool | None = None  # the object's opsconsole.io/auto-rollback annotation, when it sets one
+    cluster: str = DEFAULT_CLUSTER  # the cluster the object lives in (its row's `cluster`, its key's prefix)
 
     @classmethod
-    def from_api(cls, kind: ResourceKind, obj: dict[str, Any]) -> ObservedObject:
-        """What the mirror keeps of an object as the API returned it."""
+    def from_api(cls, kind: ResourceKind, obj: dict[str, Any], cluster: str = DEFAULT_CLUSTER) -> ObservedObject:
+        """What the mirror keeps of an object of `cluster` as the API returned it."""
         meta = obj.get("metadata") or {}
         if not meta.get("uid"):
             raise ValueError("the object has no metadata.uid")
@@ -70,7 +72,7 @@ class ObservedObject:
             resource_version=str(meta.get("resourceVersion") or ""), labels=dict(meta.get("labels") or {}),
             owner=_owner(meta), spec=obj.get("spec") or {}, status=status,
             conditions=list(status.get("conditions") or []),
-            auto_rollback=_flag((meta.get("annotations") or {}).get(AUTO_ROLLBACK)),
+            auto_rollback=_flag((meta.get("annotations") or {}).get(AUTO_ROLLBACK)), cluster=cluster,
         )
 
 
@@ -113,15 +115,25 @@ class RecordOutcome:
 
 def run_row(run: RunRecord, resource: Resource | None, *, request: ReconcileRequest | None = None,
             run_id: int | None = None) -> ReconcileRun:
-    """The `ReconcileRun` row of `run` (not saved), filed under `resource`, with the manual `request` it handled
-    and, when given, the id reserved for it."""
+    """The `ReconcileRun` row of `run` (not saved), filed under `resource` and its cluster (the key's without
+    one), with the manual `request` it handled and, when given, the id reserved for it."""
     return ReconcileRun(
-        id=run_id, key=run.key, kind=run.kind, resource=resource, started_at=run.started_at,
+        id=run_id, key=run.key, kind=run.kind, resource=resource,
+        cluster=resource.cluster if resource is not None else cluster_of_key(run.key), started_at=run.started_at,
         duration_seconds=run.duration_seconds, result=run.result, error_class=run.error_class[:255],
         error_message=run.error_message, attempt=run.attempt, worker=run.worker[:255], trace_id=run.trace_id,
         request=request, operator_version=run.operator_version[:128], triggers=run.triggers,
         triggers_dropped=run.triggers_dropped,
     )
+
+
+def cluster_of_key(key: str) -> str:
+    """The cluster a workqueue key names (`reconcilers.core.clusters.key_split`); DEFAULT_CLUSTER for a string
+    that is no reconcile key (it names no other cluster)."""
+    try:
+        return key_split(key)[0]
+    except ValueError:
+        return DEFAULT_CLUSTER
 
 
 def actor_valid(actor: str) -> bool:
@@ -219,12 +231,14 @@ def transitions_observe(kind: str, moves: list[Move]) -> None:
         log.debug("transition metrics not recorded", exc_info=True)
 
 
-def new_resource(kind: ResourceKind, uid: str, namespace: str, name: str) -> Resource:
-    """A new mirror row (not saved) for the object `uid` of `kind`."""
+def new_resource(kind: ResourceKind, uid: str, namespace: str, name: str,
+                 cluster: str = DEFAULT_CLUSTER) -> Resource:
+    """A new mirror row (not saved) for the object `uid` of `kind` in `cluster`."""
     namespace = namespace if kind.namespaced else ""
     return Resource(
         uid=uid,
-        key=kind.request(namespace, name).key(),
+        cluster=cluster,
+        key=key_join(cluster, kind.request(namespace, name).key()),
         group=kind.group,
         version=kind.version,
         plural=kind.plural,
@@ -242,7 +256,7 @@ def mirror_observed(resource: Resource, obj: ObservedObject, now: datetime, *, s
         return False
     resource.namespace = obj.namespace if obj.kind.namespaced else ""
     resource.name = obj.name
-    resource.key = obj.kind.request(resource.namespace, obj.name).key()
+    resource.key = key_join(resource.cluster, obj.kind.request(resource.namespace, obj.name).key())  # row's cluster
     resource.generation = obj.generation
     resource.observed_generation = obj.observed_generation
     resource.resource_version = obj.resource_version

@@ -76,7 +76,8 @@ def reconcile_record_one_statement(
     if revision_due is None:
         return None
     now = timezone.now()
-    shadow = Resource(id=head.id, uid=obj.uid, kind=head.kind, namespace=head.namespace, name=head.name,
+    shadow = Resource(id=head.id, uid=obj.uid, cluster=obj.cluster, kind=head.kind, namespace=head.namespace,
+                      name=head.name,
                       phase=head.phase, phase_since=head.phase_since, last_transition_seq=head.last_transition_seq,
                       last_transition_hash=head.last_transition_hash, last_revision_seq=head.last_revision_seq,
                       generation=obj.generation, resource_version=obj.resource_version)

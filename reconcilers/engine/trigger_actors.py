@@ -79,7 +79,7 @@ def loops_recorded(uid: str, found: list[dict[str, Any]], controller: str) -> li
     looping = [t for t in found if t.get("loop")]
     if not looping:
         return []
-    resource = Resource.objects.filter(uid=uid).only("id", "phase", "generation").first()
+    resource = Resource.objects.filter(uid=uid).only("id", "cluster", "phase", "generation").first()
     if resource is None:
         return []
     ids, since = [], timezone.now() - timedelta(minutes=1)
@@ -93,7 +93,8 @@ def loops_recorded(uid: str, found: list[dict[str, Any]], controller: str) -> li
         detail = (f"a reconcile loop: {triggers.describe(trigger)} enqueued this object {trigger['loop']} times "
                   f"within a minute (more than {triggers.LOOP_PER_MINUTE})")
         ids.append(Anomaly.objects.create(
-            resource=resource, from_phase=resource.phase, to_phase=resource.phase, reason="ReconcileLoop",
+            resource=resource, cluster=resource.cluster, from_phase=resource.phase, to_phase=resource.phase,
+            reason="ReconcileLoop",
             message=detail, detail=detail, generation=resource.generation,
             actor=str(trigger.get("actor") or actors.UNKNOWN)[:255],
             category=AnomalyCategory.LOOP,

@@ -44,7 +44,8 @@ class Transition(AppendOnlyModel):
     prev_hash = models.CharField(max_length=64, blank=True)
     hash = models.CharField(max_length=64)
     hash_version = models.PositiveSmallIntegerField(
-        default=2, db_default=2, help_text="the hash format (reconcilers.engine.audit): 1 before migration 0007")
+        default=3, db_default=2,
+        help_text="the hash format (reconcilers.engine.audit): 1 before migration 0007, 2 before 0021")
 
     class Meta:
         base_manager_name = "objects"
@@ -155,7 +156,8 @@ class SpecRevision(AppendOnlyModel):
     prev_hash = models.CharField(max_length=64, blank=True)
     hash = models.CharField(max_length=64)
     hash_version = models.PositiveSmallIntegerField(
-        default=2, db_default=2, help_text="the hash format (reconcilers.engine.audit): 1 before migration 0007")
+        default=3, db_default=2,
+        help_text="the hash format (reconcilers.engine.audit): 1 before migration 0007, 2 before 0021")
 
     class Meta:
         base_manager_name = "objects"

@@ -120,7 +120,8 @@ class HealingRecord(AppendOnlyModel):
     created_at = models.DateTimeField(default=timezone.now)
     prev_hash = models.CharField(max_length=64, blank=True)
     hash = models.CharField(max_length=64)
-    hash_version = models.PositiveSmallIntegerField(default=2, db_default=2)
+    hash_version = models.PositiveSmallIntegerField(
+        default=3, db_default=2, help_text="the hash format (reconcilers.engine.audit): 2 before migration 0021")
 
     class Meta:
         base_manager_name = "objects"

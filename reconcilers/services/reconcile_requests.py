@@ -80,8 +80,10 @@ def reconcile_request_create(
     uid = obj["metadata"]["uid"]
     try:
         with transaction.atomic():
+            resource = Resource.objects.filter(uid=uid).first()
             request = ReconcileRequest.objects.create(
-                resource=Resource.objects.filter(uid=uid).first(),
+                resource=resource,
+                cluster=resource.cluster if resource is not None else req.cluster,  # its resource's, else the key's
                 key=key,
                 token=request_token(),
                 actor=actor,

@@ -90,7 +90,8 @@ def record_phases(uid: str, phases: Iterable[str]) -> list[Transition]:
 def tamper(statements: Sequence[str | tuple[str, Sequence[Any]]]) -> None:
     """Run SQL behind the ORM's back, as a DBA could: on PostgreSQL with the append-only triggers disabled
     (ALTER TABLE ... DISABLE TRIGGER ALL) for the duration, then enabled again."""
-    tables = ("reconcilers_transition", "reconcilers_reconcilerun", "reconcilers_healingrecord")
+    tables = ("reconcilers_transition", "reconcilers_reconcilerun", "reconcilers_healingrecord",
+              "reconcilers_specrevision")
     with connection.cursor() as cursor:
         if connection.vendor == "postgresql":
             cursor.execute("SET CONSTRAINTS ALL IMMEDIATE")  # ALTER TABLE needs no pending (deferred) FK checks

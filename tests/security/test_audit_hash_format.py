@@ -1,5 +1,6 @@
-"""Issue 20: hash format 2 covers who and what, `resource_id` included; format 1 rows keep verifying; a row
-moved into another resource's history is named by audit_verify."""
+"""Issue 20: hash format 2 covers who and what, `resource_id` included (format 3, issue 41, the cluster too:
+tests/reconcilers/engine/test_audit_clusters.py); format 1 rows keep verifying; a row moved into another
+resource's history is named by audit_verify."""
 
 from __future__ import annotations
 
@@ -13,9 +14,9 @@ from tests.reconcilers.audit_support import edit_row, record_phases, tamper
 pytestmark = pytest.mark.django_db
 
 
-def test_new_rows_are_format_2_and_their_hash_covers_the_resource_row():
+def test_new_rows_are_format_3_and_their_hash_covers_the_resource_row():
     (row,) = record_phases("uid-a", ["Pending"])
-    assert row.hash_version == HASH_VERSION == 2
+    assert row.hash_version == HASH_VERSION == 3
     fields = row_fields(row)
     assert fields["resource_id"] == row.resource_id and transition_hash(fields, "") == row.hash
     assert transition_hash(dict(fields, resource_id=row.resource_id + 1), "") != row.hash
@@ -25,7 +26,8 @@ def test_new_rows_are_format_2_and_their_hash_covers_the_resource_row():
 
 def test_a_format_1_row_keeps_verifying_with_format_1():
     (row,) = record_phases("uid-a", ["Pending"])
-    v1 = transition_hash({k: v for k, v in row_fields(row).items() if k not in ("hash_version", "resource_id")}, "")
+    v1 = transition_hash({k: v for k, v in row_fields(row).items()
+                          if k not in ("hash_version", "resource_id", "cluster")}, "")
     tamper([("UPDATE reconcilers_transition SET hash_version = 1, hash = %s WHERE id = %s", (v1, row.id))])
     Resource.objects.filter(uid="uid-a").update(last_transition_hash=v1)
     assert chain_verify().ok
@@ -40,7 +42,7 @@ def test_a_transition_moved_into_another_resources_history_is_named(version, cap
     if version == 1:  # rehash uid-a's chain in format 1, as rows written before migration 0007 are
         prev = ""
         for row in rows:
-            fields = {k: v for k, v in row_fields(row).items() if k not in ("hash_version", "resource_id")}
+            fields = {k: v for k, v in row_fields(row).items() if k not in ("hash_version", "resource_id", "cluster")}
             digest = transition_hash(fields, prev)
             tamper([("UPDATE reconcilers_transition SET hash_version = 1, prev_hash = %s, hash = %s WHERE id = %s",
                      (prev, digest, row.id))])

@@ -13,9 +13,12 @@ unattributed, and `attribution`: how, or why not), by `attribution`: the object'
 about itself, and for an Event about a Pod or ReplicaSet only while its workload revision (its ReplicaSet's pod
 template, a StatefulSet Pod's controller revision) is the one the workload makes now.
 
-Cost per batch, whatever its size: one query for the mirrored uids, one for the counts archived before, one
-INSERT (`sqljson.insert_rows`, `bulk_create(ignore_conflicts=True)` in one JSON parameter on PostgreSQL:
-the unique (event_uid, count) makes a repeated observation a no-op).
+Each row carries the cluster of the object it is filed under (issue 41: `cluster`).
+
+Cost per batch, whatever its size: one query for the mirrored uids, one for the counts archived before, one for
+the clusters of objects the batch is the first to be filed under (remembered by the resolver), one INSERT
+(`sqljson.insert_rows`, `bulk_create(ignore_conflicts=True)` in one JSON parameter on PostgreSQL: the unique
+(event_uid, count) makes a repeated observation a no-op).
 
 One row per observation (an Event's uid and its `count`). Its `occurrences` (the anomaly rules sum them) and its
 times are bounded by what the controller observed, not by what the Event claims (`event_bounds`): at most the
@@ -33,6 +36,7 @@ from typing import Any
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
+from reconcilers.core.clusters import DEFAULT_CLUSTER
 from reconcilers.engine.healing.attribution import Attribution, attribute
 from reconcilers.engine.healing.event_bounds import observed_occurrences, observed_times
 from reconcilers.engine.healing.lineage import ObjectRef
@@ -109,12 +113,13 @@ def _cut(value: Any, length: int) -> str:
 
 
 def _row(event: dict[str, Any], ref: ObjectRef, resource_id: int, count: int, occurrences: int,
-         now: datetime, attribution: Attribution) -> KubeEvent:
+         now: datetime, attribution: Attribution, cluster: str) -> KubeEvent:
     meta = event.get("metadata") or {}
     first, last = observed_times(*event_times(event), now)
     source = event.get("reportingComponent") or (event.get("source") or {}).get("component") or ""
     return KubeEvent(
-        resource_id=resource_id, event_uid=_cut(meta.get("uid"), 64), count=count, occurrences=occurrences,
+        resource_id=resource_id, cluster=cluster, event_uid=_cut(meta.get("uid"), 64), count=count,
+        occurrences=occurrences,
         namespace=_cut(meta.get("namespace"), 63), name=_cut(meta.get("name"), 253), type=_cut(event.get("type"), 16),
         reason=_cut(event.get("reason"), 128), message=str(event.get("message") or ""),
         involved_api_version=_cut(ref.api_version, 253), involved_kind=_cut(ref.kind, 63),
@@ -156,6 +161,8 @@ def events_archive(batch: Sequence[EventPair], resolver: OwnerResolver) -> int:
     if not latest:
         return 0
     archived: dict[str, int] = pairs_by_key(KubeEvent, "event_uid", "count", latest, greatest=True)
+    # each Event is archived in the cluster of the resource it is filed under
+    cluster_of = resolver.clusters(filed[ref.uid] for _event, ref in latest.values())
     now = timezone.now()
     rows = []
     for uid, (event, ref) in latest.items():
@@ -166,6 +173,6 @@ def events_archive(batch: Sequence[EventPair], resolver: OwnerResolver) -> int:
         attribution = attributions[ref.uid]
         assert attribution is not None  # dropped above
         rows.append(_row(event, ref, filed[ref.uid], count, observed_occurrences(count, before, seen[uid]), now,
-                         attribution))
+                         attribution, cluster_of.get(filed[ref.uid], DEFAULT_CLUSTER)))
     insert_rows(rows)
     return len(rows)

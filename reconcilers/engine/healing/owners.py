@@ -77,6 +77,7 @@ class OwnerResolver:
         self.api_calls = 0  # objects read from the API (tests, logs)
         #: the current revision of the workloads lineages name (`attribution`), read through the same GET
         self.revisions = CurrentRevisions(self._read_workload, clock=clock)
+        self._clusters: dict[int, str] = {}  # Resource id -> its cluster (a row's cluster never changes)
 
     # -- the cache -----------------------------------------------------------------------------------------
 
@@ -241,6 +242,22 @@ class OwnerResolver:
             looked_up.update(owners)
             level = [ref for uid, ref in owners.items() if uid not in ids]
         return fetched
+
+    def clusters(self, resource_ids: Iterable[int]) -> dict[int, str]:
+        """The cluster of each Resource row `resource_ids` names (those that exist), remembered (at most
+        `max_entries`): a batch filed under known objects costs no query."""
+        wanted = set(resource_ids)
+        with self._lock:
+            found = {pk: self._clusters[pk] for pk in wanted if pk in self._clusters}
+        missing = wanted - set(found)
+        if missing:
+            read = pairs_by_key(Resource, "id", "cluster", missing)
+            found.update(read)
+            with self._lock:
+                if len(self._clusters) + len(read) > self.max_entries:
+                    self._clusters.clear()
+                self._clusters.update(read)
+        return found
 
     def resolve(self, refs: Iterable[ObjectRef]) -> dict[str, int]:
         """Involved uid → the id of the Resource row it is filed under, for the refs that have one."""

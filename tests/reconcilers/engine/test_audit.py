@@ -169,14 +169,14 @@ class TestChainVerify:
         fields = dict(row_fields(last), seq=3, from_phase="Running", to_phase="Failed", run_id=None)
         tamper([
             (
-                "INSERT INTO reconcilers_transition (resource_id, resource_uid, kind, namespace, name, seq, from_phase,"
-                " to_phase, reason, message, generation, resource_version, actor, run_id, trace_id, created_at,"
-                " prev_hash, hash) VALUES (%s, %s, %s, %s, %s, 3, 'Running', 'Failed', %s, %s, %s, %s, %s, NULL,"
-                " %s, %s, %s, %s)",
+                "INSERT INTO reconcilers_transition (resource_id, resource_uid, cluster, kind, namespace, name, seq,"
+                " from_phase, to_phase, reason, message, generation, resource_version, actor, run_id, trace_id,"
+                " created_at, prev_hash, hash, hash_version) VALUES (%s, %s, %s, %s, %s, %s, 3, 'Running', 'Failed',"
+                " %s, %s, %s, %s, %s, NULL, %s, %s, %s, %s, %s)",
                 (
-                    last.resource_id, last.resource_uid, last.kind, last.namespace, last.name, last.reason,
-                    last.message, last.generation, last.resource_version, last.actor, last.trace_id,
-                    last.created_at, last.hash, transition_hash(fields, last.hash),
+                    last.resource_id, last.resource_uid, last.cluster, last.kind, last.namespace, last.name,
+                    last.reason, last.message, last.generation, last.resource_version, last.actor, last.trace_id,
+                    last.created_at, last.hash, transition_hash(fields, last.hash), last.hash_version,
                 ),
             )
         ])

@@ -1,6 +1,7 @@
-"""Known hashes pinned: the canonical encoding of every link (transition in hash formats 1 and 2, spec revision in
-both formats, healing record) gives byte-for-byte the digests chains on record were written with, so a change to
-the encoder that would break existing chains fails here before `audit_verify` meets it in a database."""
+"""Known hashes pinned: the canonical encoding of every link (transition in hash formats 1, 2 and 3, spec revision
+in the three formats, healing record in formats 2 and 3) gives byte-for-byte the digests chains on record were
+written with, so a change to the encoder that would break existing chains fails here before `audit_verify` meets it
+in a database."""
 
 from __future__ import annotations
 
@@ -43,6 +44,22 @@ def test_revision_hashes_are_pinned_in_both_formats():
         "14ce2f92a5f59051a54545e6eae62bb2a1fac305059497a2d112d45d296bfdf5")
 
 
+def test_format_3_hashes_cover_the_cluster_and_are_pinned():
+    assert audit.transition_hash(dict(TRANSITION, hash_version=3, resource_id=7, cluster="b"), "ab" * 32) == (
+        "485e95e9bb091b165882477d3f0c95766d7896868116c760c34232c82a36f0de")
+    assert audit.revision_hash(dict(REVISION, hash_version=3, resource_id=7, cluster="b"), "cd" * 32) == (
+        "f30120c747192b60a18bbd4217f61ab28524e336819d7cf85f3b2babc6b15b91")
+    assert audit.healing_hash(dict(HEALING, hash_version=3, cluster="b"), "ef" * 32) == (
+        "d124f78c76562760661fcb20b00ae125e11ba7f54b7402e23253281ee3f46e90")
+    encoded = audit.canonical_encoding(dict(TRANSITION, hash_version=3, resource_id=7, cluster="b"), "")
+    assert b'"cluster":"b"' in encoded and encoded.endswith(b'"v":3}')
+    # format 2 does not read the cluster: a row written before migration 0021 hashes as it did
+    assert audit.transition_hash(dict(TRANSITION, hash_version=2, resource_id=7, cluster="b"), "ab" * 32) == (
+        "efefc7ec02a19178208ca64bc95d3376e33e6f2cd8561c6cdc9aa382069d14d7")
+    assert audit.healing_hash(dict(HEALING, hash_version=2, cluster="b"), "ef" * 32) == audit.healing_hash(
+        HEALING, "ef" * 32)
+
+
 def test_the_healing_encoding_and_hash_are_pinned():
     assert audit.healing_encoding(HEALING, "ef" * 32) == (
         b'{"action":"anomaly.detected","actor":"controller","chain_after":2,'
@@ -58,5 +75,9 @@ def test_a_built_transition_link_is_pinned():
                         phase_since=AT, last_transition_seq=2, last_transition_hash="ab" * 32, generation=4,
                         resource_version="9")
     row = transition_row(resource, to_phase="Degraded", reason="Probe", message="down", at=AT)
-    assert (row.seq, row.prev_hash, row.from_phase, row.hash_version) == (3, "ab" * 32, "Running", 2)
-    assert row.hash == "3e2f86904c73d0bcf59d9120d16d0bb4fc3ab77d874f9d8d9372344f62cbf925"
+    assert (row.seq, row.prev_hash, row.from_phase, row.hash_version, row.cluster) == (
+        3, "ab" * 32, "Running", 3, "default")
+    assert row.hash == "1a41b1af34ca849578a14209619d0ad7ba7044951f4d1d3253eaab3596bc5b4b"
+    # the same link in format 2 (as it was built before migration 0021)
+    assert audit.transition_hash(dict(audit.row_fields(row), hash_version=2), row.prev_hash) == (
+        "3e2f86904c73d0bcf59d9120d16d0bb4fc3ab77d874f9d8d9372344f62cbf925")
