@@ -22,6 +22,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
     p.add_argument("--port", type=int, default=6443, help="port to listen on; 0 picks a free one (default 6443)")
     p.add_argument("--kubeconfig", default="kubesim.kubeconfig", help="where to write the kubeconfig")
+    p.add_argument("--context", default="kubesim",
+                   help="the name of the kubeconfig's context, cluster and user (default kubesim)")
     p.add_argument("--data-dir", default=None, help="persist objects here across restarts")
     auth = p.add_mutually_exclusive_group()
     auth.add_argument("--token", default=None, help="bearer token to require (default: a random one)")
@@ -124,11 +126,11 @@ def options_from_args(args: argparse.Namespace) -> Options:
                    nodes=args.nodes, zones=zones)
 
 
-async def serve(options: Options, kubeconfig: str) -> None:
+async def serve(options: Options, kubeconfig: str, context: str = "kubesim") -> None:
     """Run until SIGINT or SIGTERM."""
     sim = Simulator(options)
     await sim.start()
-    write_kubeconfig(kubeconfig, sim.url, options.token, sim.certificate_pem())
+    write_kubeconfig(kubeconfig, sim.url, options.token, sim.certificate_pem(), name=context)
     print(f"kubesim serving {sim.url} (kubeconfig: {kubeconfig})", flush=True)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -147,7 +149,7 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(name)s %(levelname)s %(message)s",
                         stream=sys.stderr)
     try:
-        asyncio.run(serve(options_from_args(args), args.kubeconfig))
+        asyncio.run(serve(options_from_args(args), args.kubeconfig, args.context))
     except (OSError, ValueError) as e:  # a port in use, an unreadable token file
         print(f"kubesim: {e}", file=sys.stderr)
         return 1

@@ -22,6 +22,7 @@ from typing import Any
 from urllib.parse import quote, urlencode, urlsplit
 
 import urllib3
+import yaml
 from kubernetes import client as k8s
 from kubernetes import config as k8s_config
 from kubernetes.client.exceptions import ApiException
@@ -47,6 +48,7 @@ __all__ = [
     "ensure_object",
     "get_object",
     "kind_for",
+    "kubeconfig_with_context",
     "list_objects",
     "object_path",
     "patch_object",
@@ -66,17 +68,58 @@ Timeout = float | tuple[float, float] | None
 # -- the client ------------------------------------------------------------------------------------------
 
 
-def build_api_client(kubeconfig: str | os.PathLike[str] | None) -> k8s.ApiClient:
-    """A new ApiClient from the kubeconfig file `kubeconfig`, or, None, from the in-cluster service account."""
+def build_api_client(kubeconfig: str | os.PathLike[str] | None, context: str | None = None) -> k8s.ApiClient:
+    """A new ApiClient from the kubeconfig file `kubeconfig` (several joined by ':' are merged, as kubectl's
+    KUBECONFIG) through its `context` (None or '': its current context, as kubectl takes it: the first file's that
+    sets one), or, None, from the in-cluster service account (a `context` then is a ValueError: there is nothing to
+    choose from)."""
     configuration = k8s.Configuration()
     if kubeconfig:
-        k8s_config.load_kube_config(config_file=str(kubeconfig), client_configuration=configuration,
-                                    persist_config=False)
+        context = context or first_current_context(str(kubeconfig))
+        k8s_config.load_kube_config(config_file=str(kubeconfig), context=context or None,
+                                    client_configuration=configuration, persist_config=False)
+    elif context:
+        raise ValueError(f"kubeconfig context {context!r}: no kubeconfig is configured (in-cluster service account)")
     else:
         k8s_config.load_incluster_config(client_configuration=configuration)
     # One connection per informer watch plus the ordinary calls: keep them all pooled.
     configuration.connection_pool_maxsize = max(configuration.connection_pool_maxsize or 0, 32)
     return k8s.ApiClient(configuration)
+
+
+def first_current_context(kubeconfig: str) -> str | None:
+    """The current context of a kubeconfig list (`a:b`) as kubectl takes it: the first file's that sets one (the
+    Python client's merge takes the last's); None for a single file (the client reads it itself)."""
+    paths = [p for p in kubeconfig.split(os.pathsep) if p]
+    if len(paths) < 2:
+        return None
+    for path in paths:
+        try:
+            with open(os.path.expanduser(path)) as f:
+                current = (yaml.safe_load(f) or {}).get("current-context")
+        except FileNotFoundError:
+            continue
+        if current:
+            return str(current)
+    return None
+
+
+def kubeconfig_with_context(source: str | os.PathLike[str], context: str, target: str | os.PathLike[str]) -> None:
+    """Write `source`'s kubeconfig to `target` with its current context, cluster and user all named `context`
+    (so that it merges with other kubeconfigs — `KUBECONFIG=a:b` — without their names colliding: kubesim names
+    all three 'kubesim'); readable only by the owner, as it holds the credentials."""
+    with open(source) as f:
+        doc = yaml.safe_load(f)
+    current = doc.get("current-context") or doc["contexts"][0]["name"]
+    entry = next(c for c in doc["contexts"] if c["name"] == current)
+    cluster = next(c for c in doc["clusters"] if c["name"] == entry["context"]["cluster"])
+    user = next(u for u in doc.get("users") or [] if u["name"] == entry["context"].get("user"))
+    doc.update({"clusters": [{**cluster, "name": context}], "users": [{**user, "name": context}],
+                "contexts": [{"name": context, "context": {**entry["context"], "cluster": context, "user": context}}],
+                "current-context": context})
+    fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as f:
+        yaml.safe_dump(doc, f, sort_keys=False)
 
 
 # -- paths and raw requests -----------------------------------------------------------------------------

@@ -45,6 +45,7 @@ from typing import Any, Protocol, TypeVar
 
 from django.conf import settings
 
+from reconcilers.core.clusters import DEFAULT_CLUSTER, key_join
 from reconcilers.engine import jsonfast
 from reconcilers.engine.leanobject import slim
 
@@ -110,18 +111,20 @@ def usable(obj: dict[str, Any], recorded_version: str) -> bool:
 
 class ChildCache:
     """`childcache.ChildCache` on the workqueue's object cache: `get` while a controller keeps the cache, `put`
-    moves an existing entry forward to an object the run wrote."""
+    moves an existing entry forward to an object the run wrote. The keys asked for are within `cluster` (five
+    parts); the cache's are the workqueue's (the cluster's name in front outside the default cluster)."""
 
-    def __init__(self, queue: Any) -> None:
+    def __init__(self, queue: Any, cluster: str = DEFAULT_CLUSTER) -> None:
         self.queue = queue
+        self.cluster = cluster
 
     def get(self, key: str) -> dict[str, Any] | None:
         """The cached child under `key`, or None (no entry, unreadable, or no controller keeps the cache)."""
-        return decode(self.queue.cached_child(key))
+        return decode(self.queue.cached_child(key_join(self.cluster, key)))
 
     def put(self, key: str, obj: dict[str, Any]) -> None:
         """Move `key`'s entry forward to `obj` (only an entry that exists, only to a newer version)."""
-        self.queue.cache_refresh(key, *encode_child(obj))
+        self.queue.cache_refresh(key_join(self.cluster, key), *encode_child(obj))
 
 
 class Recorded(Protocol):
@@ -153,8 +156,8 @@ def read(cached: bytes | str | None, get: Callable[[], dict[str, Any]], recorded
     return obj, state, source
 
 
-def child_cache(queue: Any, recorded: str | None) -> ChildCache | None:
-    """The children's cache a run's applies consult (`ChildCache` on `queue`), or None while the cache is off, and
-    for a run of an object with no phase on record yet (its first): its children are not there yet (in a burst,
-    half of all lookups would find nothing) and an apply is always safe."""
-    return ChildCache(queue) if recorded and enabled() else None
+def child_cache(queue: Any, recorded: str | None, cluster: str = DEFAULT_CLUSTER) -> ChildCache | None:
+    """The children's cache a run's applies consult (`ChildCache` on `queue`, of the run's `cluster`), or None while
+    the cache is off, and for a run of an object with no phase on record yet (its first): its children are not
+    there yet (in a burst, half of all lookups would find nothing) and an apply is always safe."""
+    return ChildCache(queue, cluster) if recorded and enabled() else None

@@ -18,6 +18,7 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from reconcilers.core import actors
+from reconcilers.core.clusters import DEFAULT_CLUSTER
 from reconcilers.core.reconciler import Reconciler
 from reconcilers.core.statemachine import StateMachine
 from reconcilers.engine import provenance
@@ -52,6 +53,7 @@ class Deletion:
     uid: str
     obj: dict | None = None
     how: str = "deleted from the cluster"
+    cluster: str = DEFAULT_CLUSTER  # the cluster it was deleted from (a row first created here is filed there)
 
 
 def resource_deletions_record(deletions: Sequence[Deletion]) -> list[Transition]:
@@ -78,7 +80,7 @@ def resource_deletions_record(deletions: Sequence[Deletion]) -> list[Transition]
         appended.clear()
         try:
             with transaction.atomic():
-                observed = {uid: ObservedObject.from_api(d.reconciler.resource, d.obj)
+                observed = {uid: ObservedObject.from_api(d.reconciler.resource, d.obj, d.cluster)
                             for uid, d in by_uid.items() if d.obj is not None and _has_uid(d.obj, uid)}
                 rows = resources_locked(observed) if observed else {}
                 rest = sorted(set(by_uid) - set(rows))
@@ -108,13 +110,15 @@ def resource_deletions_record(deletions: Sequence[Deletion]) -> list[Transition]
 
 
 def resource_mirror_sweep(reconciler: Reconciler, present: set[str], *, namespace: str | None = None,
-                          listed_at: datetime | None = None) -> list[str]:
-    """After a (re-)list of `reconciler`'s kind: record as deleted (`resource_deletions_record`) every live mirror
-    row of that kind (in `namespace`, when the list was limited to one) whose uid is not in `present`, the uids
-    the cluster has. Only rows created before `listed_at` (when the list began) are candidates: a row created
-    since belongs to an object the list could not have seen yet. Returns the uids recorded deleted."""
+                          listed_at: datetime | None = None, cluster: str = DEFAULT_CLUSTER) -> list[str]:
+    """After a (re-)list of `reconciler`'s kind in `cluster`: record as deleted (`resource_deletions_record`)
+    every live mirror row of that kind in that cluster (in `namespace`, when the list was limited to one) whose
+    uid is not in `present`, the uids the cluster has. Rows of any other cluster are never candidates: one
+    cluster's list says nothing about another's objects. Only rows created before `listed_at` (when the list
+    began) are candidates: a row created since belongs to an object the list could not have seen yet. Returns the
+    uids recorded deleted."""
     kind = reconciler.resource
-    rows = Resource.objects.filter(group=kind.group, plural=kind.plural, deleted=False)
+    rows = Resource.objects.filter(cluster=cluster, group=kind.group, plural=kind.plural, deleted=False)
     if namespace is not None and kind.namespaced:
         rows = rows.filter(namespace=namespace)
     if listed_at is not None:

@@ -19,25 +19,27 @@ from datetime import datetime
 from django.db import connection, transaction
 from django.utils import timezone
 
+from reconcilers.core.clusters import DEFAULT_CLUSTER
 from reconcilers.core.reconciler import ResourceKind
 from reconcilers.engine.recording_rows import MIRROR_FIELDS, ObservedObject, mirror_observed, new_resource
 from reconcilers.engine.sqljson import execute, json_row, jsonb, table
 from reconcilers.models import Resource
 
 
-def resource_mirror_upsert(kind: ResourceKind, obj: dict) -> None:
-    """Create or refresh the mirror of a live object (as the API returned it): metadata, spec, status,
-    generation, labels, owner. Never the phase, its reason or the chain head (the recording owns those).
+def resource_mirror_upsert(kind: ResourceKind, obj: dict, cluster: str = DEFAULT_CLUSTER) -> None:
+    """Create or refresh the mirror of a live object of `cluster` (as the API returned it): metadata, spec,
+    status, generation, labels, owner. Never the phase, its reason or the chain head (the recording owns those).
     An object not newer than the mirror (numeric resourceVersion at or below the recorded one) changes nothing."""
-    resource_mirror_write([(kind, obj)])
+    resource_mirror_write([(kind, obj)], cluster=cluster)
 
 
-def resource_mirror_write(objects: list[tuple[ResourceKind, dict]], deleted: Sequence[str] = ()) -> None:
-    """`resource_mirror_upsert` for many objects and `resource_mirror_mark_deleted` for the `deleted` uids, in
-    one transaction. On PostgreSQL the objects are one upsert statement (`mirror_upsert`); elsewhere
-    the existing rows are locked in one query (in uid order, so two writers never deadlock), the missing ones
-    created, the changed ones updated. Each uid is written at most once (its last object)."""
-    latest = {o.uid: o for o in (ObservedObject.from_api(kind, obj) for kind, obj in objects)}
+def resource_mirror_write(objects: list[tuple[ResourceKind, dict]], deleted: Sequence[str] = (), *,
+                          cluster: str = DEFAULT_CLUSTER) -> None:
+    """`resource_mirror_upsert` for many objects of `cluster` and `resource_mirror_mark_deleted` for the
+    `deleted` uids, in one transaction. On PostgreSQL the objects are one upsert statement (`mirror_upsert`);
+    elsewhere the existing rows are locked in one query (in uid order, so two writers never deadlock), the missing
+    ones created, the changed ones updated. Each uid is written at most once (its last object)."""
+    latest = {o.uid: o for o in (ObservedObject.from_api(kind, obj, cluster) for kind, obj in objects)}
     if connection.vendor == "postgresql":  # one statement (mirror_upsert): no lock taken in Python
         with transaction.atomic() if deleted else nullcontext():
             mirror_upsert(latest, timezone.now())
@@ -83,7 +85,8 @@ def resources_locked(objects: dict[str, ObservedObject]) -> dict[str, Resource]:
     missing = sorted(set(objects) - set(rows))
     if missing:  # created, or found created concurrently (that transaction has committed: its row is there)
         Resource.objects.bulk_create(
-            [new_resource(o.kind, uid, o.namespace, o.name) for uid, o in objects.items() if uid in missing],
+            [new_resource(o.kind, uid, o.namespace, o.name, o.cluster)
+             for uid, o in objects.items() if uid in missing],
             ignore_conflicts=True,
         )
         rows.update(lock(missing))
@@ -103,7 +106,7 @@ def mirror_upsert(objects: dict[str, ObservedObject], now: datetime) -> None:
     rows = []
     for uid in sorted(objects):
         o = objects[uid]
-        row = new_resource(o.kind, uid, o.namespace, o.name)
+        row = new_resource(o.kind, uid, o.namespace, o.name, o.cluster)
         mirror_observed(row, o, now)
         row.deleted, row.deleted_at = False, None  # the mirror batch never marks deleted (see resource_mirror_write)
         row.created_at = row.updated_at = now

@@ -133,14 +133,17 @@ class Run(QueueActions):
     def _execute(self, span: Any) -> str:
         rec = self.reconciler
         with self._part(span, "read"):  # the object, its state on record, its suspension
-            api = apiclient.get_api_client()
+            try:  # the client of the key's cluster: one this process cannot reach fails the run, never another's
+                api = apiclient.get_api_client(self.request.cluster)
+            except apiclient.UnknownCluster as exc:
+                return self._unreachable_cluster(exc)
             try:
                 obj, state = self._read(api)
             except _NotRead as stop:
                 return stop.result
             span.set_attributes({**self._attributes(obj), "opsconsole.read": self.read_from})
             if state is None and suspend.annotated(obj) is not None:  # a suspension needs a record to be on
-                recording.resource_mirror_upsert(rec.resource, obj)
+                recording.resource_mirror_upsert(rec.resource, obj, self.request.cluster)
                 state = healing_state.resource_state(obj["metadata"]["uid"], head=True)
             check = suspend.suspension_check(api, rec, obj, state)
             if check.skip:
@@ -159,12 +162,13 @@ class Run(QueueActions):
                                                     trace_id=self.trace_id if span.is_recording() else None)
                 if others:
                     span.set_attribute("opsconsole.request.trace_id", others)
+            children = objectcache.child_cache(self.queue, recorded, self.request.cluster)
             with run_keep.RunKeeper(rec, self.key, obj, recorded, self.queue) as keeper:  # inputs, verbosity
                 outcome = step.reconcile_step(rec, api, obj, recorded, span=span,
                                               lease_held=lambda: not self.renewer.lost,
                                               request_annotations=annotations,
                                               healing=healing_state.healing_view(state, obj),
-                                              child_cache=objectcache.child_cache(self.queue, recorded),
+                                              child_cache=children,
                                               engine_wrote=provenance.engine_wrote_checker(self.queue.redis))
             provenance.outcome_noted(self.queue.redis, rec.resource, obj, recorded, outcome)
             if self.triggers:
@@ -180,7 +184,7 @@ class Run(QueueActions):
                 **self._attributes(obj), "opsconsole.error": f"{outcome.error_class}: {outcome.error_message}"[:500]
                 if outcome.error_class else ""})
         with self._part(span, "record"):  # the run's row (its operator version looked up), transitions, mirror
-            observed = recording.ObservedObject.from_api(rec.resource, outcome.obj)
+            observed = recording.ObservedObject.from_api(rec.resource, outcome.obj, self.request.cluster)
             run_record = self._run_record(outcome.result, outcome.error_class, outcome.error_message, outcome.token)
             span.set_attribute("opsconsole.run.duration_seconds", run_record.duration_seconds)
             record = recording.reconcile_record(
@@ -253,6 +257,16 @@ class Run(QueueActions):
             self.queue.forget(self.key)
             raise _NotRead("success")
         return obj
+
+    def _unreachable_cluster(self, exc: Exception) -> str:
+        """The key's cluster is not registered, was removed or cannot be reached through its context: the run is
+        recorded failed with why, and the key forgotten (no retry: a new event of that cluster enqueues it again
+        once its controller runs)."""
+        self.error_class = "UnknownCluster"
+        log.error("%s: %s", self.key, exc)
+        self._record_unobserved(f"cluster {self.request.cluster!r}: {exc}"[:2000])
+        self.queue.forget(self.key)
+        return "error"
 
     def _failed(self, exc: Exception) -> str:
         """The run broke outside the reconcile itself (the database or Redis away): nothing of it was recorded

@@ -14,6 +14,7 @@ from typing import Any
 
 from django.db import transaction
 
+from reconcilers.core.clusters import DEFAULT_CLUSTER
 from reconcilers.core.reconciler import Reconciler
 from reconcilers.engine import dispatch, objectcache, recording, triggers
 from reconcilers.engine.checkpoint import checkpoint_write as _checkpoint_write
@@ -97,29 +98,33 @@ def pump() -> int:
     return dispatch.pump()
 
 
-def mirror_write(updates: list[MirrorUpdate]) -> None:
-    """The batch, atomically: live objects upserted (one statement on PostgreSQL), deleted ones recorded deleted
-    (their kind's reconciler known) or only marked deleted."""
-    gone = [recording.Deletion(u.reconciler, u.uid, u.obj, DELETED_EVENT) for u in updates
+def mirror_write(updates: list[MirrorUpdate], cluster: str = DEFAULT_CLUSTER) -> None:
+    """The batch of `cluster`'s objects, atomically: live objects upserted (one statement on PostgreSQL), deleted
+    ones recorded deleted (their kind's reconciler known) or only marked deleted."""
+    gone = [recording.Deletion(u.reconciler, u.uid, u.obj, DELETED_EVENT, cluster) for u in updates
             if u.deleted and u.reconciler is not None]
     # live objects only (the usual batch): one statement on PostgreSQL, which needs no transaction around it
     with transaction.atomic() if any(u.deleted for u in updates) else nullcontext():
         recording.resource_mirror_write([(u.kind, u.obj) for u in updates if not u.deleted],
-                                        [u.uid for u in updates if u.deleted and u.reconciler is None])
+                                        [u.uid for u in updates if u.deleted and u.reconciler is None],
+                                        cluster=cluster)
         recording.resource_deletions_record(gone)
 
 
-def mirror_versions(reconciler: Reconciler) -> dict[str, str]:
-    """The resourceVersion last recorded of each live mirror row of `reconciler`'s kind, by uid (a hot standby's
-    takeover hands off the objects whose version differs)."""
+def mirror_versions(reconciler: Reconciler, cluster: str = DEFAULT_CLUSTER) -> dict[str, str]:
+    """The resourceVersion last recorded of each live mirror row of `reconciler`'s kind in `cluster`, by uid (a
+    hot standby's takeover hands off the objects whose version differs)."""
     kind = reconciler.resource
-    rows = Resource.objects.filter(group=kind.group, plural=kind.plural, deleted=False)
+    rows = Resource.objects.filter(cluster=cluster, group=kind.group, plural=kind.plural, deleted=False)
     return dict(rows.values_list("uid", "resource_version").iterator(chunk_size=5000))
 
 
-def mirror_sweep(reconciler: Reconciler, present: set[str], namespace: str | None, listed_at: Any) -> list[str]:
-    """Record as deleted the live mirror rows of `reconciler`'s kind not `present` (recording.resource_mirror_sweep)."""
-    return recording.resource_mirror_sweep(reconciler, present, namespace=namespace, listed_at=listed_at)
+def mirror_sweep(reconciler: Reconciler, present: set[str], namespace: str | None, listed_at: Any,
+                 cluster: str = DEFAULT_CLUSTER) -> list[str]:
+    """Record as deleted the live mirror rows of `reconciler`'s kind in `cluster` not `present`
+    (recording.resource_mirror_sweep: never a row of another cluster)."""
+    return recording.resource_mirror_sweep(reconciler, present, namespace=namespace, listed_at=listed_at,
+                                           cluster=cluster)
 
 
 def depth_record(depth: int) -> None:

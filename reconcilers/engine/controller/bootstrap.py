@@ -16,7 +16,7 @@ from __future__ import annotations
 import copy
 import logging
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -59,13 +59,14 @@ def wait_for_api(api: Any, timeout: float = 60.0, interval: float = 0.5) -> dict
             time.sleep(interval)
 
 
-def connect(timeout: float = 60.0, interval: float = 0.5) -> Any:
-    """The process's shared ApiClient once it can be built and the API answers (the kubeconfig may not
-    exist yet when the controller starts together with kubesim). BootstrapError after `timeout`."""
+def connect(timeout: float = 60.0, interval: float = 0.5, build: Callable[[], Any] | None = None) -> Any:
+    """The process's shared ApiClient (or the one `build` makes) once it can be built and the API answers (the
+    kubeconfig may not exist yet when the controller starts together with kubesim). BootstrapError after
+    `timeout`."""
     deadline = time.monotonic() + timeout
     while True:
         try:
-            api = apiclient.get_api_client()
+            api = (build or apiclient.get_api_client)()
         except Exception as exc:  # e.g. the kubeconfig is not written yet
             if time.monotonic() >= deadline:
                 raise BootstrapError(f"no Kubernetes client configuration within {timeout:.0f}s: {exc}") from exc

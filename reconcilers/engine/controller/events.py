@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from reconcilers.core.clusters import DEFAULT_CLUSTER, key_join
 from reconcilers.core.meta import (
     AUTO_ROLLBACK,
     FLUX_REQUESTED_AT,
@@ -39,11 +40,12 @@ class InformerEvent:
     kind: ResourceKind
     obj: dict[str, Any]
     old: dict[str, Any] | None = None
+    cluster: str = DEFAULT_CLUSTER  # the cluster the informer watches
 
     @property
     def key(self) -> str:
-        """The reconcile key of the object."""
-        return object_key(self.kind, self.obj)
+        """The reconcile key of the object (its cluster's prefix outside the default cluster)."""
+        return object_key(self.kind, self.obj, self.cluster)
 
     @property
     def uid(self) -> str:
@@ -54,10 +56,11 @@ def _meta(obj: dict[str, Any] | None) -> dict[str, Any]:
     return (obj or {}).get("metadata") or {}
 
 
-def object_key(kind: ResourceKind, obj: dict[str, Any]) -> str:
-    """The reconcile key (`group/version/plural/namespace/name`) of one object of `kind`."""
+def object_key(kind: ResourceKind, obj: dict[str, Any], cluster: str = DEFAULT_CLUSTER) -> str:
+    """The reconcile key of one object of `kind` in `cluster`: `group/version/plural/namespace/name`, with the
+    cluster's name in front outside the default cluster (`reconcilers.core.clusters`)."""
     meta = _meta(obj)
-    return kind.request(meta.get("namespace") or "", meta["name"]).key()
+    return key_join(cluster, kind.request(meta.get("namespace") or "", meta["name"]).key())
 
 
 def annotation(obj: dict[str, Any] | None, name: str) -> str | None:
@@ -137,7 +140,7 @@ def owner_keys(
             key = lookup(owner, str(ref.get("uid") or ""))
             if key is None and ref.get("name"):
                 namespace = _meta(obj).get("namespace") or ""
-                key = owner.request(namespace, ref["name"]).key()
+                key = key_join(event.cluster, owner.request(namespace, ref["name"]).key())
             if key is not None:
                 keys.add(key)
     return keys

@@ -31,6 +31,7 @@ from typing import Any
 
 from urllib3.exceptions import HTTPError
 
+from reconcilers.core.clusters import DEFAULT_CLUSTER
 from reconcilers.core.reconciler import ResourceKind
 from reconcilers.engine import kube, metrics, supervise
 from reconcilers.engine.controller.events import ADDED, DELETED, MODIFIED, InformerEvent, object_key
@@ -62,9 +63,11 @@ class Informer(ObjectStore):
         on_listed: Listed | None = None,
         keep: Keep | None = None,
         index_uids: bool = True,
+        cluster: str = DEFAULT_CLUSTER,
     ) -> None:
         self.api = api
         self.kind = kind
+        self.cluster = cluster  # the cluster `api` reaches: its name prefixes the keys (object_key)
         self.handler = handler
         self.on_listed = on_listed
         self.namespace = namespace
@@ -119,7 +122,7 @@ class Informer(ObjectStore):
                     continue
                 raise
             for obj in page.items:
-                key = object_key(self.kind, obj)
+                key = object_key(self.kind, obj, self.cluster)
                 listed.add(key)
                 changes += self._apply(ADDED, key, obj)
             if not page.continue_token:
@@ -194,7 +197,7 @@ class Informer(ObjectStore):
     def _on_watch_event(self, event: kube.WatchEvent) -> int:
         changes = 0
         if event.type in (ADDED, MODIFIED, DELETED):
-            changes = self._apply(event.type, object_key(self.kind, event.object), event.object)
+            changes = self._apply(event.type, object_key(self.kind, event.object, self.cluster), event.object)
         elif event.type != "BOOKMARK":
             log.warning("%r: unexpected watch event type %r", self, event.type)
         if event.resource_version:
@@ -207,14 +210,14 @@ class Informer(ObjectStore):
         old = self.replace(etype == DELETED, key, obj)
         events: list[InformerEvent] = []
         if etype == DELETED:
-            events.append(InformerEvent(DELETED, self.kind, obj, old))
+            events.append(InformerEvent(DELETED, self.kind, obj, old, self.cluster))
         elif old is None:
-            events.append(InformerEvent(ADDED, self.kind, obj))
+            events.append(InformerEvent(ADDED, self.kind, obj, None, self.cluster))
         elif str(old["metadata"].get("uid") or "") != uid:  # deleted and re-created while we were not looking
-            events.append(InformerEvent(DELETED, self.kind, old, old))
-            events.append(InformerEvent(ADDED, self.kind, obj))
+            events.append(InformerEvent(DELETED, self.kind, old, old, self.cluster))
+            events.append(InformerEvent(ADDED, self.kind, obj, None, self.cluster))
         elif old["metadata"].get("resourceVersion") != obj["metadata"].get("resourceVersion"):
-            events.append(InformerEvent(MODIFIED, self.kind, obj, old))
+            events.append(InformerEvent(MODIFIED, self.kind, obj, old, self.cluster))
         for ev in events:
             try:
                 self.handler(ev)

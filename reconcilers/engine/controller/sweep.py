@@ -1,6 +1,7 @@
 """After every (re-)list of a watched kind: record as deleted the mirror's live rows of a reconciled kind the
 cluster no longer has (objects deleted while no controller watched), and prune the object cache entries the
-(re-)list of a reconciled or owned kind no longer has. A sweep that fails is tried again after SWEEP_RETRY_SECONDS.
+(re-)list of a reconciled or owned kind no longer has — of the controller's own cluster only: its rows, and the
+cache entries under its keys' prefix. A sweep that fails is tried again after SWEEP_RETRY_SECONDS.
 """
 
 from __future__ import annotations
@@ -9,6 +10,7 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
+from reconcilers.core.clusters import key_join
 from reconcilers.core.reconciler import Reconciler
 from reconcilers.engine.controller.dbconn import close_old_db_connections
 from reconcilers.engine.controller.handoff import Handoff
@@ -51,7 +53,8 @@ class Sweeps:
             try:
                 if self.cache_prune is not None:  # entries of objects deleted while no controller watched
                     kind = informer.kind
-                    self.cache_prune(f"{kind.group}/{kind.version}/{kind.plural}/", informer.keys())
+                    self.cache_prune(key_join(informer.cluster, f"{kind.group}/{kind.version}/{kind.plural}/"),
+                                     informer.keys())
                 gone = (self.mirror_sweep(self.kinds.reconciler_of[sweep.kind], informer.uids(), informer.namespace,
                                           sweep.listed_at)
                         if self.mirror_sweep is not None and sweep.kind in self.kinds.primary else [])

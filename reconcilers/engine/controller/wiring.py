@@ -13,12 +13,14 @@ object cache's (objectcache.enabled).
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
 from django.conf import settings
 
+from reconcilers.core.clusters import DEFAULT_CLUSTER
 from reconcilers.core.reconciler import Reconciler
 from reconcilers.engine.controller import adapters
 from reconcilers.engine.controller.archive import EventsArchive
@@ -117,6 +119,7 @@ def build_controller(
     heal_enqueue: Callable[..., Any] | None = None,
     standby: str = "cold",
     mirror_versions: MirrorVersions | None = None,
+    cluster: str = DEFAULT_CLUSTER,
 ) -> Controller:
     """A `Controller` for `reconcilers` with every collaborator built. A callable passed replaces its default
     backend (tests): `enqueue` (one key → sent?) replaces the batched enqueue, and a test that fakes the enqueue
@@ -127,10 +130,18 @@ def build_controller(
     the Events archive, healing, audit checkpoints, the mirror's ghost sweep — runs only while it answers True)
     and `heal_enqueue` (healing's way into the handoff, unfiltered). `standby="hot"`: while not leading, the
     informers list and watch behind a closed gate and the takeover hands off only what may need work (standby.py;
-    `mirror_versions` replaces the mirror's resourceVersions read there); "cold": they start on acquiring."""
+    `mirror_versions` replaces the mirror's resourceVersions read there); "cold": they start on acquiring.
+    `cluster`: the cluster `api` reaches; its name prefixes every key (outside the default cluster), files the mirror
+    rows it writes, and bounds its sweeps, its takeover's versions and its healing to that cluster's rows."""
     if standby not in STANDBY_MODES:
         raise ValueError(f"standby: {standby!r} is not one of {', '.join(STANDBY_MODES)}")
     kinds, handoff = KindMap.of(reconcilers), handoff if handoff is not None else Handoff()
+    if cluster != DEFAULT_CLUSTER:  # the backends bound to the cluster (their default is the default cluster)
+        mirror_write = mirror_write or functools.partial(adapters.mirror_write, cluster=cluster)
+        mirror_sweep = mirror_sweep or functools.partial(adapters.mirror_sweep, cluster=cluster)
+        if mirror:
+            mirror_versions = mirror_versions or functools.partial(adapters.mirror_versions, cluster=cluster)
+        informer_options = {**(informer_options or {}), "cluster": cluster}
     if cluster_leader is not None:
         events_write, heal, checkpoint_write, mirror_sweep = _led(
             cluster_leader, events_write, heal, checkpoint_write, mirror_sweep, api)
@@ -160,7 +171,7 @@ def build_controller(
         heal_interval = default_heal_interval() if mirror else 0.0
     if heal is None and heal_interval > 0:
         heal = Evaluator(api, kinds.reconcilers, annotations=informers.annotations,
-                         enqueue=heal_enqueue or handoff.put_keys).step
+                         enqueue=heal_enqueue or handoff.put_keys, cluster=cluster).step
         if cluster_leader is not None:
             heal = _only_leading(cluster_leader, heal, None)
     router = EventRouter(handoff, kinds, informers, mirror=mirror, object_cache=object_cache, archive=archive,

@@ -29,6 +29,7 @@ from typing import Any
 
 from django.utils import timezone
 
+from reconcilers.core.clusters import DEFAULT_CLUSTER
 from reconcilers.core.healing import AnomalyRule
 from reconcilers.core.reconciler import Reconciler
 from reconcilers.engine import kube, metrics
@@ -53,12 +54,14 @@ def default_interval() -> float:
 
 class Evaluator:
     """The healing step over `reconcilers` (see the module docstring). `annotations(reconciler, resource)` gives
-    an object's annotations from a cache (None: not cached, read through the API)."""
+    an object's annotations from a cache (None: not cached, read through the API). It looks at the rows of
+    `cluster` only, the cluster `api` reaches (each cluster's controller heals its own)."""
 
     def __init__(self, api: Any, reconcilers: Sequence[Reconciler], *,
                  annotations: Callable[[Reconciler, Resource], dict[str, Any] | None] | None = None,
-                 enqueue: Callable[[list[str]], Any] | None = None) -> None:
+                 enqueue: Callable[[list[str]], Any] | None = None, cluster: str = DEFAULT_CLUSTER) -> None:
         self.api = api
+        self.cluster = cluster
         self.reconcilers = list(reconcilers)
         self.annotations = annotations
         self.enqueue = enqueue
@@ -97,7 +100,8 @@ class Evaluator:
 
     def _kind_step(self, rec: Reconciler, now: datetime, report: HealReport) -> None:
         healing = healing_of(rec)
-        live = Resource.objects.filter(group=rec.resource.group, plural=rec.resource.plural, deleted=False)
+        live = Resource.objects.filter(cluster=self.cluster, group=rec.resource.group, plural=rec.resource.plural,
+                                       deleted=False)
         record_matches(live, match_rules(rec, healing.rules or (), live, now, metric_state=self.metric_state), now,
                        report, api=self.api, rules=healing.rules or ())
         conclude(rec, live, now, report)

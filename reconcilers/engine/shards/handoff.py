@@ -13,18 +13,22 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+from reconcilers.core.clusters import DEFAULT_CLUSTER
 from reconcilers.engine.controller.events import object_key
 from reconcilers.engine.controller.handoff import Handoff, MirrorUpdate, Why
 from reconcilers.engine.shards.ownership import ShardOwnership
 
 
 class ShardHandoff(Handoff):
-    """A `Handoff` filtered by `ownership`; `primary_prefixes`: the key prefixes (`group/version/plural/`) of the
-    reconciled kinds (other objects are children, let through)."""
+    """A `Handoff` filtered by `ownership`; `primary_prefixes`: the key prefixes (`group/version/plural/`, the
+    cluster's name in front outside the default cluster) of the reconciled kinds (other objects are children, let
+    through); `cluster`: the cluster the controller watches."""
 
-    def __init__(self, ownership: ShardOwnership, primary_prefixes: Iterable[str], **options: Any) -> None:
+    def __init__(self, ownership: ShardOwnership, primary_prefixes: Iterable[str], *,
+                 cluster: str = DEFAULT_CLUSTER, **options: Any) -> None:
         super().__init__(**options)
         self.ownership = ownership
+        self.cluster = cluster
         self.primary_prefixes = tuple(primary_prefixes)
         self.filtered = 0  # keys left to other shards (tests, logs)
 
@@ -55,5 +59,5 @@ class ShardHandoff(Handoff):
 
     def put_mirror(self, update: MirrorUpdate) -> None:
         meta = (update.obj or {}).get("metadata") or {}
-        if not meta.get("name") or self.ownership.owns(object_key(update.kind, update.obj)):
+        if not meta.get("name") or self.ownership.owns(object_key(update.kind, update.obj, self.cluster)):
             super().put_mirror(update)

@@ -34,6 +34,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from reconcilers.core.clusters import key_split
 from reconcilers.engine import metrics
 from reconcilers.engine.controller.events import DELETED, MODIFIED, InformerEvent
 from reconcilers.engine.shards.membership import ShardMembers
@@ -273,7 +274,10 @@ class ShardOwnership:
     def _ring_input(self, key: str, uid: str) -> str:
         """What the ring hashes for a key: its object's uid, or its namespace (`by`); the key when unknown."""
         if self.by == "namespace":
-            return key.split("/")[3] if key.count("/") == 4 else key
+            try:  # the namespace, whichever cluster's key (reconcilers.core.clusters)
+                return key_split(key)[1].split("/")[3]
+            except ValueError:
+                return key
         return uid or key
 
     def _owner_alone(self, key: str, recent: tuple[str, dict[str, str]] | None) -> str:

@@ -24,6 +24,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from reconcilers.core.clusters import DEFAULT_CLUSTER, key_join
 from reconcilers.core.reconciler import Reconciler
 from reconcilers.engine import supervise
 from reconcilers.engine.controller.handoff import MirrorSweep
@@ -187,8 +188,10 @@ def build_shard(api: Any, reconcilers: Sequence[Reconciler], shard: str, *, name
         objects=lambda labels: _objects(holder["controller"], labels))
     if selector is not None:
         elector.annotations = {SELECTOR: ownership.selector.text}  # type: ignore[union-attr]
-    prefixes = [f"{r.resource.group}/{r.resource.version}/{r.resource.plural}/" for r in reconcilers]
-    handoff = ShardHandoff(ownership, prefixes)
+    watched = controller_options.get("cluster", DEFAULT_CLUSTER)  # the cluster's name prefixes its keys
+    prefixes = [key_join(watched, f"{r.resource.group}/{r.resource.version}/{r.resource.plural}/")
+                for r in reconcilers]
+    handoff = ShardHandoff(ownership, prefixes, cluster=watched)
     controller = build_controller(api, reconcilers, elector=elector, handoff=handoff, observe=ownership.observe,
                                   cluster_leader=lambda: cluster.is_leader, heal_enqueue=handoff.put_keys_as_leader,
                                   **controller_options)

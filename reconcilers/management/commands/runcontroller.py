@@ -1,4 +1,15 @@
-"""`manage.py runcontroller [--bootstrap] [--identity X]`: run the controller until SIGINT/SIGTERM.
+"""`manage.py runcontroller [--cluster NAME [--context CTX]] [--bootstrap] [--identity X]`: run the controller
+of one cluster until SIGINT/SIGTERM.
+
+With `--cluster NAME` (env OPSCONSOLE_CLUSTER; default `default`, the single cluster of an install that watches
+one) it is that cluster's controller, reaching it through the kubeconfig context `--context CTX` (env
+OPSCONSOLE_CLUSTER_CONTEXT; default: the process's own configuration). Before anything else it registers the
+cluster (`reconcilers.engine.clusters.cluster_register`: the `Cluster` row, its identity — the kube-system
+namespace's uid — recorded the first time and checked every later time, its server and context) and refuses to start
+when the API server is another cluster than the one registered under NAME, or NAME was removed. Every key it
+enqueues, every mirror row it writes and every sweep it runs is of its cluster only; while it leads it reports the
+cluster's health on the row every OPSCONSOLE_CLUSTER_HEALTH_SECONDS (5). Workers serve every cluster: they reach
+cluster NAME through the context recorded here (docs/operations.md, "Many clusters").
 
 With `--bootstrap` it first waits for the Kubernetes API, applies `deploy/crds/*.yaml`, waits until each
 CRD is served, then applies `deploy/samples/*.yaml` (create-if-missing). Those folders exist in a checkout only:
@@ -42,8 +53,10 @@ from opsconsole.gcsettle import settle
 from opsconsole.telemetry.health import metrics_health_server_start
 from opsconsole.telemetry.metrics import reconciler_metrics_init
 from opsconsole.telemetry.tracing import tracing_setup
+from reconcilers.core.clusters import DEFAULT_CLUSTER, cluster_name_check
 from reconcilers.core.crd import crd_manifest
-from reconcilers.engine import apiclient, registry
+from reconcilers.engine import apiclient, kube, registry
+from reconcilers.engine.clusters import ClusterRefused, HealthReporter, api_server, cluster_identity, cluster_register
 from reconcilers.engine.controller import Controller
 from reconcilers.engine.controller.bootstrap import BootstrapError, bootstrap, connect, install_crds
 from reconcilers.engine.controller.standby import STANDBY_MODES
@@ -80,6 +93,12 @@ class Command(BaseCommand):
     help = "Run the controller (informers feeding the workqueue) while it holds the leader Lease."
 
     def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("--cluster", default=os.environ.get("OPSCONSOLE_CLUSTER") or DEFAULT_CLUSTER,
+                            help="the cluster this controller runs for (a DNS label; env OPSCONSOLE_CLUSTER; "
+                                 "default 'default')")
+        parser.add_argument("--context", default=os.environ.get("OPSCONSOLE_CLUSTER_CONTEXT") or "",
+                            help="the kubeconfig context that reaches it (env OPSCONSOLE_CLUSTER_CONTEXT; default: "
+                                 "the process's own configuration); the workers use the same context")
         parser.add_argument("--bootstrap", action="store_true", help="apply CRDs and samples before starting")
         parser.add_argument("--install-crds", action="store_true",
                             help="apply the CRDs generated from the registered kinds before starting")
@@ -120,7 +139,9 @@ class Command(BaseCommand):
             controller.request_stop()
 
         shard_id = options["shard"] or ("canary" if options["selector"] else None)
-        try:  # a bad shard id or selector is refused before anything starts
+        cluster, context = options["cluster"], options["context"]
+        try:  # a bad cluster name, shard id or selector is refused before anything starts
+            cluster_name_check(cluster)
             if shard_id is not None:
                 shard_lease_name(shard_id)
             if options["selector"] is not None:
@@ -134,9 +155,9 @@ class Command(BaseCommand):
         try:
             reconcilers = registry.registered()
             generated = [crd_manifest(r) for r in reconcilers] if options["install_crds"] else None
+            api = self._register(cluster, context, options["api_timeout"])
             if options["bootstrap"]:
                 try:
-                    api = connect(options["api_timeout"])
                     report = bootstrap(api, options["crds"], options["samples"], generated=generated,
                                        api_timeout=options["api_timeout"])
                 except BootstrapError as exc:
@@ -146,7 +167,6 @@ class Command(BaseCommand):
                     f"{len(report.served)} CRDs served"
                 )
             else:
-                api = apiclient.get_api_client()
                 if generated is not None:
                     try:
                         served = install_crds(api, generated)
@@ -161,7 +181,7 @@ class Command(BaseCommand):
                     shard = build_shard(api, reconcilers, shard_id, by=options["shard_by"],
                                         selector=options["selector"], identity=options["identity"],
                                         namespace=getattr(settings, "OPSCONSOLE_LEADER_NAMESPACE", "default"),
-                                        background=True, **durations)
+                                        background=True, cluster=cluster, **durations)
                 except ValueError as exc:
                     raise CommandError(str(exc)) from exc
                 controller, elector = shard.controller, shard.elector
@@ -171,16 +191,21 @@ class Command(BaseCommand):
             else:
                 elector = leader_elector(api, options["identity"], **durations)
                 controller = build_controller(api, reconcilers, elector=elector, background=True,
-                                              standby=options["standby"] or default_standby())
+                                              standby=options["standby"] or default_standby(), cluster=cluster)
+            informers = controller.parts.informers
+            health = HealthReporter(api, cluster, identity=elector.identity, leading=lambda: elector.is_leader,
+                                    listed_at=lambda: [i.listed_at for i in informers.informers.values()])
+            health.start()
             LEADER_ELECTION_MASTER.labels(elector.name).set(1 if elector.is_leader else 0)
             kinds = ", ".join(r.resource.kind for r in reconcilers) or "nothing"
             # the start-up's objects out of the garbage collector's reach: full collections walk the caches only
             self.stdout.write(f"runcontroller: gc: {settle()} start-up objects frozen")
-            self.stdout.write(f"runcontroller: {elector.identity} reconciling {kinds}")
+            self.stdout.write(f"runcontroller: {elector.identity} reconciling {kinds} in cluster {cluster}")
             self.stdout.flush()
             try:
                 controller.run()  # returns after request_stop(), having released the Lease
             finally:
+                health.stop()
                 if shard is not None:
                     shard.stop()
             self.stdout.write("runcontroller: stopped")
@@ -189,6 +214,23 @@ class Command(BaseCommand):
         finally:
             for sig, handler in previous.items():
                 signal.signal(sig, handler)
+
+    def _register(self, cluster: str, context: str, api_timeout: float) -> Any:
+        """The API client of `cluster` (through `context`), once its API answers, with the cluster registered
+        (`cluster_register`); CommandError when it cannot be reached or may not run under this name."""
+        def build() -> Any:
+            if not context:
+                return apiclient.get_api_client()
+            return kube.build_api_client(apiclient.kubeconfig_configured(), context)
+
+        try:
+            api = connect(api_timeout, build=build)
+            row = cluster_register(cluster, identity=cluster_identity(api), server=api_server(api), context=context)
+        except (BootstrapError, ClusterRefused, ValueError) as exc:
+            raise CommandError(f"cluster {cluster}: {exc}") from exc
+        self.stdout.write(f"runcontroller: cluster {row.name} (identity {row.identity}) at {row.server}"
+                          + (f" through context {context}" if context else ""))
+        return api
 
 
 def _telemetry_start(command: BaseCommand) -> None:
