@@ -161,7 +161,7 @@ def old_key_recount(apps, schema_editor) -> None:
 class Migration(migrations.Migration):
 
     dependencies = [
-        ("reconcilers", "0020_clusters"),
+        ("reconcilers", "0021_hash_v3"),
     ]
 
     operations = [
