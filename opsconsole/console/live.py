@@ -14,6 +14,7 @@ from django.shortcuts import render
 from django.template.loader import render_to_string
 
 from opsconsole.console.access import me
+from opsconsole.console.clusters import cluster_choice
 
 
 def page(
@@ -32,4 +33,6 @@ def page(
         response = JsonResponse({"fragments": out})
         response["Cache-Control"] = "no-store"
         return response
+    if getattr(request.user, "is_authenticated", False):
+        context.setdefault("picker", cluster_choice(request))  # the navigation's cluster picker
     return render(request, template, context, status=status)

@@ -86,6 +86,7 @@
       var table = t.closest("table");
       table.querySelectorAll('input[name="ids"]').forEach(function (c) { c.checked = t.checked; });
     }
+    if (t.hasAttribute && t.hasAttribute("data-autosubmit") && t.form) t.form.submit();  // the cluster picker
   });
 
   document.addEventListener("keydown", function (ev) {

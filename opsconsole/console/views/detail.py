@@ -1,7 +1,8 @@
-"""One resource: phase, conditions, spec/status YAML, its state machine with the current state and its path,
-the transition timeline, the spec revisions (who changed what, a diff between any two generations), runs,
-children, Kubernetes Events, and "Reconcile now" with the request's progress. A deleted object's page is a record:
-no action forms, and no live refresh (nothing it shows changes any more)."""
+"""One resource: phase, conditions, spec/status YAML, its state machine with the current state and its path, the
+transition timeline (its cluster named; an unreachable cluster's object "unknown since …"), the spec revisions (who
+changed what, a diff between any two generations), runs, children, Kubernetes Events, and "Reconcile now" with the
+request's progress. A deleted object's page is a record: no action forms, and no live refresh (nothing it shows
+changes any more)."""
 
 from __future__ import annotations
 
@@ -33,6 +34,7 @@ from reconcilers.services.revisions import (
     revision_compare_default,
 )
 from reconcilers.services.selectors import health_tree, kinds, resources, runs, stats
+from reconcilers.services.selectors.cluster_health import unknown_since
 
 FRAGMENTS = {
     "head": "console/_detail_head.html",
@@ -65,6 +67,8 @@ def resource_detail(request: HttpRequest, pk: int) -> HttpResponse:
         return wanted is None or name in wanted
 
     context: dict[str, Any] = {"r": obj}
+    if want("head"):  # an unreachable cluster's object: its phase is the last one seen
+        context["cluster_unknown_since"] = unknown_since(obj.cluster)
     if want("machine"):
         info = next((k for k in kinds.kind_list() if k["group"] == obj.group and k["plural"] == obj.plural), None)
         steps = [(seq, a, b, at) for seq, a, b, at in reversed(resources.resource_transitions(obj).order_by("-seq")

@@ -1,8 +1,9 @@
-"""The overview: each kind's state machine with counts, edge counts and dwell medians (the kinds with activity
-first, the quiet ones folded); recent transitions;
-the reconcile charts over a window the reader picks (`?window=`); the engine strip (the queue, the controller's
-leader, the workers alive, the healing counts: anomalous, suspended, rolling back, escalated) and the anomalies
-by kind and rule."""
+"""The overview (narrowed to the clusters the navigation's picker chose, `opsconsole.console.clusters`): the clusters
+(resources by phase and connection health per cluster, and the total); each kind's state machine with counts, edge
+counts and dwell medians (the kinds with activity first, the quiet ones folded); recent transitions; the reconcile
+charts over a window the reader picks (`?window=`); the engine strip (the queue, the controller's leader, the
+workers alive, the healing counts: anomalous, suspended, rolling back, escalated) and the anomalies by kind and
+rule."""
 
 from __future__ import annotations
 
@@ -14,11 +15,13 @@ from django.urls import NoReverseMatch, reverse
 
 from opsconsole.accounts.roles import user_namespaces
 from opsconsole.console.charts import WINDOWS, overview_charts, window_get
+from opsconsole.console.clusters import ClusterChoice, cluster_choice
 from opsconsole.console.diagrams import state_machine_svg
 from opsconsole.console.live import page
 from opsconsole.console.security import console_page
 from reconcilers.services.healing import healing_overview
 from reconcilers.services.selectors import aggregates, kinds, queue, shards, stats, transitions
+from reconcilers.services.selectors.cluster_health import REMOVED, UNREACHABLE, ClusterHealth, cluster_health
 
 FRAGMENTS = {
     "machines": "console/_overview_machines.html",
@@ -26,10 +29,11 @@ FRAGMENTS = {
     "engine": "console/_overview_engine.html",
     "charts": "console/_overview_charts.html",
     "healing": "console/_overview_healing.html",
+    "clusters": "console/_overview_clusters.html",
 }
 
 
-def _machines(namespaces: frozenset[str] | None) -> list[dict[str, Any]]:
+def _machines(namespaces: frozenset[str] | None, keep: dict[str, str] | None = None) -> list[dict[str, Any]]:
     counts = stats.phase_counts(namespaces=namespaces)
     recorded = aggregates.resource_counts(namespaces=namespaces, deleted=None, fold_first=False)  # deleted too
     kind_list = kinds.kind_list()
@@ -44,7 +48,7 @@ def _machines(namespaces: frozenset[str] | None) -> list[dict[str, Any]]:
             per_state[state] = recorded.get((kind, k["group"], state), 0)
 
         def href(state: str, kind: str = kind) -> str:
-            return reverse("console:resources") + "?" + urlencode({"kind": kind, "phase": state})
+            return reverse("console:resources") + "?" + urlencode({**(keep or {}), "kind": kind, "phase": state})
 
         svg = state_machine_svg(
             k["state_machine"], counts=per_state,
@@ -102,19 +106,36 @@ def _engine(namespaces: frozenset[str] | None, healing: dict[str, Any]) -> dict[
             "anomalies": anomalies, "healing_error": healing.get("error", "")}
 
 
+def _clusters(choice: ClusterChoice, limit: frozenset[str] | None) -> dict[str, Any]:
+    """The clusters strip: per cluster shown, its live resources by phase (one read of the maintained counts) and
+    its connection health; and the phases of them all."""
+    counts = aggregates.cluster_phase_counts(namespaces=limit, clusters=choice.chosen)
+    rows: list[ClusterHealth] = [cluster_health(c, counts.get(c.name)) for c in choice.clusters
+                                 if choice.chosen is None or c.name in choice.chosen]
+    phases = sorted({p for per in counts.values() for p in per}, key=lambda p: (p == "", p))
+    total = {p: sum(per.get(p, 0) for per in counts.values()) for p in phases}
+    return {"rows": rows, "phases": phases, "total": total, "sum": sum(total.values()), "many": len(rows) > 1,
+            "shown": choice.many or any(r.state in (UNREACHABLE, REMOVED) for r in rows)}
+
+
 @console_page
 def overview(request: HttpRequest) -> HttpResponse:
-    """The landing page (`?window=15m|1h|24h` picks the charts' window; anything else: 1 h)."""
-    namespaces = user_namespaces(request.user)
+    """The landing page (`?window=15m|1h|24h` picks the charts' window; anything else: 1 h; `?cluster=` and
+    `?cluster_labels=` narrow it)."""
+    choice = cluster_choice(request)
+    limit = user_namespaces(request.user)
+    namespaces = choice.narrow(limit)
     wanted = set(request.GET.get("_live", "").split(",")) if request.GET.get("_live") else set(FRAGMENTS)
     window = window_get(request.GET.get("window"))
     context: dict[str, object] = {
-        "window": window,
+        "window": window, "picker": choice, "cluster_errors": choice.errors,
         "windows": [{"key": w.key, "label": w.label, "current": w.key == window.key} for w in WINDOWS.values()],
     }
     healing = healing_overview(namespaces) if wanted & {"engine", "healing"} else {}
+    if "clusters" in wanted:
+        context["clusters"] = _clusters(choice, limit)
     if "machines" in wanted:
-        context["machines"] = _machines(namespaces)
+        context["machines"] = _machines(namespaces, choice.params)
         context["machines_folded"] = sum(1 for m in context["machines"] if not m["shown"])
     if "recent" in wanted:
         context["recent"] = list(transitions.transition_list(namespaces=namespaces).order_by("-id")[:15])

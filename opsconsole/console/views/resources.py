@@ -1,5 +1,6 @@
-"""The resources table (filters, search, sorting, keyset pagination, printer columns) and its bulk Reconcile
-of the checked rows (operators)."""
+"""The resources table (filters, search, sorting, keyset pagination, printer columns; narrowed to the clusters
+the picker or `?cluster_labels=` chose, with a Cluster column when several are registered, and "unknown since …"
+for the rows of an unreachable cluster) and its bulk Reconcile of the checked rows (operators)."""
 
 from __future__ import annotations
 
@@ -14,17 +15,19 @@ from django.views.decorators.http import require_POST
 
 from opsconsole.accounts.roles import OPERATOR, user_namespaces
 from opsconsole.console.access import Refused, audited_action
+from opsconsole.console.clusters import cluster_choice
 from opsconsole.console.jsonpath import evaluate
 from opsconsole.console.live import page
 from opsconsole.console.paging import keyset_page
 from opsconsole.console.security import console_action, console_page
 from reconcilers.services.reconcile_actions import resource_reconcile_selection
 from reconcilers.services.selectors import kinds, resources
+from reconcilers.services.selectors.cluster_health import REMOVED, UNREACHABLE, cluster_state
 from reconcilers.services.selectors.filters import InvalidFilter
 
 FRAGMENTS = {"rows": "console/_resources_rows.html"}
 FILTER_KEYS = ("kind", "namespace", "phase", "selector", "q", "stuck", "lag", "deleted", "healing", "anomaly", "sort",
-               "size")
+               "size", "cluster", "cluster_labels")
 SORTS = [("name", "Name"), ("namespace", "Namespace"), ("kind", "Kind"), ("phase", "Phase"),
          ("since", "Time in phase"), ("last", "Last reconcile")]
 
@@ -59,8 +62,10 @@ def _object_of(r: Any) -> dict[str, Any]:
 @console_page
 def resource_list(request: HttpRequest) -> HttpResponse:
     """The table."""
-    namespaces = user_namespaces(request.user)
+    choice = cluster_choice(request)
+    namespaces = choice.narrow(user_namespaces(request.user))
     filters, errors = _filters(request.GET)
+    errors = [*choice.errors, *errors]
     columns: list[dict[str, Any]] = []
     machine_states: list[str] = []
     kind_rows = kinds.kind_list()
@@ -87,10 +92,12 @@ def resource_list(request: HttpRequest) -> HttpResponse:
     rows = []
     if rows_page is not None:
         children = resources.resource_children_map(rows_page.rows)
+        unknown = {c.name: since for c in choice.clusters
+                   for state, since in [cluster_state(c)] if state in (UNREACHABLE, REMOVED)}
         for r in rows_page.rows:
             obj = _object_of(r)
             rows.append({"r": r, "cells": [_cell(evaluate(c["jsonPath"], obj)) for c in columns],
-                         "children": len(children.get(r.uid, []))})
+                         "children": len(children.get(r.uid, [])), "unknown_since": unknown.get(r.cluster)})
     kept = {k: request.GET[k] for k in FILTER_KEYS if request.GET.get(k)}
     next_url = ("?" + urlencode({**kept, "cursor": rows_page.next_cursor})) if rows_page and rows_page.next_cursor \
         else ""
@@ -100,7 +107,7 @@ def resource_list(request: HttpRequest) -> HttpResponse:
         "next_url": next_url, "first_url": "?" + urlencode(kept) if request.GET.get("cursor") else "",
         "sort_urls": {name: "?" + urlencode({**kept, "sort": ("-" if rows_page and rows_page.sort == name else "")
                                                         + name}) for name, _ in SORTS},
-        "here": request.get_full_path(), "size": size,
+        "here": request.get_full_path(), "size": size, "picker": choice, "cluster_column": len(choice.clusters) > 1,
     }
     return page(request, "console/resources.html", context, FRAGMENTS)
 
