@@ -16,8 +16,11 @@ record's signed tree head, as in certificate transparency:
   per request, the leaves in the file as `request_leaves` (`reconcilers.engine.checkpoint_requests`);
 - `database`: which database the checkpoint is of (`database_identity()`: when its first migration was applied,
   which a backup restored keeps and another database does not share);
-- `seq` (1, 2, 3… per checkpoint directory), `created_at`, `tree_size`, `format` (2; format 1, written before
-  the requests and the database were covered, still verifies without them), `key_id` (sha256 of the public
+- `clusters` (format 3, issue 41): per cluster its chains' number, counts and Merkle root; a leaf of a chain of
+  another cluster than the default names it (`reconcilers.engine.checkpoint_clusters`);
+- `seq` (1, 2, 3… per checkpoint directory), `created_at`, `tree_size`, `format` (3; format 1, written before
+  the requests and the database were covered, and format 2, before the clusters were, still verify without
+  them), `key_id` (sha256 of the public
   key, hex, first 16) — all of these are what is signed: the canonical JSON of the document without
   `signature`, `leaves` and `request_leaves`, signed with Ed25519; `signature` is base64.
 
@@ -35,8 +38,9 @@ against its root, that it is of this database (else `another database`: nothing 
 database against it — each resource chain it saw still has its links (not fewer: a cut tail or a rewound head)
 and the head it saw is still a link of that chain (not a rewritten history), no table has fewer rows (a
 truncate or a delete), the action record's head it saw is still there, each reconcile request it saw is there
-with the identity it saw. Together with `chain_verify` (every chain intact up to its head) this says the record
-up to the checkpoint is the one that was signed.
+with the identity it saw, each chain still in the cluster it saw it in. Together with `chain_verify` (every chain
+intact up to its head) this says the record up to the checkpoint is the one that was signed. The chains against the
+leaves are `checkpoint_chains`'s, the clusters `checkpoint_clusters`'s, the requests `checkpoint_requests`'s.
 """
 
 from __future__ import annotations
@@ -46,7 +50,6 @@ import hashlib
 import json
 import logging
 import os
-from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -54,11 +57,13 @@ from typing import Any
 
 from django.conf import settings
 from django.db import connection
-from django.db.models import Count, Min, Q
+from django.db.models import Min, Q
 
 from reconcilers.core.reconciler import ResourceKind
 from reconcilers.engine import kube
 from reconcilers.engine.audit import REMOVED, RecordProblem, _consistent_read
+from reconcilers.engine.checkpoint_chains import CUT, REWRITTEN, ZEROED, chains_against
+from reconcilers.engine.checkpoint_clusters import LEAF_COLUMNS, clusters_against, clusters_summary, leaf_of
 from reconcilers.engine.checkpoint_files import UnreadableCheckpoint, checkpoint_dir, files, newest, parse, write_new
 from reconcilers.engine.checkpoint_requests import LEAVES as REQUEST_LEAVES
 from reconcilers.engine.checkpoint_requests import request_leaves, requests_against, signed_summary
@@ -78,9 +83,10 @@ from reconcilers.models import (
 
 log = logging.getLogger(__name__)
 
-FORMAT = 2
-#: the formats this code verifies (1: before request identities and the database were covered)
-FORMATS = (1, 2)
+FORMAT = 3
+#: the formats this code verifies (1: before request identities and the database were covered; 2: before the
+#: clusters were)
+FORMATS = (1, 2, 3)
 CONFIGMAP = ResourceKind("", "v1", "configmaps", "ConfigMap")
 FIELD_MANAGER = "opsconsole-audit"
 #: what a checkpoint's document may not have fewer rows of than the database (runs: retention deletes old ones)
@@ -88,11 +94,12 @@ _COUNTED = {"transitions": Transition, "spec_revisions": SpecRevision, "anomalie
             "reconcile_requests": ReconcileRequest, "runs": ReconcileRun, "healing_records": HealingRecord,
             "kube_events": KubeEvent}
 _NEVER_FEWER = ("transitions", "spec_revisions", "anomalies", "reconcile_requests", "actions", "healing_records")
-TRUNCATED, CUT, ZEROED, REWRITTEN, FORGED = "truncated", "cut", "zeroed", "rewritten", "forged"
+TRUNCATED, FORGED = "truncated", "forged"
 #: problems that mean the database was not compared with a checkpoint at all (the newest one cannot be used)
 UNREADABLE, NEWER_FORMAT, OTHER_DATABASE = "unreadable", "newer format", "another database"
 NOT_CHECKED = (UNREADABLE, NEWER_FORMAT, OTHER_DATABASE)
-__all__ = ["UnreadableCheckpoint", "checkpoint_dir", "leaf_hash", "merkle_root", "newest", "parse"]
+__all__ = ["CUT", "REWRITTEN", "ZEROED", "UnreadableCheckpoint", "checkpoint_dir", "leaf_hash", "merkle_root",
+           "newest", "parse"]
 
 
 # -- keys -------------------------------------------------------------------------------------------------
@@ -144,9 +151,8 @@ def key_id(private: Any) -> str:
 def _leaves() -> list[list[Any]]:
     rows = (Resource.objects.filter(Q(last_transition_seq__gt=0) | Q(last_revision_seq__gt=0)
                                     | Q(last_healing_seq__gt=0)).order_by("uid")
-            .values_list("uid", "last_transition_seq", "last_revision_seq", "last_transition_hash", "last_healing_seq"))
-    return [[uid, seq, revisions, head, *([healing] if healing else [])]
-            for uid, seq, revisions, head, healing in rows]
+            .values_list(*LEAF_COLUMNS))
+    return [leaf_of(*row) for row in rows]
 
 
 def database_identity() -> str:
@@ -202,7 +208,7 @@ def checkpoint_write(api: Any = None) -> Written:
             "format": FORMAT, "seq": seq, "created_at": datetime.now(UTC).isoformat(timespec="microseconds"),
             "tree_size": len(state["leaves"]), "root": root.hex(), "actions": state["actions"],
             "counts": state["counts"], "key_id": key_id(private), "database": state["database"],
-            "requests": signed_summary(state["requests"]),
+            "requests": signed_summary(state["requests"]), "clusters": clusters_summary(state["leaves"]),
         }
         doc["signature"] = base64.b64encode(private.sign(_canonical(_signed_part(doc)))).decode()
         doc["leaves"] = state["leaves"]
@@ -271,6 +277,7 @@ class CheckpointReport:
     created_at: str = ""
     problems: list[RecordProblem] | None = None
     notes: list[str] | None = None
+    clusters: dict[str, Any] | None = None  # format 3: the chains it saw per cluster (`checkpoint_clusters`)
 
     def __post_init__(self) -> None:
         if self.problems is None:
@@ -289,11 +296,6 @@ def _problem(seq: Any, ident: str, problem: str, detail: str) -> RecordProblem:
     return RecordProblem("checkpoint", f"{seq} {ident}".strip(), problem, detail)
 
 
-def _in_batches(items: list[str], size: int = 1000) -> Iterable[list[str]]:
-    for i in range(0, len(items), size):
-        yield items[i:i + size]
-
-
 def checkpoint_verify(doc: dict[str, Any] | None = None) -> CheckpointReport:
     """Check the newest checkpoint (or `doc`): signature, leaves, then the database against it."""
     if doc is None:
@@ -305,7 +307,8 @@ def checkpoint_verify(doc: dict[str, Any] | None = None) -> CheckpointReport:
             return CheckpointReport()
         doc = found[1]
     seq = doc.get("seq")
-    report = CheckpointReport(seq=seq, created_at=str(doc.get("created_at", "")))
+    report = CheckpointReport(seq=seq, created_at=str(doc.get("created_at", "")),
+                              clusters=doc.get("clusters") if isinstance(doc.get("clusters"), dict) else None)
     problems = report.problems
     assert problems is not None and report.notes is not None
     if doc.get("format") not in FORMATS:
@@ -336,6 +339,9 @@ def checkpoint_verify(doc: dict[str, Any] | None = None) -> CheckpointReport:
                                  "it. Point OPSCONSOLE_AUDIT_CHECKPOINT_DIR at this database's checkpoints, or "
                                  "write this database's first with manage.py audit_checkpoint"))
         return report
+    elif doc.get("format") == 2:
+        report.notes.append(f"checkpoint {seq} is of format 2: it does not name the cluster of each chain (the next "
+                            "checkpoint does)")
 
     with _consistent_read():
         counts = {name: model.objects.count() for name, model in _COUNTED.items()}
@@ -357,7 +363,8 @@ def checkpoint_verify(doc: dict[str, Any] | None = None) -> CheckpointReport:
             elif row["hash"] != actions["hash"]:
                 problems.append(_problem(seq, f"action seq={actions['seq']}", REWRITTEN,
                                          "its hash is not the one the checkpoint saw"))
-        problems.extend(_chains_against(seq, leaves))
+        problems.extend(chains_against(seq, leaves))
+        problems.extend(clusters_against(seq, doc, leaves))
         problems.extend(requests_against(seq, doc))
     return report
 
@@ -369,58 +376,6 @@ def _unreadable(exc: UnreadableCheckpoint) -> CheckpointReport:
     detail = (f"{exc.where} in {checkpoint_dir()} {exc.reason}: the database was not checked against it. Move it "
               f"aside to verify against the previous checkpoint ({before})")
     return CheckpointReport(seq=seq, problems=[_problem(seq, "", UNREADABLE, detail)])
-
-
-def _chains_against(seq: Any, leaves: list[list[Any]]) -> list[RecordProblem]:
-    uids = [leaf[0] for leaf in leaves]
-    heads: dict[str, tuple[int, int, str, str, int]] = {}
-    transitions: dict[str, int] = {}
-    revisions: dict[str, int] = {}
-    healing: dict[str, int] = {}
-    linked: set[tuple[str, str]] = set()
-    wanted = [leaf[3] for leaf in leaves]
-    for batch in _in_batches(uids):
-        for uid, t, r, h, kind, ns, name, k in Resource.objects.filter(uid__in=batch).values_list(
-                "uid", "last_transition_seq", "last_revision_seq", "last_transition_hash", "kind", "namespace", "name",
-                "last_healing_seq"):
-            heads[uid] = (t, r, h, f"{kind} {ns + '/' if ns else ''}{name}", k)
-        for model, counted in ((Transition, transitions), (SpecRevision, revisions), (HealingRecord, healing)):
-            counted.update(model.objects.filter(resource_uid__in=batch).values_list("resource_uid")
-                           .annotate(n=Count("id")).values_list("resource_uid", "n"))
-    for batch in _in_batches(wanted):
-        for model in (Transition, SpecRevision, HealingRecord):
-            linked.update(model.objects.filter(hash__in=batch).values_list("resource_uid", "hash"))
-    problems = []
-    for uid, t_then, r_then, h_then, *rest in leaves:
-        k_then = int(rest[0]) if rest else 0
-        ident = f"resource={uid}"
-        t_rows, r_rows = transitions.get(uid, 0), revisions.get(uid, 0)
-        if healing.get(uid, 0) < k_then or (uid in heads and heads[uid][4] < k_then):
-            problems.append(_problem(seq, ident, CUT, f"{heads[uid][3] if uid in heads else uid}: "
-                                     f"{healing.get(uid, 0)} healing records now, the checkpoint saw {k_then}"))
-            continue
-        head = heads.get(uid)
-        what = head[3] if head else "(its resource row is gone)"
-        if t_rows == 0 and r_rows == 0 and not healing.get(uid):
-            problems.append(_problem(seq, ident, REMOVED, f"{what}: its whole history is gone (the checkpoint saw "
-                                     f"{t_then} transitions and {r_then} revisions)"))
-            continue
-        if t_rows < t_then or r_rows < r_then:
-            problems.append(_problem(seq, ident, CUT, f"{what}: {t_rows} transitions and {r_rows} revisions now, "
-                                     f"the checkpoint saw {t_then} and {r_then}"))
-            continue
-        if head is None or (head[0], head[1], head[4]) == (0, 0, 0) or not head[2]:
-            problems.append(_problem(seq, ident, ZEROED, f"{what}: its head is empty, the checkpoint saw "
-                                     f"{t_then} transitions and {r_then} revisions"))
-            continue
-        if head[0] < t_then or head[1] < r_then:
-            problems.append(_problem(seq, ident, CUT, f"{what}: its head was rewound to {head[0]} transitions and "
-                                     f"{head[1]} revisions, the checkpoint saw {t_then} and {r_then}"))
-            continue
-        if (uid, h_then) not in linked:
-            problems.append(_problem(seq, ident, REWRITTEN, f"{what}: the head the checkpoint saw ({h_then[:16]}…) "
-                                     "is no longer a link of its chain"))
-    return problems
 
 
 def configmap_check(api: Any) -> list[RecordProblem]:

@@ -73,7 +73,7 @@ def audit_verify_fails(match: str) -> str:
 
 def test_a_clean_record_verifies_and_the_key_and_files_are_as_documented(recorded, keys, capsys):
     doc = recorded.doc
-    assert (doc["seq"], doc["tree_size"], doc["format"]) == (1, 2, 2)
+    assert (doc["seq"], doc["tree_size"], doc["format"]) == (1, 2, 3)
     assert doc["requests"]["size"] == 1 and len(doc["request_leaves"]) == 1 and doc["database"]
     assert doc["counts"]["transitions"] == 4 and doc["actions"]["seq"] == 3
     assert stat.S_IMODE((keys / "keys" / "audit-signing.key").stat().st_mode) == 0o600

@@ -8,6 +8,7 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandParser
 
 from reconcilers.engine.checkpoint import checkpoint_write
+from reconcilers.engine.checkpoint_clusters import describe
 
 
 class Command(BaseCommand):
@@ -34,5 +35,5 @@ class Command(BaseCommand):
         where = {True: "; ConfigMap written", False: "; the ConfigMap could not be written", None: ""}
         self.stdout.write(self.style.SUCCESS(
             f"audit checkpoint {doc['seq']}: {doc['tree_size']} chains, root {doc['root']}, "
-            f"{doc['counts']['transitions']} transitions, action record at seq {doc['actions']['seq']} "
-            f"-> {written.path}{where[written.configmap]}"))
+            f"{doc['counts']['transitions']} transitions, action record at seq {doc['actions']['seq']}, "
+            f"clusters: {describe(doc['clusters']) or 'none'} -> {written.path}{where[written.configmap]}"))

@@ -12,6 +12,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from reconcilers.engine.audit import chain_verify, record_verify
 from reconcilers.engine.checkpoint import NOT_CHECKED, checkpoint_verify, configmap_check
+from reconcilers.engine.checkpoint_clusters import describe
 
 
 class Command(BaseCommand):
@@ -46,6 +47,8 @@ class Command(BaseCommand):
             if against is not None:
                 records += (f"; matches signed checkpoint {against.seq} of {against.created_at}"
                             if against.seq is not None else "; no signed checkpoint yet")
+                if against.clusters:
+                    records += f" (clusters: {describe(against.clusters)})"
                 records += "".join(f" ({note})" for note in against.notes or [])
             self.stdout.write(
                 self.style.SUCCESS(
