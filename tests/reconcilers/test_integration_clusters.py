@@ -1,0 +1,162 @@
+"""Issue 41 end to end: two kubesims, one database, two workers serving both, one controller per cluster.
+
+The same namespace/name in both clusters is two Resource rows, each reconciled to Running through its own
+cluster's client; with cluster b's controller stopped, objects deleted and created in the default cluster, then b's
+controller and the default one restarted, neither's re-list and sweep touches a row of the other cluster (no ghost
+deletion, no transition more); a controller started as `default` against b's API server refuses to start."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from django.core.management import CommandError, call_command
+from django.utils import timezone
+
+from reconcilers.core.clusters import DEFAULT_CLUSTER
+from reconcilers.engine import apiclient, dispatch, kube, registry
+from reconcilers.engine.clusters import cluster_identity, cluster_register
+from reconcilers.models import Cluster, Resource, Transition
+from tests.fixtures.cluster import NAMESPACE, kubesim_with_crds, package_kubesim
+from tests.fixtures.engines import INTEGRATION_RECONCILERS, ControllerProcess, Engine, engine_running, wait_idle
+from tests.reconcilers.testkinds import GADGET, gadget
+from tests.support.workers import GroupProcess
+
+kubesim = package_kubesim("module")  # the default cluster: a kubesim of this module's own (no other test's objects)
+
+
+class ClusterController(ControllerProcess):
+    """`runcontroller --cluster NAME --context NAME` (through its environment), logging to a file of its own."""
+
+    def __init__(self, queue: str, extra_env: dict[str, str], cluster: str) -> None:
+        GroupProcess.__init__(self, f"controller-{queue}-{cluster}.log")
+        self.queue = queue
+        self.extra_env = {**extra_env, "OPSCONSOLE_CLUSTER": cluster, "OPSCONSOLE_CLUSTER_CONTEXT": cluster}
+
+
+def until(check: Callable[[], Any], what: str, timeout: float = 30.0) -> Any:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if value := check():
+            return value
+        time.sleep(0.1)
+    raise AssertionError(f"not within {timeout} s: {what}")
+
+
+def row(cluster: str, name: str) -> Resource | None:
+    return Resource.objects.filter(cluster=cluster, name=name, kind="Gadget").first()
+
+
+def transitions(uid: str) -> list[tuple[str, str]]:
+    return list(Transition.objects.filter(resource_uid=uid).order_by("seq").values_list("from_phase", "to_phase"))
+
+
+@pytest.fixture
+def two_clusters(kubesim: Any, redis_client: Any, django_db_setup: None, django_db_blocker: Any,
+                 transactional_db: None, settings: Any, tmp_path: Path) -> Iterator[tuple[Engine, Any, Any, str]]:
+    """The engine on the default cluster (kubesim) and cluster b (a second kubesim, context `b` in the merged
+    kubeconfig), b's controller not started; the test's clients of both; a namespace in both."""
+    settings.OPSCONSOLE_RECONCILERS = INTEGRATION_RECONCILERS
+    registry.reset()
+    with kubesim_with_crds() as sim_b:
+        kube.kubeconfig_with_context(sim_b.kubeconfig, "b", tmp_path / "b.yaml")
+        merged = f"{kubesim.kubeconfig}:{tmp_path / 'b.yaml'}"
+        settings.KUBECONFIG = merged
+        apiclient.reset()
+        api_a, api_b = kube.build_api_client(kubesim.kubeconfig), kube.build_api_client(sim_b.kubeconfig)
+        namespace = f"t-{uuid.uuid4().hex[:8]}"
+        for api in (api_a, api_b):
+            kube.create_object(api, NAMESPACE, {"metadata": {"name": namespace}})
+        env = {"KUBECONFIG": merged, "OPSCONSOLE_CLUSTER_HEALTH_SECONDS": "0.5"}
+        try:
+            with engine_running(kubesim, django_db_blocker, prefix="test-clusters", extra_env=env) as engine:
+                settings.OPSCONSOLE_WORKQUEUE_NAME = engine.queue_name
+                yield engine, api_a, api_b, namespace
+                wait_idle(dispatch.get_queue(), timeout=30)
+                engine.stop()
+        finally:
+            for api in (api_a, api_b):
+                api.close()
+            apiclient.reset()
+            registry.reset()
+
+
+def test_two_clusters_one_database_and_a_controller_away_deletes_nothing_of_the_other(two_clusters, django_db_blocker):
+    engine, api_a, api_b, ns = two_clusters
+    b = ClusterController(engine.queue_name, engine.env, "b")
+    with django_db_blocker.unblock():
+        b.start().wait_ready()
+    try:
+        # the same namespace/name in both: two rows, each reconciled through its own cluster's client
+        kube.create_object(api_a, GADGET, gadget(ns, "same", mode="ok"))
+        kube.create_object(api_b, GADGET, gadget(ns, "same", mode="slow", sleepSeconds=0))
+        kube.create_object(api_a, GADGET, gadget(ns, "gone-a", mode="ok"))
+        kube.create_object(api_b, GADGET, gadget(ns, "stays-b", mode="ok"))
+        until(lambda: all((r := row(c, n)) is not None and r.phase == "Running" for c, n in (
+            (DEFAULT_CLUSTER, "same"), ("b", "same"), (DEFAULT_CLUSTER, "gone-a"), ("b", "stays-b"))),
+            "both clusters' gadgets Running")
+        same_a, same_b = row(DEFAULT_CLUSTER, "same"), row("b", "same")
+        assert same_a.uid == kube.get_object(api_a, GADGET, ns, "same")["metadata"]["uid"]
+        assert same_b.uid == kube.get_object(api_b, GADGET, ns, "same")["metadata"]["uid"]
+        assert same_b.key == f"b/{same_a.key}" and same_a.key == GADGET.request(ns, "same").key()
+        # each status was written by a run that read its own cluster's object
+        assert kube.get_object(api_a, GADGET, ns, "same")["status"]["mode"] == "ok"
+        assert kube.get_object(api_b, GADGET, ns, "same")["status"]["mode"] == "slow"
+        until(lambda: Cluster.objects.filter(name="b", heartbeat_at__isnull=False, last_list_at__isnull=False)
+              .exclude(leader="").exists(), "cluster b's health reported")
+        health = Cluster.objects.get(name="b")
+        assert health.identity == cluster_identity(api_b) != Cluster.objects.get(name=DEFAULT_CLUSTER).identity
+        assert health.context == "b" and health.unreachable_since is None
+        wait_idle(dispatch.get_queue(), timeout=30)
+        before_b = {n: transitions(row("b", n).uid) for n in ("same", "stays-b")}
+
+        # b's controller away: the default cluster changes meanwhile
+        b.stop()
+        kube.delete_object(api_a, GADGET, ns, "gone-a")
+        kube.create_object(api_a, GADGET, gadget(ns, "new-a", mode="ok"))
+        until(lambda: (r := row(DEFAULT_CLUSTER, "gone-a")) is not None and r.deleted, "gone-a recorded deleted")
+        until(lambda: (r := row(DEFAULT_CLUSTER, "new-a")) is not None and r.phase == "Running", "new-a Running")
+        wait_idle(dispatch.get_queue(), timeout=30)
+        before_a = {n: transitions(row(DEFAULT_CLUSTER, n).uid) for n in ("same", "gone-a", "new-a")}
+
+        # b's controller back, then the default one restarted: each re-lists and sweeps its own rows only
+        restarted = timezone.now()
+        with django_db_blocker.unblock():
+            b.start().wait_ready()
+            engine.controller.stop()
+            engine.controller.start().wait_ready()
+        until(lambda: Cluster.objects.filter(last_list_at__gt=restarted).count() == 2, "both re-listed")
+        time.sleep(1.0)  # and swept what they listed: a sweep that touched the other cluster would show by then
+        wait_idle(dispatch.get_queue(), timeout=30)
+        assert not Resource.objects.filter(name__in=["same", "stays-b"], deleted=True).exists()
+        assert list(Resource.objects.filter(deleted=True).values_list("cluster", "name")) == [
+            (DEFAULT_CLUSTER, "gone-a")]
+        assert {n: transitions(row(DEFAULT_CLUSTER, n).uid) for n in before_a} == before_a
+        assert {n: transitions(row("b", n).uid) for n in before_b} == before_b
+        assert before_a["gone-a"][-1] == ("Terminating", "Deleted")
+    finally:
+        b.stop()
+
+
+def test_a_controller_pointed_at_another_cluster_under_a_registered_name_refuses_to_start(
+        kubesim: Any, transactional_db: None, settings: Any, tmp_path: Path):
+    settings.KUBECONFIG = kubesim.kubeconfig
+    apiclient.reset()
+    with kubesim_with_crds() as sim_b:
+        api_a = kube.build_api_client(kubesim.kubeconfig)
+        try:
+            cluster_register(DEFAULT_CLUSTER, identity=cluster_identity(api_a))  # its first controller's
+            settings.KUBECONFIG = sim_b.kubeconfig  # the default cluster's name, the other cluster's API server
+            apiclient.reset()
+            with pytest.raises(CommandError) as refused:
+                call_command("runcontroller", "--cluster", DEFAULT_CLUSTER, "--api-timeout", "5")
+            assert cluster_identity(api_a) in str(refused.value)
+            assert Cluster.objects.get(name=DEFAULT_CLUSTER).identity == cluster_identity(api_a)
+            assert not Resource.objects.exists()  # nothing of the other cluster recorded
+        finally:
+            api_a.close()
+            apiclient.reset()
