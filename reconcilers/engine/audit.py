@@ -231,7 +231,7 @@ def actions_verify() -> list[RecordProblem]:
     from reconcilers.models.chain import ACTION_HASHED_FIELDS, action_hash
 
     expected_prev, expected_seq = "", 1
-    qs = ActionRecord.objects.order_by("seq", "id").values("id", "prev_hash", "hash", *ACTION_HASHED_FIELDS)
+    qs = ActionRecord.objects.order_by("seq", "id").values("id", "prev_hash", "hash", "cluster", *ACTION_HASHED_FIELDS)
     for row in qs.iterator(chunk_size=2000):
         ident = f"seq={row['seq']} id={row['id']}"
         if row["seq"] < expected_seq:

@@ -6,6 +6,11 @@ global chain (`reconcilers.models.actions.ActionRecord`) and a reconcile request
 Encoding: a JSON object of the named fields (times as UTC ISO-8601 with microseconds, JSON values
 normalised through a JSON round trip), plus `prev_hash` where there is a chain, the record's type as `link`
 and the format as `v`; keys sorted, no whitespace, UTF-8; the hash is its sha256 in hex.
+
+The action record's format is not stored per row, it follows from the row (issue 41): a record of the default
+cluster is hashed in format 1 (ACTION_HASHED_FIELDS, as every record written before there were clusters), a record
+of another cluster in format 2, which covers `cluster` too (ACTION_HASHED_FIELDS_V2). Either way the cluster is
+covered: a record moved to another cluster (or back to the default one) no longer matches its hash.
 """
 
 from __future__ import annotations
@@ -17,11 +22,15 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
+from reconcilers.core.clusters import DEFAULT_CLUSTER
+
 #: the fields an action record's hash covers (format 1), with `prev_hash` and `"link": "action"`
 ACTION_HASHED_FIELDS: tuple[str, ...] = (
     "seq", "created_at", "actor", "auth", "token_prefix", "action", "method", "path", "target", "reason",
     "outcome", "status_code", "detail", "remote_addr",
 )
+#: format 2: the record of an action in another cluster than the default also hashes its cluster
+ACTION_HASHED_FIELDS_V2: tuple[str, ...] = (*ACTION_HASHED_FIELDS, "cluster")
 #: what identifies a reconcile request and never changes (its lifecycle columns do), `"link": "request"`
 REQUEST_IDENTITY_FIELDS: tuple[str, ...] = ("id", "key", "token", "actor", "reason", "idempotency_key", "requested_at")
 
@@ -56,9 +65,14 @@ def _get(row: Any, name: str) -> Any:
 
 
 def action_hash(row: Any, prev_hash: str) -> str:
-    """sha256 (hex) of an action record (an instance or a `.values()` dict) chained onto `prev_hash`."""
-    fields = {name: _get(row, name) for name in ACTION_HASHED_FIELDS}
-    return hashlib.sha256(encode(fields, ACTION_HASHED_FIELDS, "action", prev_hash)).hexdigest()
+    """sha256 (hex) of an action record (an instance or a `.values()` dict) chained onto `prev_hash`: format 1
+    for a record of the default cluster (or one that names none: rows read before the column existed), format 2,
+    with its cluster, for a record of another cluster."""
+    cluster = row.get("cluster") if isinstance(row, Mapping) else getattr(row, "cluster", None)
+    names, version = ((ACTION_HASHED_FIELDS, 1) if cluster is None or cluster == DEFAULT_CLUSTER
+                      else (ACTION_HASHED_FIELDS_V2, 2))
+    fields = {name: _get(row, name) for name in names}
+    return hashlib.sha256(encode(fields, names, "action", prev_hash, version)).hexdigest()
 
 
 def request_identity_hash(row: Any) -> str:

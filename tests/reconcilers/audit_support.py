@@ -91,7 +91,7 @@ def tamper(statements: Sequence[str | tuple[str, Sequence[Any]]]) -> None:
     """Run SQL behind the ORM's back, as a DBA could: on PostgreSQL with the append-only triggers disabled
     (ALTER TABLE ... DISABLE TRIGGER ALL) for the duration, then enabled again."""
     tables = ("reconcilers_transition", "reconcilers_reconcilerun", "reconcilers_healingrecord",
-              "reconcilers_specrevision")
+              "reconcilers_specrevision", "accounts_actionrecord")
     with connection.cursor() as cursor:
         if connection.vendor == "postgresql":
             cursor.execute("SET CONSTRAINTS ALL IMMEDIATE")  # ALTER TABLE needs no pending (deferred) FK checks

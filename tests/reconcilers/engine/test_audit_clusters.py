@@ -4,6 +4,7 @@ verify; a v3 link whose cluster is changed behind the ORM is reported; links wri
 
 from __future__ import annotations
 
+import hashlib
 from typing import Any
 
 import pytest
@@ -242,3 +243,26 @@ def test_the_one_statement_record_writes_the_b_objects_run_and_links_in_cluster_
     row = Transition.objects.get(id=outcome.transition_ids[0])
     assert (row.cluster, row.hash_version, ReconcileRun.objects.get(id=outcome.run_id).cluster) == ("b", 3, "b")
     assert chain_verify().ok
+
+
+def test_an_action_records_cluster_is_covered_by_the_action_chain_and_default_records_hash_as_before():
+    from reconcilers.engine.audit import actions_verify
+    from reconcilers.models.chain import ACTION_HASHED_FIELDS, action_hash, encode
+
+    made = [ActionRecord.objects.create(action="resource.reconcile", cluster=cluster, method="POST", path="/",
+                                        target=key, outcome="allowed", status_code=202)
+            for cluster, key in (("default", LOCAL_KEY), ("b", B_KEY), ("default", LOCAL_KEY))]
+    assert actions_verify() == []
+    # a default cluster's record hashes in format 1, as every record before clusters did
+    first = made[0]
+    fields = {name: getattr(first, name) for name in ACTION_HASHED_FIELDS}
+    assert first.hash == hashlib.sha256(encode(fields, ACTION_HASHED_FIELDS, "action", "")).hexdigest()
+    assert action_hash(dict(fields), "") == first.hash  # a row read before the column existed names no cluster
+    assert made[1].hash != action_hash({**{n: getattr(made[1], n) for n in ACTION_HASHED_FIELDS},
+                                        "cluster": "default"}, made[1].prev_hash)
+    for row, other in ((made[1], "default"), (made[2], "b")):
+        tamper([("UPDATE accounts_actionrecord SET cluster = %s WHERE id = %s", (other, row.id))])
+        (problem,) = actions_verify()
+        assert (problem.ident, problem.problem) == (f"seq={row.seq} id={row.id}", "edited")
+        tamper([("UPDATE accounts_actionrecord SET cluster = %s WHERE id = %s", (row.cluster, row.id))])
+    assert actions_verify() == []
