@@ -7,6 +7,11 @@ worker, web server and announcer first; the cluster (kubesim) and the embedded R
 (or after `STOP_GRACE` seconds), so the controller can still release its leader Lease on the cluster and the
 next `make run` reconciles at once instead of waiting for a stale Lease to expire.
 
+The sandbox is two clusters (docs/operations.md, "Many clusters"): kubesim (the `default` cluster, every sample of
+deploy/samples) and a second kubesim, `sandbox-2` on the next port (SANDBOX_SAMPLES of them), its kubeconfig
+(`<data dir>/kubeconfig-sandbox-2`, context `sandbox-2`) listed after the first in KUBECONFIG, its own controller
+(`runcontroller --cluster sandbox-2 --context sandbox-2`); the workers and the console serve both.
+
 The sandbox's webhooks are mutual TLS at both ends, as in a cluster: before kubesim starts, the webhook server's
 client CA and kubesim's client certificate are made in `<data dir>/webhooks` (kept across runs); kubesim presents
 the certificate (`--webhook-client-cert/-key`), `runwebhooks --install` trusts only that CA. Its metrics and health
@@ -17,6 +22,7 @@ from __future__ import annotations
 
 import os
 import shlex
+import shutil
 import signal
 import subprocess
 import sys
@@ -31,11 +37,15 @@ from scripts.redis_local import redis_answers, redis_command  # noqa: E402
 
 EMBEDDED_REDIS_PORT = 6390
 KUBESIM_PORT = int(os.environ.get("KUBESIM_PORT", "6443"))
+#: the sandbox's second cluster: its name (and kubeconfig context), its kubesim's port, the samples it gets
+SANDBOX_2 = "sandbox-2"
+SANDBOX_2_PORT = int(os.environ.get("KUBESIM_2_PORT", str(KUBESIM_PORT + 1)))
+SANDBOX_SAMPLES = ("memcached.yaml", "tenant.yaml")
 WEB_ADDR = os.environ.get("OPSCONSOLE_ADDR", "127.0.0.1:8000")
 WEBHOOKS_PORT = int(os.environ.get("OPSCONSOLE_WEBHOOKS_PORT", "9443"))
 WEBHOOKS_METRICS_PORT = int(os.environ.get("OPSCONSOLE_WEBHOOKS_METRICS_PORT", "9444"))
 #: the processes stopped last, once every other one has exited: what the others still talk to while they stop
-STOP_LAST = ("kubesim", "redis")
+STOP_LAST = ("kubesim", "kubesim-2", "redis")
 #: the longest wait for the first processes to exit before the last ones are stopped anyway
 STOP_GRACE = 10.0
 
@@ -87,13 +97,23 @@ def procfile_lines(env: dict[str, str], data_dir: Path, login: str) -> list[str]
     if env.get("OPSCONSOLE_KUBESIM") and (ROOT / "kubesim" / "__main__.py").exists():
         client = data_dir / "webhooks"  # the webhook server's client certificate (webhook_client_files)
         lines.append(
-            f"kubesim: {py} -m kubesim --port {KUBESIM_PORT} --kubeconfig {shlex.quote(env['KUBECONFIG'])}"
+            f"kubesim: {py} -m kubesim --port {KUBESIM_PORT} --kubeconfig {shlex.quote(first_kubeconfig(env))}"
             f" --data-dir {shlex.quote(str(data_dir / 'kubesim'))}"
             f" --webhook-client-cert {shlex.quote(str(client / 'webhook-client.pem'))}"
             f" --webhook-client-key {shlex.quote(str(client / 'webhook-client-key.pem'))}"
         )
+    if env.get("OPSCONSOLE_KUBESIM") and (ROOT / "kubesim" / "__main__.py").exists():
+        lines.append(
+            f"kubesim-2: {py} -m kubesim --port {SANDBOX_2_PORT} --context {SANDBOX_2}"
+            f" --kubeconfig {shlex.quote(str(data_dir / f'kubeconfig-{SANDBOX_2}'))}"
+            f" --data-dir {shlex.quote(str(data_dir / f'kubesim-{SANDBOX_2}'))}"
+        )
     if (ROOT / "reconcilers" / "management" / "commands" / "runcontroller.py").exists():
         lines.append(f"controller: {py} manage.py runcontroller --bootstrap --install-crds")
+        if env.get("OPSCONSOLE_KUBESIM"):  # the second sandbox cluster's own controller (its own metrics port)
+            lines.append(f"controller-2: OPSCONSOLE_CONTROLLER_METRICS_PORT=9103 {py} manage.py runcontroller "
+                         f"--cluster {SANDBOX_2} --context {SANDBOX_2} --bootstrap --install-crds "
+                         f"--samples {shlex.quote(str(data_dir / f'samples-{SANDBOX_2}'))}")
     lines.append(f"worker: {py}{root_warning_filter()} -m celery -A opsconsole worker -l INFO "
                  f"--concurrency {worker_concurrency()} -n worker@%h")
     lines.append(
@@ -105,8 +125,23 @@ def procfile_lines(env: dict[str, str], data_dir: Path, login: str) -> list[str]
         lines.append(f"webhooks: {py} manage.py runwebhooks --port {WEBHOOKS_PORT} --metrics-port "
                      f"{WEBHOOKS_METRICS_PORT} --install")
     if env.get("OPSCONSOLE_KUBESIM") and env.get("OPSCONSOLE_DEMO_ROLLBACK", "1") != "0":
-        lines.append(f"demo: {py} scripts/demo_rollback.py")  # the self-healing demo (docs/healing.md)
+        # the self-healing demo (docs/healing.md); its object is in the default cluster: that kubeconfig alone
+        lines.append(f"demo: KUBECONFIG={shlex.quote(first_kubeconfig(env))} {py} scripts/demo_rollback.py")
     return lines
+
+
+def first_kubeconfig(env: dict[str, str]) -> str:
+    """The first file of KUBECONFIG (the default cluster's: kubesim writes it)."""
+    return env["KUBECONFIG"].split(os.pathsep)[0]
+
+
+def sandbox_samples(data_dir: Path) -> Path:
+    """The folder of the samples the second sandbox cluster's controller applies (SANDBOX_SAMPLES), refreshed."""
+    folder = data_dir / f"samples-{SANDBOX_2}"
+    folder.mkdir(parents=True, exist_ok=True)
+    for name in SANDBOX_SAMPLES:
+        shutil.copyfile(ROOT / "deploy" / "samples" / name, folder / name)
+    return folder
 
 
 def group_alive(pid: int) -> bool:
@@ -202,9 +237,12 @@ def main() -> int:
             env["OPSCONSOLE_EMBEDDED_REDIS"] = "1"
             print(f"redis: none on 127.0.0.1:6379, starting an embedded one on port {EMBEDDED_REDIS_PORT}")
     if not env.get("KUBECONFIG"):
-        env["KUBECONFIG"] = str(data_dir / "kubeconfig")
+        # the default cluster's kubeconfig first: its current context is the processes' own (as kubectl's)
+        env["KUBECONFIG"] = os.pathsep.join([str(data_dir / "kubeconfig"), str(data_dir / f"kubeconfig-{SANDBOX_2}")])
         env["OPSCONSOLE_KUBESIM"] = "1"
-        print(f"cluster: starting the sandbox cluster (kubesim) on 127.0.0.1:{KUBESIM_PORT}")
+        sandbox_samples(data_dir)
+        print(f"cluster: starting the sandbox clusters (kubesim): default on 127.0.0.1:{KUBESIM_PORT}, "
+              f"{SANDBOX_2} on 127.0.0.1:{SANDBOX_2_PORT}")
         cert, _ = webhook_client_files(data_dir)
         print(f"webhooks: mutual TLS, kubesim presents {cert}")
     else:

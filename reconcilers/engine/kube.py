@@ -88,20 +88,19 @@ def build_api_client(kubeconfig: str | os.PathLike[str] | None, context: str | N
 
 
 def first_current_context(kubeconfig: str) -> str | None:
-    """The current context of a kubeconfig list (`a:b`) as kubectl takes it: the first file's that sets one (the
-    Python client's merge takes the last's); None for a single file (the client reads it itself)."""
+    """The current context of a kubeconfig list (`a:b`): the first file's, as kubectl takes it (the Python
+    client's merge takes the last file's); None for a single file (the client reads it itself). The first file
+    missing is a ConfigException, not a reason to take the next one's: a process started before its cluster's
+    kubeconfig is written must wait for it, not talk to another cluster meanwhile."""
     paths = [p for p in kubeconfig.split(os.pathsep) if p]
     if len(paths) < 2:
         return None
-    for path in paths:
-        try:
-            with open(os.path.expanduser(path)) as f:
-                current = (yaml.safe_load(f) or {}).get("current-context")
-        except FileNotFoundError:
-            continue
-        if current:
-            return str(current)
-    return None
+    try:
+        with open(os.path.expanduser(paths[0])) as f:
+            current = (yaml.safe_load(f) or {}).get("current-context")
+    except FileNotFoundError as exc:
+        raise k8s_config.ConfigException(f"the first kubeconfig of {kubeconfig}, {paths[0]}, does not exist") from exc
+    return str(current) if current else None
 
 
 def kubeconfig_with_context(source: str | os.PathLike[str], context: str, target: str | os.PathLike[str]) -> None:

@@ -116,6 +116,7 @@ def test_the_readmes_process_table_names_every_process_make_run_starts(tmp_path)
     started = {line.partition(":")[0] for line in procfile_lines(everything, tmp_path, "login")}
     readme = (ROOT / "README.md").read_text()
     table = readme[readme.index("| process | what it is |"):].split("\n\n")[0]
-    named = set(re.findall(r"^\| `([a-z]+)` \|", table, re.M))
-    assert started >= {"redis", "kubesim", "controller", "worker", "web", "announce", "webhooks", "demo"}
+    named = set(re.findall(r"^\| `([a-z0-9-]+)` \|", table, re.M))
+    assert started >= {"redis", "kubesim", "kubesim-2", "controller", "controller-2", "worker", "web", "announce",
+                       "webhooks", "demo"}
     assert named == started
