@@ -42,7 +42,10 @@ return {f(now), redis.call('ZCARD', KEYS[1]) - busy_dirty, #entries / 2, redis.c
     "depths": """
 local out, busy = {}, {}
 local function slot(key)
-  local p = string.match(key, '^([^/]*/[^/]*/[^/]*)/') or ''
+  -- the kind's prefix of a key in either form: group/version/plural/ns/name, or cluster/ in front of it
+  local p = string.match(key, '^([^/]*/[^/]*/[^/]*)/[^/]*/[^/]*$')
+    or string.match(key, '^[^/]*/([^/]*/[^/]*/[^/]*)/[^/]*/[^/]*$')
+    or string.match(key, '^([^/]*/[^/]*/[^/]*)/') or ''
   if not out[p] then out[p] = {0, 0, 0} end
   return out[p]
 end
@@ -142,9 +145,10 @@ class Inspection(QueueCore):
         )
 
     def depths(self) -> dict[str, KindDepth]:
-        """Per kind (the key prefix `group/version/plural`): keys waiting (dirty, not processing), and the
-        seconds the running reconciles have run, summed and longest. Counts in Redis and returns only the
-        sums, so the controller's metrics cost the same with 10 keys queued or 10 000."""
+        """Per kind (the key prefix `group/version/plural`, whichever cluster the key is of): keys waiting
+        (dirty, not processing), and the seconds the running reconciles have run, summed and longest. Counts in
+        Redis and returns only the sums, so the controller's metrics cost the same with 10 keys queued or
+        10 000."""
         flat = self._run("depths")
         return {text(flat[i]): KindDepth(int(flat[i + 1]), float(flat[i + 2]), float(flat[i + 3]))
                 for i in range(0, len(flat), 4)}

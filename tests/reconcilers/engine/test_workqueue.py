@@ -87,6 +87,15 @@ def test_depths_count_waiting_and_running_keys_per_kind(wq: WorkQueue, clock: Fa
     assert (tenants.pending, tenants.unfinished_seconds, tenants.longest_running_seconds) == (0, 1.0, 1.0)
 
 
+def test_depths_count_the_keys_of_every_cluster_under_their_kind(wq: WorkQueue) -> None:
+    wq.add("cache.example.com/v1alpha1/memcacheds/default/a")
+    wq.add("eu-1/cache.example.com/v1alpha1/memcacheds/default/a")  # the same object's name in cluster eu-1
+    wq.add("eu-1/tenancy.example.com/v1alpha1/tenants//acme")
+    depths = wq.depths()
+    assert {p: d.pending for p, d in depths.items()} == {"cache.example.com/v1alpha1/memcacheds": 2,
+                                                          "tenancy.example.com/v1alpha1/tenants": 1}
+
+
 def test_a_key_added_while_processing_is_requeued_exactly_once_by_done(wq: WorkQueue) -> None:
     assert wq.add(KEY)
     assert wq.claim(KEY, "w1") is not None
