@@ -60,7 +60,7 @@ class _AnomalyView(_HealingActionView):
         self._facts["note"] = data.get("note", "")[:1000]
         if self.step == "assign":
             self._facts["assignee"] = data["assignee"]
-            why = assignee_refusal(data["assignee"], resource.namespace)
+            why = assignee_refusal(data["assignee"], resource.namespace, resource.cluster)
             if why is not None:
                 raise escalation.HealingRefused(why, field="assignee", status=400)
         return escalation.anomaly_step(self.step, resource, rule, actor=actor, note=data.get("note", ""),

@@ -3,10 +3,15 @@
     /api/v1/kinds/{group}/{kind}/namespaces/{namespace}/{name}[/transitions|/reconciles|/events|/revisions|…]
     /api/v1/kinds/{group}/{kind}/{name}[/…]                     (a cluster-scoped object)
     /api/v1/resources/by-uid/{uid}[/…]
+    /api/v1/clusters/{cluster}/kinds/{group}/{kind}/namespaces/{namespace}/{name}[/…]   (in a named cluster)
+    /api/v1/clusters/{cluster}/kinds/{group}/{kind}/{name}[/…]
 
 `{kind}` is the Kind (`Memcached`), in any case, or its plural (`memcacheds`); `{group}` the API group (`core`
 for the core group). The mirror keeps deleted objects, so several rows may share a key (an object deleted and
-re-created under the same name): the key addresses the live one, else the most recently created.
+re-created under the same name): the key addresses the live one, else the most recently created. The `kinds/…`
+addresses without a cluster name an object of the default cluster (what they always named); `clusters/{cluster}/
+kinds/…` one of any registered cluster, and a cluster that is not registered, or of which the caller may see
+nothing, answers 404 naming it (the same answer for both). A uid names one object in whichever cluster it is.
 
 Each view is the id-addressed one (same serializers, pagination, namespace limits, role checks and action
 record) with only the lookup changed. An object outside the caller's namespaces does not exist for them: 404,
@@ -24,23 +29,44 @@ from rest_framework.request import Request
 from opsconsole.accounts.roles import user_namespaces
 from opsconsole.api import actions, reads, revisions
 from opsconsole.api import serializers as s
-from reconcilers.models import Resource
+from reconcilers.core.clusters import DEFAULT_CLUSTER
+from reconcilers.models import Cluster, Resource
 from reconcilers.services.selectors.filters import namespace_q
 from reconcilers.services.selectors.resources import kind_names
+from reconcilers.services.selectors.scope import Scope
 
 #: the `{group}` that names Kubernetes' core group ('' in the database and in workqueue keys)
 CORE_GROUP = "core"
 _LIMIT = 253
 
 
+class ClusterNotFound(Resource.DoesNotExist):
+    """The address names a cluster that is not registered, or of which the caller may see nothing."""
+
+    def __init__(self, cluster: str) -> None:
+        super().__init__(cluster)
+        self.cluster = cluster
+
+
+def cluster_check(cluster: str, namespaces: frozenset[str] | None) -> str:
+    """`cluster` when it is registered and the caller limited to `namespaces` may see something of it;
+    ClusterNotFound otherwise."""
+    if len(cluster) > 63 or "\x00" in cluster or not Cluster.objects.filter(name=cluster).exists():
+        raise ClusterNotFound(cluster)
+    if isinstance(namespaces, Scope) and not namespaces.allows_cluster(cluster):
+        raise ClusterNotFound(cluster)
+    return cluster
+
+
 def resource_by_key(group: str, kind: str, namespace: str, name: str, *,
-                    namespaces: frozenset[str] | None) -> Resource:
-    """The resource named by its Kubernetes key, if visible: the live row, else the most recently created one.
-    Resource.DoesNotExist when there is none (or it is outside `namespaces`)."""
-    if any(len(part) > _LIMIT or "\x00" in part for part in (group, kind, namespace, name)):
+                    namespaces: frozenset[str] | None, cluster: str = DEFAULT_CLUSTER) -> Resource:
+    """The resource named by its Kubernetes key in `cluster`, if visible: the live row, else the most recently
+    created one. Resource.DoesNotExist when there is none (or it is outside `namespaces`)."""
+    if any(len(part) > _LIMIT or "\x00" in part for part in (group, kind, namespace, name, cluster)):
         raise Resource.DoesNotExist
     api_group = "" if group == CORE_GROUP else group
-    qs = Resource.objects.filter(namespace_q(namespaces), group=api_group, namespace=namespace, name=name)
+    qs = Resource.objects.filter(namespace_q(namespaces), cluster=cluster, group=api_group, namespace=namespace,
+                                 name=name)
     registered, registered_group = kind_names(kind)
     if registered_group is not None and registered_group == api_group:
         qs = qs.filter(kind=registered)
@@ -60,15 +86,23 @@ def resource_by_uid(uid: str, *, namespaces: frozenset[str] | None) -> Resource:
 
 
 def resolve(address: dict[str, str], *, namespaces: frozenset[str] | None) -> Resource:
-    """The resource a URL's arguments name: `uid`, or `group`, `kind`, `name` and (namespaced) `namespace`."""
+    """The resource a URL's arguments name: `uid`, or `group`, `kind`, `name`, (namespaced) `namespace` and (in a
+    named cluster) `cluster` (ClusterNotFound when that cluster is unknown or invisible)."""
     if "uid" in address:
         return resource_by_uid(address["uid"], namespaces=namespaces)
+    cluster = cluster_check(address["cluster"], namespaces) if "cluster" in address else DEFAULT_CLUSTER
     return resource_by_key(address["group"], address["kind"], address.get("namespace", ""), address["name"],
-                           namespaces=namespaces)
+                           namespaces=namespaces, cluster=cluster)
 
 
-def _not_found(exc: Exception) -> NotFound:
+def not_found(exc: Exception) -> NotFound:
+    """The 404 of an address that found nothing visible: naming the cluster when that is what is unknown."""
+    if isinstance(exc, ClusterNotFound):
+        return NotFound({"cluster": [f"No such cluster: {exc.cluster[:63]}"]})
     return NotFound("No such object, or it is outside your namespaces.")
+
+
+_not_found = not_found
 
 
 class _AddressedMixin:
@@ -100,7 +134,8 @@ class AddressedAction(_AddressedMixin):
 def path_parameters(form: str) -> list[OpenApiParameter]:
     """The URL's path parameters of an addressing form (`FORMS`), described for the schema."""
     names = {"namespaced": ("group", "kind", "namespace", "name"), "cluster": ("group", "kind", "name"),
-             "uid": ("uid",)}[form]
+             "uid": ("uid",), "in_cluster_namespaced": ("cluster", "group", "kind", "namespace", "name"),
+             "in_cluster_scoped": ("cluster", "group", "kind", "name")}[form]
     return [OpenApiParameter(n, str, OpenApiParameter.PATH, description=PARAMETERS[n]) for n in names]
 
 
@@ -133,6 +168,8 @@ FORMS = {
     "namespaced": ("kinds_namespaced", "by Kubernetes key (namespaced)"),
     "cluster": ("kinds_cluster", "by Kubernetes key (cluster-scoped)"),
     "uid": ("resources_by_uid", "by Kubernetes uid"),
+    "in_cluster_namespaced": ("clusters_kinds_namespaced", "by cluster and Kubernetes key (namespaced)"),
+    "in_cluster_scoped": ("clusters_kinds_cluster", "by cluster and Kubernetes key (cluster-scoped)"),
 }
 
 
@@ -142,10 +179,12 @@ PARAMETERS = {
     "namespace": "the object's namespace",
     "name": "the object's name",
     "uid": "the object's metadata.uid",
+    "cluster": "the registered cluster's name (`GET /api/v1/clusters`)",
 }
 DESCRIPTION = ("The same as the endpoint by database id, addressed {how}. When the mirror holds several rows for "
                "the key (an object deleted and re-created under the same name), the live one is meant, else the "
-               "most recently created. An object outside your namespaces answers 404.")
+               "most recently created. An object outside your namespaces answers 404; so does a cluster that is not "
+               "registered or of which you may see nothing, naming it.")
 
 
 def _views(form: str) -> tuple[type, type, type]:

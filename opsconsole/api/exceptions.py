@@ -3,7 +3,8 @@
     {"status": 400, "code": "invalid", "message": "…", "fields": {"reason": ["This field is required."]}}
 
 `fields` appears on 400s and names each offending field (query parameters included), and on a 403 refusing one
-field's value (a token's role or expiry above the token that asks); 429s carry
+field's value (a token's role or expiry above the token that asks) and on a 404 for an unknown cluster
+(`{"cluster": ["No such cluster: x"]}`); 429s carry
 `retry_after` (and the Retry-After header). Bad input never becomes a 500: Django's ValidationError,
 a selector's InvalidFilter and malformed ids are 400s; a body over DATA_UPLOAD_MAX_MEMORY_SIZE is a 413; an
 unreachable Kubernetes API or Redis is a 503. Paths under /api/ that match no route (and a crash there) answer
@@ -103,8 +104,8 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
     else:
         message = _message(exc.detail)
         code = _code(exc)
-        if isinstance(exc, exceptions.PermissionDenied) and isinstance(exc.detail, dict):
-            extra["fields"] = exc.detail  # a refusal about one field (a token's role or expiry) names it
+        if isinstance(exc, (exceptions.PermissionDenied, exceptions.NotFound)) and isinstance(exc.detail, dict):
+            extra["fields"] = exc.detail  # a refusal about one field (a token's role or expiry), an unknown cluster
     if isinstance(exc, exceptions.Throttled):
         extra["retry_after"] = int(exc.wait or 1) if exc.wait is not None else 1
         response["Retry-After"] = str(extra["retry_after"])

@@ -220,7 +220,7 @@ class _HealingByAddress(by_key._AddressedMixin):
         try:
             return by_key.resolve(self.address, namespaces=self.namespaces)
         except Resource.DoesNotExist as exc:
-            raise NotFound("No such object, or it is outside your namespaces.") from exc
+            raise by_key.not_found(exc) from exc
 
 
 def _by_address(form: str) -> dict[str, type]:

@@ -12,7 +12,6 @@ from typing import Any
 from django.conf import settings
 from django.core.exceptions import ValidationError as DjangoValidationError
 from django.core.serializers.json import DjangoJSONEncoder
-from django.db.models import Q
 from django.http import StreamingHttpResponse
 from django.utils import timezone
 from drf_spectacular.types import OpenApiTypes
@@ -30,6 +29,7 @@ from opsconsole.api.pagination import IdCursorPagination, NewestFirstPagination
 from reconcilers.models import ReconcileRequest, Resource
 from reconcilers.services.metrics_source import metrics_source_for, metrics_summary
 from reconcilers.services.selectors import kinds, queue, resources, transitions
+from reconcilers.services.selectors.cluster_filters import cluster_filter_q
 from reconcilers.services.selectors.filters import namespace_q
 
 ERRORS = {code: OpenApiResponse(s.ErrorSerializer, description=text) for code, text in (
@@ -221,7 +221,7 @@ class TransitionJsonlExportView(_ExportView):
 
 
 @extend_schema_view(
-    list=extend_schema(summary="Manual reconcile requests (newest first)",
+    list=extend_schema(summary="Manual reconcile requests (newest first)", parameters=[s.ClusterQuerySerializer],
                        responses={200: s.ReconcileRequestSerializer(many=True), **ERRORS}),
     retrieve=extend_schema(summary="A manual reconcile request's lifecycle",
                            responses={200: s.ReconcileRequestSerializer, **ERRORS}),
@@ -234,10 +234,10 @@ class ReconcileRequestViewSet(NamespacedMixin, viewsets.ReadOnlyModelViewSet):
 
     def get_queryset(self) -> Any:
         qs = ReconcileRequest.objects.select_related("run", "transition").order_by("-requested_at", "-id")
-        limit = self.namespaces
-        if limit is not None:
-            qs = qs.filter(Q(resource__namespace__in=sorted(limit)))
-        return qs
+        if self.action == "list":
+            q = _query(s.ClusterQuerySerializer, self.request)
+            qs = qs.filter(cluster_filter_q(q.get("cluster", ""), q.get("cluster_label", "")))
+        return qs.filter(namespace_q(self.namespaces, column="resource__namespace"))
 
     def list(self, request: Request, *args: Any, **kwargs: Any) -> Response:
         page = list(self.get_queryset()[:200])

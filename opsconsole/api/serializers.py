@@ -20,7 +20,18 @@ NAME_MAX = 253
 # -- query filters ---------------------------------------------------------------------------------------
 
 
-class ResourceQuerySerializer(serializers.Serializer):
+CLUSTER_HELP = "only rows of this cluster (its registered name)"
+CLUSTER_LABEL_HELP = "only rows of the clusters whose labels match this label selector (`env=prod`)"
+
+
+class ClusterQuerySerializer(serializers.Serializer):
+    """The cluster filters every list takes."""
+
+    cluster = serializers.CharField(required=False, max_length=63, help_text=CLUSTER_HELP)
+    cluster_label = serializers.CharField(required=False, max_length=1024, help_text=CLUSTER_LABEL_HELP)
+
+
+class ResourceQuerySerializer(ClusterQuerySerializer):
     """Filters of the resource list."""
 
     kind = serializers.CharField(required=False, max_length=253, help_text="Kind, plural or plural.group")
@@ -40,7 +51,7 @@ class ResourceQuerySerializer(serializers.Serializer):
                                                                              "matches now (e.g. backoff)")
 
 
-class TransitionQuerySerializer(serializers.Serializer):
+class TransitionQuerySerializer(ClusterQuerySerializer):
     """Filters of the transition feed and its exports."""
 
     kind = serializers.CharField(required=False, max_length=253)
@@ -229,7 +240,8 @@ class ResourceSerializer(serializers.ModelSerializer):
     class Meta:
         model = Resource
         fields = [
-            "id", "uid", "key", "kind", "group", "version", "plural", "namespace", "name", "phase", "phase_since",
+            "id", "uid", "key", "cluster", "kind", "group", "version", "plural", "namespace", "name", "phase",
+            "phase_since",
             "time_in_phase_seconds", "reason", "message", "conditions", "generation", "observed_generation",
             "generation_lag", "labels", "last_reconcile_at", "last_result", "owner", "children", "deleted",
             "deleted_at", "created_at", "updated_at", "suspended", "active_anomalies", "rollback_state",
@@ -305,7 +317,8 @@ class TransitionSerializer(serializers.ModelSerializer):
     class Meta:
         model = Transition
         fields = [
-            "id", "created_at", "resource_id", "resource_uid", "kind", "namespace", "name", "seq", "from_phase",
+            "id", "created_at", "resource_id", "resource_uid", "cluster", "kind", "namespace", "name", "seq",
+            "from_phase",
             "to_phase", "reason", "message", "generation", "resource_version", "actor", "actor_established", "run_id",
             "trace_id", "prev_hash", "hash",
         ]
@@ -320,7 +333,7 @@ class ReconcileRunSerializer(serializers.ModelSerializer):
     class Meta:
         model = ReconcileRun
         fields = [
-            "id", "key", "kind", "resource_id", "started_at", "duration_seconds", "result", "error_class",
+            "id", "key", "cluster", "kind", "resource_id", "started_at", "duration_seconds", "result", "error_class",
             "error_message", "attempt", "worker", "operator_version", "trace_id", "request_id", "triggers",
             "triggers_dropped",
         ]
@@ -337,8 +350,8 @@ class ReconcileRequestSerializer(serializers.ModelSerializer):
     class Meta:
         model = ReconcileRequest
         fields = [
-            "id", "resource_id", "key", "token", "actor", "actor_established", "reason", "idempotency_key", "state",
-            "requested_at",
+            "id", "resource_id", "key", "cluster", "token", "actor", "actor_established", "reason",
+            "idempotency_key", "state", "requested_at",
             "picked_up_at", "finished_at", "run", "transition", "trace_id", "error",
         ]
 
@@ -502,7 +515,7 @@ class ActionRecordSerializer(serializers.ModelSerializer):
 
     class Meta:
         model = ActionRecord
-        fields = ["id", "created_at", "actor", "auth", "token_prefix", "action", "method", "path", "target",
+        fields = ["id", "created_at", "cluster", "actor", "auth", "token_prefix", "action", "method", "path", "target",
                   "reason", "outcome", "status_code", "detail", "remote_addr"]
 
 

@@ -1,6 +1,7 @@
 """REST API routes, versioned under /api/v1/, with the OpenAPI schema, Swagger UI and ReDoc (local assets).
-Every resource endpoint answers by database id (`resources/{id}`), by Kubernetes key (`kinds/…`) and by uid
-(`resources/by-uid/{uid}`): see `opsconsole.api.by_key`."""
+Every resource endpoint answers by database id (`resources/{id}`), by Kubernetes key (`kinds/…`, the default
+cluster; `clusters/{cluster}/kinds/…`, any registered cluster) and by uid (`resources/by-uid/{uid}`): see
+`opsconsole.api.by_key`. The registered clusters and their health: `clusters`, `clusters/{cluster}`."""
 
 from django.urls import URLPattern, include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, SpectacularSwaggerView
@@ -10,6 +11,7 @@ from opsconsole.api import (
     actions,
     anomalies,
     by_key,
+    clusters,
     explain,
     healing,
     reads,
@@ -32,6 +34,9 @@ ADDRESSES = {
     "namespaced": "kinds/<str:group>/<str:kind>/namespaces/<str:namespace>/<str:name>",
     "cluster": "kinds/<str:group>/<str:kind>/<str:name>",
     "uid": "resources/by-uid/<str:uid>",
+    "in_cluster_namespaced": ("clusters/<str:cluster>/kinds/<str:group>/<str:kind>/namespaces/<str:namespace>/"
+                              "<str:name>"),
+    "in_cluster_scoped": "clusters/<str:cluster>/kinds/<str:group>/<str:kind>/<str:name>",
 }
 
 
@@ -89,6 +94,8 @@ urlpatterns = [
     path("runs/versions", versions.RunVersionsView.as_view(), name="run-versions"),
     path("runs/<str:pk>", explain.RunDetailView.as_view(), name="run-detail"),
     path("slo", explain.SloView.as_view(), name="slo"),
+    path("clusters", clusters.ClusterListView.as_view(), name="clusters"),
+    path("clusters/<str:cluster>", clusters.ClusterDetailView.as_view(), name="cluster-detail"),
     path("me", tokens.MeView.as_view(), name="me"),
     path("tokens", tokens.TokenListCreateView.as_view(), name="tokens"),
     path("tokens/<str:pk>", tokens.TokenRevokeView.as_view(), name="token-revoke"),

@@ -15,6 +15,7 @@ from opsconsole.accounts.client_address import client_address
 from opsconsole.accounts.roles import ADMIN, OPERATOR, namespace_allowed, user_has_role, user_namespaces, user_role
 from opsconsole.accounts.services import action_record
 from reconcilers.models import Resource
+from reconcilers.services.selectors.filters import namespace_q
 
 
 @dataclass
@@ -45,9 +46,7 @@ def me(request: HttpRequest) -> Me:
 def resource_for_action(request: HttpRequest, pk: int) -> Resource | None:
     """The resource with id `pk` if the user may see it, else None: an action by id on a resource outside the
     user's namespaces answers 404 like one on an id that does not exist (an id must not tell a namespace)."""
-    return Resource.objects.filter(pk=pk).filter(
-        **({} if user_namespaces(request.user) is None else {"namespace__in": user_namespaces(request.user)})
-    ).first()
+    return Resource.objects.filter(pk=pk).filter(namespace_q(user_namespaces(request.user))).first()
 
 
 class Refused(Exception):

@@ -25,6 +25,7 @@ from reconcilers.core.rollout import FAILED as FAILED_ROLLOUT
 from reconcilers.engine import apiclient, kube, registry
 from reconcilers.models import Resource
 from reconcilers.services.selectors.resources import resource_events
+from reconcilers.services.selectors.scope import scope_allows
 from reconcilers.services.selectors.secrets import secret_redacted
 
 log = logging.getLogger(__name__)
@@ -341,7 +342,7 @@ def resource_tree(resource: Resource, *, namespaces: frozenset[str] | None = Non
             return
         for kind, obj in sorted(by_owner.get(node.uid, []), key=lambda ko: (ko[0].kind, _name(ko[1]))):
             child = _node(kind, obj, node.depth + 1)
-            if namespaces is not None and child.namespace not in namespaces:
+            if not scope_allows(namespaces, resource.cluster, child.namespace):
                 continue
             if child.uid and child.uid not in seen:
                 seen.add(child.uid)
@@ -481,7 +482,7 @@ def object_page(kind: ResourceKind, namespace: str, name: str, *, api: Any = Non
     (obj.get("metadata") or {}).pop("managedFields", None)
     page = ObjectPage(secret_redacted(obj))
     page.owners, page.resource = _owner_chain(api, obj)
-    if page.resource is None or (namespaces is not None and page.resource.namespace not in namespaces):
+    if page.resource is None or not scope_allows(namespaces, page.resource.cluster, page.resource.namespace):
         raise missing
     uid = (obj.get("metadata") or {}).get("uid", "")
     try:

@@ -1,5 +1,5 @@
 """Reads of the Resource mirror: the filtered list (kind, namespace, phase, label selector, name search,
-stuck, generation lag), one resource, its children, transitions, reconcile runs and the Kubernetes Events
+stuck, generation lag, cluster), one resource, its children, transitions, reconcile runs and the Kubernetes Events
 archived about it and its descendants."""
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from django.utils import timezone
 
 from reconcilers.engine import apiclient, kube, registry
 from reconcilers.models import KubeEvent, ReconcileRun, Resource, Transition
+from reconcilers.services.selectors.cluster_filters import cluster_filter_q
 from reconcilers.services.selectors.filters import InvalidFilter, label_selector_q, namespace_q, nul_free
 
 log = logging.getLogger(__name__)
@@ -36,6 +37,8 @@ class ResourceFilters:
     include_deleted: bool = False
     healing: str = ""  # anomalous / suspended / rolling_back / escalated (HEALING_STATES)
     anomaly: str = ""  # an anomaly rule matching now (e.g. backoff)
+    cluster: str = ""  # one cluster (`cluster_filters`)
+    cluster_label: str = ""  # the clusters whose labels match this selector (`env=prod`)
 
 
 #: the healing states a resource list may be filtered by, and what each means
@@ -78,7 +81,7 @@ def resource_list(
     """Mirrored resources matching `filters`, limited to `namespaces`; not ordered (the paginator orders)."""
     f = filters or ResourceFilters()
     nul_free(**{k: v for k, v in asdict(f).items() if isinstance(v, str)})
-    qs = Resource.objects.filter(namespace_q(namespaces))
+    qs = Resource.objects.filter(namespace_q(namespaces), cluster_filter_q(f.cluster, f.cluster_label))
     if not f.include_deleted:
         qs = qs.filter(deleted=False)
     if f.kind:

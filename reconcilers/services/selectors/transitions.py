@@ -1,4 +1,4 @@
-"""Reads of the global transition feed: filters (kind, namespace, actor, from/to phase, time range), the
+"""Reads of the global transition feed: filters (kind, namespace, actor, from/to phase, time range, cluster), the
 `since` cursor (rows after a transition id, oldest first: a script resumes where it stopped) and the
 bounded export iterator used for CSV and JSON lines."""
 
@@ -12,11 +12,12 @@ from typing import Any
 from django.db.models import QuerySet
 
 from reconcilers.models import Transition
+from reconcilers.services.selectors.cluster_filters import cluster_filter_q
 from reconcilers.services.selectors.filters import InvalidFilter, namespace_q, nul_free
 from reconcilers.services.selectors.resources import kind_names
 
 EXPORT_FIELDS: tuple[str, ...] = (
-    "id", "created_at", "kind", "namespace", "name", "resource_uid", "seq", "from_phase", "to_phase",
+    "id", "created_at", "cluster", "kind", "namespace", "name", "resource_uid", "seq", "from_phase", "to_phase",
     "reason", "message", "generation", "resource_version", "actor", "run_id", "trace_id", "prev_hash", "hash",
 )
 
@@ -34,6 +35,8 @@ class TransitionFilters:
     after: datetime | None = None  # created_at >= after
     before: datetime | None = None  # created_at < before
     since: int | None = None  # id > since
+    cluster: str = ""  # one cluster (`cluster_filters`)
+    cluster_label: str = ""  # the clusters whose labels match this selector (`env=prod`)
 
 
 def transition_list(
@@ -42,7 +45,7 @@ def transition_list(
     """Transitions matching `filters`, limited to `namespaces`; not ordered (the caller orders by id)."""
     f = filters or TransitionFilters()
     nul_free(**{k: v for k, v in asdict(f).items() if isinstance(v, str)})
-    qs = Transition.objects.filter(namespace_q(namespaces))
+    qs = Transition.objects.filter(namespace_q(namespaces), cluster_filter_q(f.cluster, f.cluster_label))
     if f.kind:
         qs = qs.filter(kind=kind_names(f.kind)[0])
     if f.namespace:

@@ -18,6 +18,14 @@ def test_uid_and_key_addresses_are_aliases_of_the_id_address():
     assert canonical("get", "/api/v1/kinds/{group}/{kind}/{name}", SERVED) == ("GET", "/api/v1/resources/{id}")
 
 
+def test_the_cluster_key_addresses_are_aliases_of_the_id_address_too():
+    assert canonical("post", "/api/v1/clusters/{cluster}/kinds/{group}/{kind}/namespaces/{namespace}/{name}/reconcile",
+                     SERVED) == ("POST", "/api/v1/resources/{id}/reconcile")
+    assert canonical("get", "/api/v1/clusters/{cluster}/kinds/{group}/{kind}/{name}", SERVED) == \
+        ("GET", "/api/v1/resources/{id}")
+    assert canonical("get", "/api/v1/clusters/{cluster}", SERVED) is None
+
+
 def test_an_operation_without_an_id_form_or_of_another_method_is_its_own():
     assert canonical("get", "/api/v1/kinds/{group}/{kind}/{name}/reconcile", SERVED) is None
     assert canonical("post", "/api/v1/resources/by-uid/{uid}/whatif", SERVED) is None

@@ -62,3 +62,25 @@ def test_the_queryset_filter_keeps_the_rows_of_the_granted_pairs_only():
     assert not Resource.objects.filter(namespace_q(Scope(()))).exists()
     where, params = scope.sql()
     assert set(Resource.objects.extra(where=[where], params=params).values_list("pk", flat=True)) == keep
+
+
+@pytest.mark.django_db
+def test_a_trace_of_a_run_in_a_cluster_one_cannot_see_is_refused():
+    from django.utils import timezone
+
+    from reconcilers.models import Span
+    from reconcilers.services.selectors.stats import TraceNotVisible, trace_places, trace_spans
+
+    now = timezone.now()
+    for trace, key in (("a" * 32, "staging/cache.example.com/v1alpha1/memcacheds/team-a/web"),
+                       ("b" * 32, "cache.example.com/v1alpha1/memcacheds/team-a/web")):
+        Span.objects.create(trace_id=trace, span_id="1" * 16, name="reconcile", start_time=now, end_time=now,
+                            duration_ms=1.0, attributes={"opsconsole.key": key})
+    assert trace_places("a" * 32, Span.objects.filter(trace_id="a" * 32)) == {("staging", "team-a")}
+    with pytest.raises(TraceNotVisible):
+        trace_spans("a" * 32, namespaces=Scope.of(["prod/team-a"]))
+    assert len(trace_spans("a" * 32, namespaces=Scope.of(["staging/team-a"]))) == 1
+    assert len(trace_spans("a" * 32, namespaces=Scope.of(["team-a"]))) == 1
+    with pytest.raises(TraceNotVisible):
+        trace_spans("b" * 32, namespaces=Scope.of(["staging/team-a"]))  # the default cluster's
+    assert len(trace_spans("b" * 32, namespaces=Scope.of(["default/team-a"]))) == 1
