@@ -15,6 +15,7 @@ Every verb comes from a call the code makes (one ServiceAccount serves web, work
 - roles a reconciler binds (`rbac_binds`): `bind` on exactly those ClusterRoles (see `_bind_rule`);
 - `coordination.k8s.io` leases: `create`, and `get`/`update` of the `opsconsole-controller` Lease only;
 - core `events`: `create` (the runner's Events), `list`/`watch` (the controller's Events archive);
+- the `kube-system` namespace: `get` (the controller reads its uid, the cluster's identity: `engine.clusters`);
 - what the archive's owner resolver reads to file an Event about a Pod under its registered owner (Pod →
   ReplicaSet → Deployment → the kind): `get` on core `pods` and apps `replicasets` (owned kinds have it already);
   and what the console's health tree lists below a Deployment (one LIST per kind in a namespace): `list` on them.
@@ -82,6 +83,7 @@ def _engine_permissions() -> dict[tuple[str, str, str], set[str]]:
         (LEASE.group, LEASE.plural, ""): {"create"},
         (LEASE.group, LEASE.plural, LEASE_NAME): {"get", "update"},
         ("", "events", ""): {"create", "list", "watch"},
+        ("", "namespaces", "kube-system"): {"get"},
         ("", "pods", ""): {"get", "list"},
         ("apps", "replicasets", ""): {"get", "list"},
     }
@@ -93,6 +95,9 @@ def cluster_role_rules(reconcilers: Iterable[Reconciler]) -> list[Rule]:
     for part in [_engine_permissions(), *(reconciler_permissions(r) for r in reconcilers)]:
         for key, verbs in part.items():
             perms[key] |= verbs
+    for (group, resource, name), verbs in list(perms.items()):  # a named grant the resource-wide one covers: none
+        if name and not verbs - perms.get((group, resource, ""), set()):
+            del perms[(group, resource, name)]
     grouped: dict[tuple[str, tuple[str, ...], str], list[str]] = defaultdict(list)
     for (group, resource, name), verbs in perms.items():
         grouped[(group, tuple(sorted(verbs)), name)].append(resource)

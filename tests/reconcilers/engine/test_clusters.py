@@ -206,3 +206,17 @@ def test_the_leader_reports_health_and_an_unreachable_api_since_when_until_it_an
     assert (row.unreachable_since, row.heartbeat_at) == (None, t0 + timedelta(seconds=4))
     state["leading"] = False
     assert not leader.report(t0 + timedelta(seconds=5))  # a replica that no longer leads reports nothing
+
+
+def test_the_role_lets_the_controller_read_the_identity_and_no_more_than_it_needs():
+    from reconcilers.engine.rbac import cluster_role_rules
+    from reconcilers.kinds.memcached import MemcachedReconciler
+    from reconcilers.kinds.tenant import TenantReconciler
+
+    def namespace_rules(reconcilers: list[Reconciler]) -> list[dict[str, Any]]:
+        return [r for r in cluster_role_rules(reconcilers) if "namespaces" in r["resources"]]
+
+    assert namespace_rules([MemcachedReconciler()]) == [
+        {"apiGroups": [""], "resources": ["namespaces"], "resourceNames": ["kube-system"], "verbs": ["get"]}]
+    # a kind that gets every namespace already covers it: no named grant besides
+    assert all("resourceNames" not in r for r in namespace_rules([MemcachedReconciler(), TenantReconciler()]))
