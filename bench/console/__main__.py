@@ -73,7 +73,7 @@ def main() -> None:
     from django.db import connection
     from django.test import Client, override_settings
 
-    from reconcilers.models import Resource, Transition
+    from reconcilers.models import Cluster, Resource, Transition
 
     api_bench.datetime = _Shifted  # the loader's t0
     if args.reload or Resource.objects.count() != api_bench.RESOURCES or \
@@ -96,6 +96,13 @@ def main() -> None:
         ("resource detail (100 transitions of its chain)", f"/resources/{middle}/"),
         ("audit log, first page", "/audit/"),
     ]
+    # issue 41: with a second (empty) cluster registered, the picker narrows to the default one (every row)
+    clustered = [
+        ("overview fragment: clusters (per cluster, health)", "/?_live=clusters"),
+        ("overview narrowed to a cluster (?cluster=default)", "/?cluster=default"),
+        ("resources narrowed to a cluster (?cluster=default)", "/resources/?cluster=default"),
+        ("audit log narrowed to a cluster (?cluster=default)", "/audit/?cluster=default"),
+    ]
     memo = ("overview, memo on (3 s, the default)", "/")
     print(f"PostgreSQL {connection.pg_version}, {Resource.objects.count()} resources, {Transition.objects.count()} "
           f"transitions, {args.n} requests per page (in-process Django test client, session login)")
@@ -104,6 +111,13 @@ def main() -> None:
         for label, path in cases:
             p50, p95 = measure(client, path, args.n)
             print(f"{label:58} {p50:8.1f} {p95:8.1f}", flush=True)
+        other, _ = Cluster.objects.get_or_create(name="bench-other")
+        try:
+            for label, path in clustered:
+                p50, p95 = measure(client, path, args.n)
+                print(f"{label:58} {p50:8.1f} {p95:8.1f}", flush=True)
+        finally:
+            other.delete()
     p50, p95 = measure(client, memo[1], args.n)
     print(f"{memo[0]:58} {p50:8.1f} {p95:8.1f}", flush=True)
 

@@ -1,5 +1,5 @@
 """The console's cluster picker: which cluster a page is narrowed to (`?cluster=NAME`, kept by the navigation's
-links; none is "All clusters") and by which cluster labels (`?cluster_labels=env=prod`), among the clusters the
+links; none is "All clusters") and by which cluster labels (`?cluster_label=env=prod`), among the clusters the
 user may see.
 
 A choice narrows a page by narrowing the user's limit: the namespaces the user may see become the (cluster,
@@ -24,7 +24,7 @@ from reconcilers.services.selectors.filters import InvalidFilter
 from reconcilers.services.selectors.scope import EVERY_CLUSTER, Scope
 
 #: the query parameters of a choice
-PARAMS = ("cluster", "cluster_labels")
+PARAMS = ("cluster", "cluster_label")
 
 
 @dataclass
@@ -45,7 +45,7 @@ class ClusterChoice:
     @property
     def params(self) -> dict[str, str]:
         """The query parameters that keep this choice."""
-        return {k: v for k, v in (("cluster", self.name), ("cluster_labels", self.labels)) if v}
+        return {k: v for k, v in (("cluster", self.name), ("cluster_label", self.labels)) if v}
 
     @property
     def query(self) -> str:
@@ -56,6 +56,8 @@ class ClusterChoice:
         """The user's limit `namespaces` narrowed to the chosen clusters (unchanged when none is chosen)."""
         if self.chosen is None:
             return namespaces
+        if namespaces is None and self.chosen >= {c.name for c in self.clusters}:
+            return None  # an unlimited user chose every registered cluster: nothing to narrow (no join to pay)
         if namespaces is None:
             return Scope((c, ns) for c, ns in _cluster_namespaces(self.chosen))
         pairs = getattr(namespaces, "pairs", None) or {(EVERY_CLUSTER, ns) for ns in namespaces}
@@ -79,7 +81,7 @@ def cluster_choice(request: HttpRequest) -> ClusterChoice:
     visible = clusters_visible(user_namespaces(request.user))
     names = {c.name for c in visible}
     name = request.GET.get("cluster", "")[:63]
-    labels = request.GET.get("cluster_labels", "")[:1024]
+    labels = request.GET.get("cluster_label", "")[:1024]
     choice = ClusterChoice(clusters=visible, name=name, labels=labels)
     chosen: set[str] | None = None
     if name:

@@ -1,6 +1,6 @@
-"""The audit log: every transition (filter by kind, namespace, actor, phase, time; CSV / JSON-lines export
-through the API's export endpoints) and, for admins as in the API, every action asked (allowed or refused);
-and the hash chain's verification status."""
+"""The audit log: every transition (filter by kind, namespace, actor, phase, time; narrowed to the clusters the
+navigation's picker chose; CSV / JSON-lines export through the API's export endpoints) and, for admins as in the
+API, every action asked (allowed or refused); and the hash chain's verification status."""
 
 from __future__ import annotations
 
@@ -20,6 +20,7 @@ from opsconsole.accounts.roles import ADMIN, user_has_role, user_namespaces
 from opsconsole.accounts.services import action_record_list
 from opsconsole.accounts.targets import target_example
 from opsconsole.console.access import Refused, audited_action
+from opsconsole.console.clusters import cluster_choice
 from opsconsole.console.live import page
 from opsconsole.console.paging import keyset_page
 from opsconsole.console.security import console_action, console_page
@@ -52,20 +53,24 @@ def audit_log(request: HttpRequest) -> HttpResponse:
     after, before = _when(g.get("after", ""), "after", errors), _when(g.get("before", ""), "before", errors)
     keys = A_KEYS if view == "actions" else T_KEYS
     kept = {k: g[k] for k in keys if g.get(k)}
+    choice = cluster_choice(request)  # the picker narrows the transitions (not the actions: they are global)
+    if view == "transitions":
+        errors.extend(choice.errors)
     chain = audit_chain_status(namespaces=user_namespaces(request.user))
     context: dict[str, Any] = {"view": view, "is_admin": is_admin, "filters": g, "rows": [], "next_url": "",
-                               "chain": chain, "errors": errors, "kept": urlencode(kept),
-                               "target_example": target_example()}
+                               "picker": choice, "chain": chain, "errors": errors,
+                               "kept": urlencode({**choice.params, **kept}), "target_example": target_example()}
     if not errors and view == "transitions":
         try:
             qs = transitions.transition_list(transitions.TransitionFilters(
                 kind=g.get("kind", "")[:253], namespace=g.get("namespace", "")[:63], name=g.get("name", "")[:253],
                 actor=g.get("actor", "")[:255], from_phase=g.get("from_phase", "")[:63],
                 to_phase=g.get("to_phase", "")[:63], after=after, before=before),
-                namespaces=user_namespaces(request.user))
+                namespaces=choice.narrow(user_namespaces(request.user)))
             p = keyset_page(qs, "-id", cursor=g.get("cursor", ""), size=50)
             context["rows"] = p.rows
-            context["next_url"] = "?" + urlencode({**kept, "cursor": p.next_cursor}) if p.next_cursor else ""
+            context["next_url"] = "?" + urlencode({**choice.params, **kept, "cursor": p.next_cursor}) \
+                if p.next_cursor else ""
         except InvalidFilter as exc:
             errors.append(f"{exc.field}: {exc.message}")
     elif not errors and is_admin:

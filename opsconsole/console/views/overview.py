@@ -121,7 +121,7 @@ def _clusters(choice: ClusterChoice, limit: frozenset[str] | None) -> dict[str, 
 @console_page
 def overview(request: HttpRequest) -> HttpResponse:
     """The landing page (`?window=15m|1h|24h` picks the charts' window; anything else: 1 h; `?cluster=` and
-    `?cluster_labels=` narrow it)."""
+    `?cluster_label=` narrow it)."""
     choice = cluster_choice(request)
     limit = user_namespaces(request.user)
     namespaces = choice.narrow(limit)

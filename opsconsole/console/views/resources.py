@@ -1,5 +1,5 @@
 """The resources table (filters, search, sorting, keyset pagination, printer columns; narrowed to the clusters
-the picker or `?cluster_labels=` chose, with a Cluster column when several are registered, and "unknown since …"
+the picker or `?cluster_label=` chose, with a Cluster column when several are registered, and "unknown since …"
 for the rows of an unreachable cluster) and its bulk Reconcile of the checked rows (operators)."""
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from reconcilers.services.selectors.filters import InvalidFilter
 
 FRAGMENTS = {"rows": "console/_resources_rows.html"}
 FILTER_KEYS = ("kind", "namespace", "phase", "selector", "q", "stuck", "lag", "deleted", "healing", "anomaly", "sort",
-               "size", "cluster", "cluster_labels")
+               "size", "cluster", "cluster_label")
 SORTS = [("name", "Name"), ("namespace", "Namespace"), ("kind", "Kind"), ("phase", "Phase"),
          ("since", "Time in phase"), ("last", "Last reconcile")]
 

@@ -107,8 +107,8 @@ def clusters_visible(namespaces: frozenset[str] | None) -> list[Cluster]:
 
 def clusters_labelled(selector: str, clusters: Iterable[Cluster] | None = None) -> frozenset[str]:
     """The names of the clusters whose labels match the label selector `selector` (`env=prod`); InvalidFilter
-    (field `cluster_labels`) on bad syntax."""
-    q = label_selector_q(selector, field="cluster_labels")
+    (field `cluster_label`) on bad syntax."""
+    q = label_selector_q(selector, field="cluster_label")
     qs = Cluster.objects.filter(q)
     if clusters is not None:
         qs = qs.filter(name__in=[c.name for c in clusters])

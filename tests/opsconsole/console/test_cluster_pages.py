@@ -108,18 +108,18 @@ def test_an_unknown_cluster_is_an_error_naming_the_field_not_everything(as_role)
     assert _names(client.get("/resources/?cluster=staging").content.decode()) == []
 
 
-def test_the_resources_list_filters_by_cluster_and_cluster_labels(as_role):
+def test_the_resources_list_filters_by_cluster_and_cluster_label(as_role):
     _two_clusters()
     client = as_role("viewer")
     html = client.get("/resources/").content.decode()
     assert sorted(_names(html)) == ["db", "solo", "web", "web"]
     assert re.findall(r'class="cluster-cell">([^<]+)<', html).count("prod") == 2  # the Cluster column
     assert sorted(_names(client.get("/resources/?cluster=prod").content.decode())) == ["db", "web"]
-    assert _names(client.get("/resources/?cluster_labels=env%3Dstaging").content.decode()) == ["web"]
-    assert sorted(_names(client.get("/resources/?cluster_labels=env").content.decode())) == ["db", "web", "web"]
-    assert _names(client.get("/resources/?cluster=prod&cluster_labels=env%3Dstaging").content.decode()) == []
-    bad = client.get("/resources/?cluster_labels=env%3D%3D%3D").content.decode()
-    assert "cluster_labels: " in bad and _names(bad) == []
+    assert _names(client.get("/resources/?cluster_label=env%3Dstaging").content.decode()) == ["web"]
+    assert sorted(_names(client.get("/resources/?cluster_label=env").content.decode())) == ["db", "web", "web"]
+    assert _names(client.get("/resources/?cluster=prod&cluster_label=env%3Dstaging").content.decode()) == []
+    bad = client.get("/resources/?cluster_label=env%3D%3D%3D").content.decode()
+    assert "cluster_label: " in bad and _names(bad) == []
     paged = client.get("/resources/?cluster=prod&size=10&sort=-name").content.decode()
     assert "cluster=prod" in paged.split('id="resources-table"', 1)[1].split("</thead>", 1)[0]  # sort links keep it
 
@@ -178,3 +178,20 @@ def test_a_choice_narrows_a_limit_to_the_chosen_clusters_pairs():
 
     assert choice.narrow(Scope([("staging", "team-a"), ("", "team-b")])).pairs == {("prod", "team-b")}
     assert ClusterChoice(clusters=[]).narrow(None) is None
+    every = ClusterChoice(clusters=choice.clusters, chosen=frozenset({"default", "prod", "staging"}))
+    assert every.narrow(None) is None  # every cluster chosen: no narrowing to pay for
+    assert every.narrow(frozenset({"team-a"})).pairs == {("default", "team-a"), ("prod", "team-a"),
+                                                         ("staging", "team-a")}
+
+
+def test_the_audit_logs_transitions_follow_the_picker(as_role):
+    _two_clusters()
+    f.transition(f.resource("moved-prod", "team-a", cluster="prod", phase=""), "Pending")
+    f.transition(f.resource("moved-here", "team-a", phase=""), "Pending")
+    client = as_role("viewer")
+    every = _text(client.get("/audit/").content.decode())
+    assert "prod: Memcached team-a/moved-prod" in every and "default: Memcached team-a/moved-here" in every
+    html = client.get("/audit/?cluster=prod").content.decode()
+    assert "moved-prod" in html and "moved-here" not in html
+    assert '<input type="hidden" name="cluster" value="prod">' in html  # the filter form keeps the choice
+    assert 'href="/audit/?cluster=prod">Audit log' in html
