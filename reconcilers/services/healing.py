@@ -69,8 +69,8 @@ def _reason(reason: str) -> str:
 def resource_rollback(resource: Resource, generation: int, *, actor: str, reason: str) -> HealingRecord:
     """Roll `resource` back to the spec recorded for `generation` (an earlier one) and enqueue it."""
     reconciler = _reconciler(resource)
-    record = rollback_engine.rollback_apply(apiclient.get_api_client(), reconciler, resource.id, int(generation),
-                                            actor=actor, reason=_reason(reason), auto=False)
+    record = rollback_engine.rollback_apply(apiclient.get_api_client(resource.cluster), reconciler, resource.id,
+                                            int(generation), actor=actor, reason=_reason(reason), auto=False)
     dispatch.enqueue_many([resource.key])
     return record
 
@@ -78,14 +78,14 @@ def resource_rollback(resource: Resource, generation: int, *, actor: str, reason
 def resource_suspend(resource: Resource, *, actor: str, reason: str, until: datetime | None = None
                      ) -> HealingRecord:
     """Suspend `resource`'s reconciles (until `until`, when given)."""
-    return suspend_engine.suspend_apply(apiclient.get_api_client(), _reconciler(resource), resource.id, actor=actor,
-                                        reason=_reason(reason), until=until)
+    return suspend_engine.suspend_apply(apiclient.get_api_client(resource.cluster), _reconciler(resource),
+                                        resource.id, actor=actor, reason=_reason(reason), until=until)
 
 
 def resource_resume(resource: Resource, *, actor: str, reason: str) -> HealingRecord:
     """Resume `resource`'s reconciles (it is enqueued at once)."""
-    return suspend_engine.resume_apply(apiclient.get_api_client(), _reconciler(resource), resource.id, actor=actor,
-                                       reason=_reason(reason))
+    return suspend_engine.resume_apply(apiclient.get_api_client(resource.cluster), _reconciler(resource),
+                                       resource.id, actor=actor, reason=_reason(reason))
 
 
 def resource_pin(resource: Resource, generation: int, *, actor: str, reason: str) -> HealingRecord:

@@ -73,7 +73,7 @@ def reconcile_request_create(
             return _same_object(existing, key)
 
     req = Request.from_key(key)
-    api = apiclient.get_api_client()
+    api = apiclient.get_api_client(req.cluster)  # the key's cluster (its prefix; none: the default)
     obj = kube.get_object(api, reconciler.resource, req.namespace or None, req.name)
     if obj is None:
         raise ObjectNotFound(f"{reconciler.resource.kind} {req.namespaced_name} not found")

@@ -72,7 +72,7 @@ def resource_whatif(resource: Resource, spec: Any) -> WhatIf:
         reconciler = registry.for_kind(resource.group, resource.plural)
     except registry.UnknownKind as exc:
         raise WhatIfError(f"no reconciler for {resource.kind} here: {exc}", status=404) from exc
-    api = apiclient.get_api_client()
+    api = apiclient.get_api_client(resource.cluster)
     try:
         live = kube.get_object(api, reconciler.resource, resource.namespace or None, resource.name)
     except Exception as exc:

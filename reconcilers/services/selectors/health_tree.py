@@ -202,9 +202,11 @@ def cache_clear() -> None:
 
 
 def _list(api: Any, kind: ResourceKind, namespace: str) -> list[dict[str, Any]]:
-    """One kind's objects in the namespace ('' for a cluster-scoped kind), from the cache when fresh."""
+    """One kind's objects in the namespace ('' for a cluster-scoped kind) of the API server `api` reaches, from
+    the cache when fresh."""
     ns = namespace if kind.namespaced else ""
-    key = (ns, kind.api_version, kind.plural)
+    server = str(getattr(getattr(api, "configuration", None), "host", ""))  # one cluster's objects per entry
+    key = (server, ns, kind.api_version, kind.plural)
     now = time.monotonic()
     with _cache_lock:
         hit = _cache.get(key)
@@ -326,7 +328,7 @@ def resource_tree(resource: Resource, *, namespaces: frozenset[str] | None = Non
     by_owner: dict[str, list[tuple[ResourceKind, dict[str, Any]]]] = {}
     error = ""
     try:
-        api = api or apiclient.get_api_client()
+        api = api or apiclient.get_api_client(resource.cluster)
         for kind in tree_kinds(rec.owns):
             for obj in _list(api, kind, resource.namespace):
                 owner = controller_uid(obj)

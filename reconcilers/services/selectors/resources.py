@@ -151,7 +151,7 @@ def resource_live_children(resource: Resource) -> tuple[list[dict[str, Any]], st
         return [], ""
     children: list[dict[str, Any]] = []
     try:
-        api = apiclient.get_api_client()
+        api = apiclient.get_api_client(resource.cluster)
         for kind in rec.owns:
             ns = resource.namespace or None
             for item in kube.list_objects(api, kind, ns if kind.namespaced else None, timeout=(2.0, 5.0)).items:
