@@ -1,9 +1,9 @@
 """The registered clusters as the console shows them: which a caller may see, which match a label selector, and
 each one's connection health read from what its controller reports (`Cluster`'s health fields).
 
-A cluster is *unreachable* when its controller said it lost the API server (`unreachable_since`) or when its
-last report is older than STALE_REPORTS report intervals (the controller is gone, or cannot write): since then,
-what the mirror holds of its objects is what they were, not what they are, and the console says "unknown
+A cluster is *unreachable* when its controller said it lost the API server (`unreachable_since`) or when its last
+report is older than STALE_REPORTS report intervals (`report_seconds`) (the controller is gone, or cannot write):
+since then, what the mirror holds of its objects is what they were, not what they are, and the console says "unknown
 since …" (never "deleted"). A cluster whose controller has not reported yet is `unreported`, not unreachable (an
 install whose controller predates the reports keeps its plain pages).
 """
@@ -14,22 +14,21 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
-from django.conf import settings
 from django.utils import timezone
 
+from reconcilers.engine.clusters import default_health_seconds
 from reconcilers.models import Cluster
 from reconcilers.services.selectors.filters import label_selector_q
 
-#: the controller's report interval (seconds) unless settings.OPSCONSOLE_CLUSTER_REPORT_SECONDS says otherwise
-REPORT_SECONDS = 15.0
 #: a cluster whose last report is older than this many intervals is shown unreachable
 STALE_REPORTS = 3
 OK, UNREACHABLE, UNREPORTED, REMOVED = "ok", "unreachable", "unreported", "removed"
 
 
 def report_seconds() -> float:
-    """The controllers' report interval in seconds."""
-    return float(getattr(settings, "OPSCONSOLE_CLUSTER_REPORT_SECONDS", REPORT_SECONDS))
+    """The controllers' report interval in seconds (OPSCONSOLE_CLUSTER_HEALTH_SECONDS, as the controller's
+    `HealthReporter` reads it)."""
+    return default_health_seconds()
 
 
 @dataclass(frozen=True)

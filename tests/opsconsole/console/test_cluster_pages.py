@@ -134,7 +134,7 @@ def test_the_detail_page_names_its_cluster(as_role):
 
 
 def test_an_unreachable_clusters_objects_are_unknown_since_never_deleted(as_role, settings):
-    settings.OPSCONSOLE_CLUSTER_REPORT_SECONDS = 10
+    settings.OPSCONSOLE_CLUSTER_HEALTH_SECONDS = 10
     _two_clusters()
     lost = timezone.now() - timedelta(minutes=5)
     Cluster.objects.filter(name="staging").update(heartbeat_at=lost)  # 30 s without a report: unreachable
