@@ -59,10 +59,11 @@ def manage(*args: str, env: dict[str, str]) -> str:
 
 
 def webhook_client_files(data_dir: Path) -> tuple[Path, Path]:
-    """kubesim's client certificate and key for the webhook server (made with the server's client CA when
-    missing, in the directory `runwebhooks` makes and reads its certificates in)."""
-    from opsconsole.webhooks.tls import ensure_client_certificates
+    """kubesim's client certificate and key for the webhook servers (made with the servers' client CA when
+    missing, with their serving certificate, in the directory `runwebhooks` makes and reads its certificates in)."""
+    from opsconsole.webhooks.tls import ensure_certificates, ensure_client_certificates
 
+    ensure_certificates(data_dir / "webhooks")  # the serving ones too: made here, not by two servers at once
     files = ensure_client_certificates(data_dir / "webhooks")
     return files.cert, files.key
 
@@ -103,10 +104,13 @@ def procfile_lines(env: dict[str, str], data_dir: Path, login: str) -> list[str]
             f" --webhook-client-key {shlex.quote(str(client / 'webhook-client-key.pem'))}"
         )
     if env.get("OPSCONSOLE_KUBESIM") and (ROOT / "kubesim" / "__main__.py").exists():
+        client = data_dir / "webhooks"  # the same client certificate: both webhook servers trust its CA
         lines.append(
             f"kubesim-2: {py} -m kubesim --port {SANDBOX_2_PORT} --context {SANDBOX_2}"
-            f" --kubeconfig {shlex.quote(str(data_dir / f'kubeconfig-{SANDBOX_2}'))}"
+            f" --kubeconfig {shlex.quote(str(sandbox_kubeconfig(data_dir)))}"
             f" --data-dir {shlex.quote(str(data_dir / f'kubesim-{SANDBOX_2}'))}"
+            f" --webhook-client-cert {shlex.quote(str(client / 'webhook-client.pem'))}"
+            f" --webhook-client-key {shlex.quote(str(client / 'webhook-client-key.pem'))}"
         )
     if (ROOT / "reconcilers" / "management" / "commands" / "runcontroller.py").exists():
         lines.append(f"controller: {py} manage.py runcontroller --bootstrap --install-crds")
@@ -124,6 +128,9 @@ def procfile_lines(env: dict[str, str], data_dir: Path, login: str) -> list[str]
         # the admission webhooks, installed into the sandbox once they listen (failurePolicy Ignore there)
         lines.append(f"webhooks: {py} manage.py runwebhooks --port {WEBHOOKS_PORT} --metrics-port "
                      f"{WEBHOOKS_METRICS_PORT} --install")
+        # the second cluster's own (its CRDs' conversion webhook too: a multi-version kind is listed through it)
+        lines.append(f"webhooks-2: KUBECONFIG={shlex.quote(str(sandbox_kubeconfig(data_dir)))} {py} manage.py "
+                     f"runwebhooks --port {WEBHOOKS_PORT + 2} --metrics-port {WEBHOOKS_METRICS_PORT + 2} --install")
     if env.get("OPSCONSOLE_KUBESIM") and env.get("OPSCONSOLE_DEMO_ROLLBACK", "1") != "0":
         # the self-healing demo (docs/healing.md); its object is in the default cluster: that kubeconfig alone
         lines.append(f"demo: KUBECONFIG={shlex.quote(first_kubeconfig(env))} {py} scripts/demo_rollback.py")
@@ -133,6 +140,11 @@ def procfile_lines(env: dict[str, str], data_dir: Path, login: str) -> list[str]
 def first_kubeconfig(env: dict[str, str]) -> str:
     """The first file of KUBECONFIG (the default cluster's: kubesim writes it)."""
     return env["KUBECONFIG"].split(os.pathsep)[0]
+
+
+def sandbox_kubeconfig(data_dir: Path) -> Path:
+    """The kubeconfig the second sandbox cluster's kubesim writes (context SANDBOX_2)."""
+    return data_dir / f"kubeconfig-{SANDBOX_2}"
 
 
 def sandbox_samples(data_dir: Path) -> Path:
@@ -238,7 +250,7 @@ def main() -> int:
             print(f"redis: none on 127.0.0.1:6379, starting an embedded one on port {EMBEDDED_REDIS_PORT}")
     if not env.get("KUBECONFIG"):
         # the default cluster's kubeconfig first: its current context is the processes' own (as kubectl's)
-        env["KUBECONFIG"] = os.pathsep.join([str(data_dir / "kubeconfig"), str(data_dir / f"kubeconfig-{SANDBOX_2}")])
+        env["KUBECONFIG"] = os.pathsep.join([str(data_dir / "kubeconfig"), str(sandbox_kubeconfig(data_dir))])
         env["OPSCONSOLE_KUBESIM"] = "1"
         sandbox_samples(data_dir)
         print(f"cluster: starting the sandbox clusters (kubesim): default on 127.0.0.1:{KUBESIM_PORT}, "

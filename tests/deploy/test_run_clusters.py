@@ -24,10 +24,12 @@ def test_the_sandbox_starts_a_second_cluster_with_its_own_controller_and_context
     assert f"--context {SANDBOX_2}" in lines["kubesim-2"] and str(second) in lines["kubesim-2"]
     assert "--cluster" not in lines["controller"]
     assert f"--cluster {SANDBOX_2} --context {SANDBOX_2}" in lines["controller-2"]
+    assert lines["webhooks-2"].startswith(f"KUBECONFIG={shlex.quote(str(second))} ")  # installed into sandbox-2
+    assert "--webhook-client-cert" in lines["kubesim-2"]
     assert lines["demo"].startswith(f"KUBECONFIG={shlex.quote(str(first))} ")
     assert sorted(p.name for p in sandbox_samples(tmp_path).iterdir()) == sorted(SANDBOX_SAMPLES)
     real = dict(line.split(": ", 1) for line in procfile_lines({"KUBECONFIG": "/k"}, tmp_path, "login"))
-    assert "kubesim-2" not in real and "controller-2" not in real  # a real cluster: one controller, as before
+    assert not {"kubesim-2", "controller-2", "webhooks-2"} & set(real)  # a real cluster: one controller, as before
 
 
 def write(path: Path, context: str, server: str) -> None:

@@ -118,5 +118,5 @@ def test_the_readmes_process_table_names_every_process_make_run_starts(tmp_path)
     table = readme[readme.index("| process | what it is |"):].split("\n\n")[0]
     named = set(re.findall(r"^\| `([a-z0-9-]+)` \|", table, re.M))
     assert started >= {"redis", "kubesim", "kubesim-2", "controller", "controller-2", "worker", "web", "announce",
-                       "webhooks", "demo"}
+                       "webhooks", "webhooks-2", "demo"}
     assert named == started
