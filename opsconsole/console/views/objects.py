@@ -9,16 +9,24 @@ Pods and Events (`health_tree.viewable_kinds`), and of those only an object in t
 resource the user may read (an Event: the object it is about); any other address or object (another kind, a
 Secret no registered resource owns) is a 404, as is an object outside the user's namespaces (the same login,
 role and namespace limit as the resource pages; a cluster-scoped object needs the cluster scope ''). A Secret a
-registered kind owns is shown as `kubectl describe` shows it: its keys and their sizes, never a value."""
+registered kind owns is shown as `kubectl describe` shows it: its keys and their sizes, never a value.
+
+`?cluster=NAME` reads the object in that registered cluster (through its API client; none: the default cluster),
+and shows it only when its owner chain reaches a resource mirrored from that cluster; the links it gives keep
+the cluster."""
 
 from __future__ import annotations
 
 from django.http import Http404, HttpRequest, HttpResponse
 
 from opsconsole.accounts.roles import user_namespaces
+from opsconsole.console.clusters import cluster_choice
 from opsconsole.console.live import page
 from opsconsole.console.security import console_page
+from reconcilers.core.clusters import DEFAULT_CLUSTER
+from reconcilers.engine import apiclient
 from reconcilers.services.selectors import health_tree
+from reconcilers.services.selectors.scope import scope_allows
 
 NOT_FOUND = "No such object, or it is outside your namespaces or not shown by the console."
 
@@ -31,15 +39,21 @@ def object_detail(request: HttpRequest, group: str, version: str, plural: str, n
     if kind is None or kind.namespaced != bool(namespace):
         raise Http404(NOT_FOUND)
     limit = user_namespaces(request.user)
-    if limit is not None and namespace not in limit:
+    cluster = request.GET.get("cluster", "") or DEFAULT_CLUSTER
+    if cluster not in {c.name for c in cluster_choice(request).clusters} or not scope_allows(limit, cluster,
+                                                                                             namespace):
         raise Http404(NOT_FOUND)
     try:
-        view = health_tree.object_page(kind, namespace, name, namespaces=limit)
+        api = None if cluster == DEFAULT_CLUSTER else apiclient.get_api_client(cluster)
+        view = health_tree.object_page(kind, namespace, name, namespaces=limit, api=api)
+        if view.resource is not None and view.resource.cluster != cluster:
+            raise health_tree.ObjectMissing(name)
     except health_tree.ObjectMissing as exc:
         raise Http404(NOT_FOUND) from exc
     except Exception as exc:  # the Kubernetes API did not answer: say so, never a 500
         return page(request, "console/object.html",
-                    {"kind": kind, "namespace": namespace, "name": name, "view": None,
+                    {"kind": kind, "namespace": namespace, "name": name, "view": None, "cluster": cluster,
                      "error": f"The Kubernetes API did not answer: {exc}"}, status=503)
     return page(request, "console/object.html",
-                {"kind": kind, "namespace": namespace, "name": name, "view": view, "error": view.error})
+                {"kind": kind, "namespace": namespace, "name": name, "view": view, "error": view.error,
+                 "cluster": cluster, "in_cluster": "" if cluster == DEFAULT_CLUSTER else f"?cluster={cluster}"})

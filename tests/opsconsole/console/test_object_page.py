@@ -65,7 +65,7 @@ def cluster(monkeypatch, builtin_kinds_only):
         fake = FakeCluster(mc_uid)
         monkeypatch.setattr(ht.kube, "get_object", fake.get)
         monkeypatch.setattr(ht.kube, "list_objects", fake.list)
-        monkeypatch.setattr(ht.apiclient, "get_api_client", lambda: object())
+        monkeypatch.setattr(ht.apiclient, "get_api_client", lambda *_: object())
         return fake
 
     yield make
@@ -86,7 +86,7 @@ def test_the_detail_page_shows_the_tree_with_the_pods_waiting_reason_and_links(a
 
 def test_the_detail_page_says_when_the_api_does_not_answer(as_role, monkeypatch, builtin_kinds_only):
     ht.cache_clear()
-    monkeypatch.setattr(ht.apiclient, "get_api_client", lambda: object())
+    monkeypatch.setattr(ht.apiclient, "get_api_client", lambda *_: object())
     monkeypatch.setattr(ht.kube, "list_objects", lambda *a, **k: (_ for _ in ()).throw(OSError("refused")))
     res = f.resource("mc", "team-a")
     response = as_role("viewer").get(f"/resources/{res.pk}/")
@@ -127,7 +127,7 @@ def test_a_secret_or_an_unknown_kind_is_a_404(as_role, cluster):
 
 
 def test_the_object_page_says_when_the_api_does_not_answer(as_role, monkeypatch, builtin_kinds_only):
-    monkeypatch.setattr(ht.apiclient, "get_api_client", lambda: object())
+    monkeypatch.setattr(ht.apiclient, "get_api_client", lambda *_: object())
     monkeypatch.setattr(ht.kube, "get_object", lambda *a, **k: (_ for _ in ()).throw(OSError("refused")))
     response = as_role("viewer").get(POD_PATH.format(ns="team-a"))
     assert response.status_code == 503 and "The Kubernetes API did not answer" in response.content.decode()
@@ -144,3 +144,23 @@ def test_the_tree_api_answers_the_nested_tree_within_the_callers_namespaces(as_r
     assert pod["health"] == {"status": "Failed", "message": "Back-off pulling image memcached:broken",
                              "ready": "0/1 ready", "reason": "ImagePullBackOff"}
     assert as_role("viewer", ["team-b"]).get(f"/api/v1/resources/{res.pk}/tree").status_code == 404
+
+
+def test_an_object_of_another_cluster_is_read_through_that_clusters_client(as_role, cluster, monkeypatch):
+    f.cluster("prod")
+    res = f.resource("mc", "team-a", cluster="prod")
+    fake = cluster(res.uid)
+    asked = []
+    monkeypatch.setattr(ht.apiclient, "get_api_client", lambda *a: asked.append(a) or object())
+    viewer = as_role("viewer", ["prod/team-a"])
+    detail = viewer.get(f"/resources/{res.pk}/").content.decode()
+    assert f'href="{POD_PATH.format(ns="team-a")}?cluster=prod"' in detail  # the tree's links name the cluster
+    body = viewer.get(POD_PATH.format(ns="team-a") + "?cluster=prod").content.decode()
+    assert 'id="object-cluster">cluster prod<' in body and ("prod",) in asked
+    assert 'href="/objects/apps/v1/replicasets/team-a/mc-abc/?cluster=prod"' in body
+    fake.gets.clear()
+    assert viewer.get(POD_PATH.format(ns="team-a")).status_code == 404  # the default cluster: not theirs
+    assert viewer.get(POD_PATH.format(ns="team-a") + "?cluster=nope").status_code == 404
+    assert fake.gets == []  # refused before any read
+    # the same object asked in the default cluster: its owner chain ends at a resource of prod, so no
+    assert as_role("admin").get(POD_PATH.format(ns="team-a")).status_code == 404
