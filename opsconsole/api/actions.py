@@ -128,15 +128,19 @@ class BulkReconcileView(AuditedActionView):
     def post(self, request: Request) -> Response:
         data = _valid(s.BulkReconcileInputSerializer, request)
         key = idempotency_key(request)
-        self._target = f"kind={data['kind']} selector={data['selector']} phase={data['phase']} ns={data['namespace']}"
+        where = f" cluster={data['cluster']}" if data["cluster"] else ""  # before ns=: the record's visibility
+        self._target = (f"kind={data['kind']}{where} selector={data['selector']} phase={data['phase']} "
+                        f"ns={data['namespace']}")
         limit = user_namespaces(request.user)  # a namespace of any cluster the caller has (the Scope limits each)
         if data["namespace"] and limit is not None and data["namespace"] not in limit:
             raise PermissionDenied(f"Namespace {data['namespace']} is outside your namespaces.")
         outcome = resource_reconcile_bulk(
             kind=data["kind"], selector=data["selector"], phase=data["phase"], namespace=data["namespace"],
             namespaces=user_namespaces(request.user), actor=actor_of(request), reason=data["reason"],
+            cluster=data["cluster"],
             idempotency_key=key, max_items=int(getattr(settings, "OPSCONSOLE_API_BULK_MAX", 500)),
         )
+        self.audit_cluster = data["cluster"]  # a valid name by now (the selector refuses a bad one)
         self.audit_detail = {"matched": outcome.matched, "requested": [str(r.pk) for r in outcome.requested],
                              "failed": [f.resource.key for f in outcome.failed]}
         body = {

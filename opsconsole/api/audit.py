@@ -32,7 +32,8 @@ def _reason(request: Request) -> str:
 
 class AuditedActionView(APIView):
     """Base of the action views: set `audit_action`; override `audit_target`; put extra facts in
-    `self.audit_detail` while handling."""
+    `self.audit_detail` while handling; `self.audit_cluster` names the record's cluster when the target (not a
+    reconcile key) does not."""
 
     audit_action = "action"
 
@@ -72,4 +73,5 @@ class AuditedActionView(APIView):
             reason=_reason(request),
             detail=detail,
             remote_addr=client_address(request),
+            cluster=getattr(self, "audit_cluster", ""),
         )

@@ -128,6 +128,8 @@ class BulkReconcileInputSerializer(serializers.Serializer):
     selector = serializers.CharField(required=False, allow_blank=True, max_length=1024, default="")
     phase = serializers.CharField(required=False, allow_blank=True, max_length=63, default="")
     namespace = serializers.CharField(required=False, allow_blank=True, max_length=63, default="")
+    cluster = serializers.CharField(required=False, allow_blank=True, max_length=63, default="",
+                                    help_text="only this cluster's resources ('' = every cluster you may see)")
     reason = serializers.CharField(max_length=2000)
 
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
@@ -506,7 +508,10 @@ class MeSerializer(serializers.Serializer):
 
     username = serializers.CharField()
     role = serializers.CharField(allow_null=True)
-    namespaces = serializers.ListField(child=serializers.CharField(allow_blank=True), allow_null=True)
+    namespaces = serializers.ListField(
+        child=serializers.CharField(allow_blank=True), allow_null=True,
+        help_text="the grants: `namespace` (of every cluster) or `cluster/namespace`; '' the cluster scope; "
+                  "null: not limited")
     auth = serializers.CharField()
 
 

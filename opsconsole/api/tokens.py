@@ -34,6 +34,7 @@ from opsconsole.api.pagination import NewestFirstPagination
 from opsconsole.api.permissions import IsAdmin
 from opsconsole.api.reads import ERRORS, _query
 from opsconsole.api.throttling import ActionThrottle
+from reconcilers.services.selectors.scope import grant_text
 
 
 class MeView(APIView):
@@ -45,7 +46,7 @@ class MeView(APIView):
         body = {
             "username": request.user.get_username(),
             "role": user_role(request.user),
-            "namespaces": sorted(limit) if limit is not None else None,
+            "namespaces": sorted(grant_text(c, ns) for c, ns in limit.pairs) if limit is not None else None,
             "auth": "token" if isinstance(request.auth, ApiToken) else "session",
         }
         return Response(s.MeSerializer(body).data)

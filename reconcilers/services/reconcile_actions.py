@@ -78,8 +78,10 @@ def resource_reconcile_bulk(
     namespaces: frozenset[str] | None = None,
     idempotency_key: str | None = None,
     max_items: int = 500,
+    cluster: str = "",
 ) -> BulkOutcome:
-    """Ask for a reconcile of every visible resource of `kind` matching `selector` / `phase` / `namespace`.
+    """Ask for a reconcile of every visible resource of `kind` matching `selector` / `phase` / `namespace` (and
+    of `cluster`, when given: InvalidFilter naming `cluster` for a bad name).
 
     Raises InvalidFilter when nothing narrows the kind (a selector or a phase is required), for a bad selector,
     or when more than `max_items` match. With an idempotency key, repeating the call returns the same
@@ -89,7 +91,8 @@ def resource_reconcile_bulk(
     if not selector and not phase:
         raise InvalidFilter("selector", "give a label selector or a phase (or both)")
     qs = resource_list(
-        ResourceFilters(kind=kind, namespace=namespace, phase=phase, selector=selector), namespaces=namespaces
+        ResourceFilters(kind=kind, namespace=namespace, phase=phase, selector=selector, cluster=cluster),
+        namespaces=namespaces,
     ).order_by("id")
     resources = list(qs[: max_items + 1])
     if len(resources) > max_items:

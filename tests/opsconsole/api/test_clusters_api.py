@@ -158,3 +158,32 @@ def test_a_reconcile_asked_by_cluster_key_goes_to_that_clusters_object(as_user, 
     assert [r["target"] for r in prod_admin.get("/api/v1/actions").json()["results"]
             if r["action"] == "resource.reconcile" and r["outcome"] == "allowed"] == [record.target]
     assert as_user("admin", ["staging/team-a"]).get("/api/v1/actions").json()["results"] == []
+
+
+def test_a_bulk_reconcile_takes_a_cluster_and_me_names_the_grants_with_their_cluster(as_user, estate,
+                                                                                      monkeypatch):
+    asked = []
+
+    def fake_reconcile(resource, **kwargs):
+        asked.append(resource)
+        return ReconcileRequest.objects.create(resource=resource, cluster=resource.cluster, key=resource.key,
+                                               token=f"t{len(asked):011d}", actor=kwargs["actor"],
+                                               reason=kwargs["reason"])
+
+    monkeypatch.setattr("reconcilers.services.reconcile_actions.resource_reconcile", fake_reconcile)
+    f.resource("web", "team-b", cluster="staging")
+    operator = as_user("operator", ["prod/team-a", "team-b"])
+    assert operator.get("/api/v1/me").json()["namespaces"] == ["prod/team-a", "team-b"]
+    body = {"kind": "Memcached", "phase": "Running", "reason": "bulk", "cluster": "prod"}
+    response = operator.post("/api/v1/resources/reconcile", body, format="json")
+    assert response.status_code == 202, response.json()
+    assert sorted((r.cluster, r.namespace) for r in asked) == [("prod", "team-a"), ("prod", "team-b")]
+    record = ActionRecord.objects.order_by("-id").first()
+    assert (record.cluster, record.target) == ("prod", "kind=Memcached cluster=prod selector= phase=Running ns=")
+    asked.clear()
+    response = operator.post("/api/v1/resources/reconcile", {**body, "cluster": ""}, format="json")
+    assert response.status_code == 202
+    assert sorted((r.cluster, r.namespace) for r in asked) == [("prod", "team-a"), ("prod", "team-b"),
+                                                               ("staging", "team-b")]
+    bad = operator.post("/api/v1/resources/reconcile", {**body, "cluster": "Bad_Name"}, format="json")
+    assert bad.status_code == 400 and "cluster" in bad.json()["fields"]
