@@ -220,3 +220,34 @@ def test_the_role_lets_the_controller_read_the_identity_and_no_more_than_it_need
         {"apiGroups": [""], "resources": ["namespaces"], "resourceNames": ["kube-system"], "verbs": ["get"]}]
     # a kind that gets every namespace already covers it: no named grant besides
     assert all("resourceNames" not in r for r in namespace_rules([MemcachedReconciler(), TenantReconciler()]))
+
+
+# -- a worker's run of another cluster's key ---------------------------------------------------------------------
+
+def test_a_run_reaches_its_keys_cluster_and_a_key_of_an_unknown_cluster_fails_touching_nothing(
+        make, kapi, workqueue, kubesim, settings, tmp_path):
+    from reconcilers.engine import kube, runner
+    from reconcilers.models import ReconcileRun
+    from tests.reconcilers.testkinds import GADGET
+
+    key, obj = make(mode="ok")
+    unknown = f"nowhere/{key}"
+    assert workqueue.add(unknown)
+    assert runner.run(unknown) == "error"
+    (run,) = ReconcileRun.objects.filter(key=unknown)
+    assert run.error_class == "UnknownCluster" and "not registered" in run.error_message
+    assert "status" not in kube.get_object(kapi, GADGET, obj["metadata"]["namespace"], "g")  # not this cluster's
+    assert not Resource.objects.exists()
+    snapshot = workqueue.snapshot()
+    assert unknown not in {d.key for d in snapshot.backing_off} and snapshot.depth == 0  # forgotten, not retried
+
+    # cluster b: registered with a context that (here) reaches the same kubesim: its key's run goes through it
+    kube.kubeconfig_with_context(kubesim.kubeconfig, "b", tmp_path / "b.yaml")
+    settings.KUBECONFIG = f"{kubesim.kubeconfig}:{tmp_path / 'b.yaml'}"
+    apiclient.reset()
+    cluster_register("b", identity="uid-b", context="b")
+    assert workqueue.add(f"b/{key}")
+    assert runner.run(f"b/{key}") == "success"
+    row = Resource.objects.get(uid=obj["metadata"]["uid"])
+    assert (row.cluster, row.key, row.phase) == ("b", f"b/{key}", "Running")
+    apiclient.reset()
