@@ -248,7 +248,7 @@ def action_record(
     """Append one action to the record; the outcome follows from the HTTP status. Text is stored NUL-free. The
     record's cluster is `cluster`, else the one a target that is a reconcile key names, else the default."""
     return ActionRecord.objects.create(
-        cluster=cluster or _target_cluster(target),
+        cluster=cluster or target_cluster(target),
         actor=_storable(actor[:150]),
         auth=auth,
         token_prefix=token_prefix,
@@ -270,10 +270,11 @@ _DNS_RE = re.compile(r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$")
 _REQUEST_AUTHS = ("session", "token")
 
 
-def _target_cluster(target: str) -> str:
-    """The cluster a target names when it is a reconcile key (the default cluster otherwise)."""
+def target_cluster(target: str) -> str:
+    """The cluster a target names when it is a reconcile key, or a verbosity scope `object:<key>` (the default
+    cluster otherwise)."""
     try:
-        return key_split(target)[0]
+        return key_split(target.removeprefix("object:"))[0]
     except ValueError:
         return DEFAULT_CLUSTER
 

@@ -13,7 +13,7 @@ from django.http import HttpRequest
 
 from opsconsole.accounts.client_address import client_address
 from opsconsole.accounts.roles import ADMIN, OPERATOR, namespace_allowed, user_has_role, user_namespaces, user_role
-from opsconsole.accounts.services import action_record
+from opsconsole.accounts.services import action_record, target_cluster
 from reconcilers.models import Resource
 from reconcilers.services.selectors.filters import namespace_q
 
@@ -78,13 +78,14 @@ def audited_action(
     do: Callable[[dict[str, Any]], Any],
     namespace: str | None = None,
 ) -> ActionOutcome:
-    """Check the role (and the namespace, when the target has one), run `do(detail)` and append the action
-    record in every case: allowed (202), refused (403) or failed (the `Refused` status raised by `do`)."""
+    """Check the role (and the namespace, when the target has one: in the cluster a key target names), run
+    `do(detail)` and append the action record in every case: allowed (202), refused (403) or failed (the
+    `Refused` status raised by `do`)."""
     detail: dict[str, Any] = {"via": "console"}
     user = request.user
     if not user_has_role(user, role):
         outcome = ActionOutcome(403, f"This action needs the {role} role (or above).")
-    elif namespace is not None and not namespace_allowed(user, namespace):
+    elif namespace is not None and not namespace_allowed(user, namespace, target_cluster(target)):
         outcome = ActionOutcome(403, f"Namespace {namespace or '(cluster scope)'} is outside your namespaces.")
     else:
         try:

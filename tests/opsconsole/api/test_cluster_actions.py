@@ -54,3 +54,23 @@ def test_a_cluster_that_cannot_be_reached_answers_503_not_the_default_clusters_o
     assert response.status_code == 503, response.content
     assert "far" in response.json()["message"]
     assert sim.annotation(res) is None and queue.sent.keys == [] and not ReconcileRequest.objects.exists()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_consoles_reconcile_now_checks_the_grant_in_the_objects_cluster(kapi, queue, reconcilers, as_role):
+    from tests.opsconsole.console.conftest import csrf_post
+
+    reconcilers(["tests.reconcilers.testkinds.GadgetReconciler"])
+    f.cluster("prod", context="kubesim")
+    sim = Sim(kapi)
+    res = sim.gadget(sim.inside, "g1", cluster="prod")
+    outside = csrf_post(as_role("operator", [f"staging/{sim.inside}"]), f"/resources/{res.pk}/reconcile",
+                        {"reason": "no"})
+    assert outside.status_code == 404 and not ReconcileRequest.objects.exists()
+    response = csrf_post(as_role("operator", [f"prod/{sim.inside}"]), f"/resources/{res.pk}/reconcile",
+                         {"reason": "yes"})
+    assert response.status_code == 302, response.content[:300]
+    req = ReconcileRequest.objects.get()
+    assert (req.cluster, req.key) == ("prod", res.key) and queue.sent.keys == [res.key]
+    record = ActionRecord.objects.order_by("-id").first()
+    assert (record.outcome, record.cluster) == ("allowed", "prod")

@@ -187,3 +187,12 @@ def test_a_bulk_reconcile_takes_a_cluster_and_me_names_the_grants_with_their_clu
                                                                ("staging", "team-b")]
     bad = operator.post("/api/v1/resources/reconcile", {**body, "cluster": "Bad_Name"}, format="json")
     assert bad.status_code == 400 and "cluster" in bad.json()["fields"]
+
+
+def test_a_run_log_is_refused_outside_the_runs_cluster(as_user, estate):
+    run = f.run(estate[("prod", "team-a")])
+    path = f"/api/v1/runs/{run.pk}/log"
+    for grants in (["staging/team-a"], [""], ["default/team-a"]):
+        response = as_user("viewer", grants).get(path)
+        assert response.json()["message"] == "No such run, or it is outside your namespaces.", grants
+    assert "not a verbose run" in as_user("viewer", ["prod/team-a"]).get(path).json()["message"]
