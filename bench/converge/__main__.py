@@ -1,4 +1,8 @@
-"""`python -m bench.converge --n 200 [--scenarios opsconsole-1,opsconsole-2,kopf] [--json out.json]`.
+"""`python -m bench.converge --n 200 [--scenarios opsconsole-1,opsconsole-2,kopf] [--clusters C] [--json out.json]`.
+
+`--clusters C` (default 1) runs each opsconsole scenario also over C clusters at once (N CRs in each; scenario
+`opsconsole-K@C`, bench.converge.clusters), alternating with the single-cluster run (no steady phase there); the
+report adds each cluster's rate and the operator CPU per CR over the burst against the single-cluster runs'.
 
 Prints the settings, the results table, CPU and peak RSS per process, and the ratios against kopf. Needs
 PostgreSQL (`--pg-url`, an admin connection: the bench creates and drops `<db-prefix>_*` databases) and
@@ -14,6 +18,7 @@ import os
 import sys
 from pathlib import Path
 
+from .clusters import expand_scenarios
 from .report import render
 from .scenario import Config, drop_database, prepare_template, run_scenario
 
@@ -23,11 +28,17 @@ def parse_args(argv: list[str] | None = None) -> tuple[Config, str | None]:
     p = argparse.ArgumentParser(prog="python -m bench.converge", description=__doc__.splitlines()[0])
     p.add_argument("--n", type=int, default=d.n, help="Memcached CRs in the burst")
     p.add_argument("--size", type=int, default=d.size, help="spec.size of each CR")
-    p.add_argument("--scenarios", default=",".join(d.scenarios),
-                   help="comma-separated: opsconsole-<workers> and/or kopf; a name given twice runs twice "
-                   "(e.g. A,B,C,C,B,A spreads a changing background load evenly)")
+    p.add_argument("--scenarios", default=None,
+                   help="comma-separated: opsconsole-<workers>[@<clusters>] and/or kopf; a name given twice runs "
+                   "twice (e.g. A,B,C,C,B,A spreads a changing background load evenly); default "
+                   f"{','.join(d.scenarios)}, with --clusters opsconsole-2")
+    p.add_argument("--clusters", type=int, default=d.clusters,
+                   help="run each opsconsole scenario also over this many clusters (two kubesims, two controllers "
+                   "for 2), next to its single-cluster run; burst only")
     p.add_argument("--steady-rate", type=float, default=d.steady_rate, help="CRs/s in the steady phase")
-    p.add_argument("--steady-seconds", type=float, default=d.steady_seconds, help="0 skips the steady phase")
+    p.add_argument("--steady-seconds", type=float, default=None,
+                   help=f"0 skips the steady phase (default {d.steady_seconds:g}, 0 with --clusters; single-cluster "
+                   "scenarios only)")
     p.add_argument("--timeout", type=float, default=d.timeout, help="seconds each phase may take to converge")
     p.add_argument("--startup-timeout", type=float, default=d.startup_timeout)
     p.add_argument("--quiet-timeout", type=float, default=d.quiet_timeout,
@@ -50,8 +61,14 @@ def parse_args(argv: list[str] | None = None) -> tuple[Config, str | None]:
     p.add_argument("--json", default=None, help="also write the raw results here")
     a = p.parse_args(argv)
     extra = dict(item.split("=", 1) for item in a.opsconsole_env)
-    cfg = Config(n=a.n, size=a.size, scenarios=tuple(s.strip() for s in a.scenarios.split(",") if s.strip()),
-                 steady_rate=a.steady_rate, steady_seconds=a.steady_seconds, timeout=a.timeout,
+    steady = a.steady_seconds if a.steady_seconds is not None else (0.0 if a.clusters > 1 else d.steady_seconds)
+    given = a.scenarios or (",".join(d.scenarios) if a.clusters == 1 else "opsconsole-2")
+    try:
+        scenarios = expand_scenarios(tuple(s.strip() for s in given.split(",") if s.strip()), a.clusters)
+    except ValueError as exc:
+        p.error(str(exc))
+    cfg = Config(n=a.n, size=a.size, scenarios=scenarios, clusters=a.clusters,
+                 steady_rate=a.steady_rate, steady_seconds=steady, timeout=a.timeout,
                  startup_timeout=a.startup_timeout, quiet_timeout=a.quiet_timeout,
                  creator_threads=a.creator_threads,
                  schedule_delay=a.schedule_delay, start_delay=a.start_delay, ready_delay=a.ready_delay,

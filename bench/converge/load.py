@@ -20,6 +20,7 @@ from typing import Any
 
 import yaml
 
+from reconcilers.core.clusters import DEFAULT_CLUSTER, key_join
 from reconcilers.core.reconciler import ResourceKind
 from reconcilers.engine import kube
 from reconcilers.kinds.memcached import MEMCACHED
@@ -54,17 +55,20 @@ def memcached(namespace: str, name: str, size: int) -> dict[str, Any]:
             "metadata": {"name": name, "namespace": namespace}, "spec": {"size": size}}
 
 
-def key_of(namespace: str, name: str) -> str:
-    """The reconcile key of a Memcached (the engine's `group/version/plural/namespace/name`)."""
-    return MEMCACHED.request(namespace, name).key()
+def key_of(namespace: str, name: str, cluster: str = DEFAULT_CLUSTER) -> str:
+    """The reconcile key of a Memcached (the engine's `group/version/plural/namespace/name`, with the cluster in
+    front outside the default cluster)."""
+    return key_join(cluster, MEMCACHED.request(namespace, name).key())
 
 
 class Tracker(threading.Thread):
-    """Lists then watches every Memcached and notes the time each first reports `status.phase: Running`."""
+    """Lists then watches every Memcached and notes the time each first reports `status.phase: Running` (keyed as
+    the engine keys them in `cluster`)."""
 
-    def __init__(self, api: Any) -> None:
-        super().__init__(name="tracker", daemon=True)
+    def __init__(self, api: Any, cluster: str = DEFAULT_CLUSTER) -> None:
+        super().__init__(name=f"tracker {cluster}", daemon=True)
         self.api = api
+        self.cluster = cluster
         self.cond = threading.Condition()
         self.running_at: dict[str, float] = {}  # key -> when first seen Running
         self.phase: dict[str, str] = {}
@@ -75,7 +79,7 @@ class Tracker(threading.Thread):
 
     def _see(self, obj: dict[str, Any], now: float) -> None:
         meta = obj.get("metadata") or {}
-        key = key_of(meta.get("namespace") or "", meta.get("name") or "")
+        key = key_of(meta.get("namespace") or "", meta.get("name") or "", self.cluster)
         phase = (obj.get("status") or {}).get("phase") or ""
         with self.cond:
             self.phase[key] = phase
@@ -131,8 +135,9 @@ class Tracker(threading.Thread):
             self._stream.close()
 
 
-def create_burst(api: Any, namespace: str, names: list[str], size: int, threads: int = 4) -> dict[str, float]:
-    """Create the CRs as fast as `threads` client threads can; key -> when its create returned."""
+def create_burst(api: Any, namespace: str, names: list[str], size: int, threads: int = 4,
+                 cluster: str = DEFAULT_CLUSTER) -> dict[str, float]:
+    """Create the CRs as fast as `threads` client threads can; key (in `cluster`) -> when its create returned."""
     created: dict[str, float] = {}
     lock = threading.Lock()
 
@@ -140,7 +145,7 @@ def create_burst(api: Any, namespace: str, names: list[str], size: int, threads:
         kube.create_object(api, MEMCACHED, memcached(namespace, name, size))
         now = time.time()
         with lock:
-            created[key_of(namespace, name)] = now
+            created[key_of(namespace, name, cluster)] = now
 
     with ThreadPoolExecutor(max_workers=threads, thread_name_prefix="create") as pool:
         list(pool.map(one, names))

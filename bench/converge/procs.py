@@ -97,14 +97,17 @@ class Proc(GroupProcess):
 
 
 def start_kubesim(run_dir: Path, env: dict[str, str], *, schedule_delay: float, start_delay: float,
-                  ready_delay: float, token: str) -> tuple[Proc, str, Path]:
+                  ready_delay: float, token: str, context: str = "kubesim") -> tuple[Proc, str, Path]:
     """A kubesim subprocess on a free 127.0.0.1 port (plain HTTP with a bearer token). Returns (proc, url,
-    kubeconfig path) once it serves."""
-    kubeconfig = run_dir / "kubeconfig"
+    kubeconfig path) once it serves. Another `context` than kubesim's default names its kubeconfig's context (a
+    second cluster's: `kubeconfig-<context>`, merged after the first in KUBECONFIG) and its process and log."""
+    suffix = "" if context == "kubesim" else f"-{context}"
+    kubeconfig = run_dir / f"kubeconfig{suffix}"
     cmd = [sys.executable, "-m", "kubesim", "--host", "127.0.0.1", "--port", "0", "--kubeconfig", str(kubeconfig),
            f"--token={token}", "--no-tls", "--schedule-delay", str(schedule_delay), "--start-delay", str(start_delay),
-           "--ready-delay", str(ready_delay), "--log-level", "WARNING"]
-    proc = Proc("kubesim", cmd, env, run_dir / "kubesim.log").start(stdout=subprocess.PIPE)
+           "--ready-delay", str(ready_delay), "--log-level", "WARNING", "--context", context]
+    name = "kubesim" if not suffix else f"kubesim {context}"
+    proc = Proc(name, cmd, env, run_dir / f"kubesim{suffix}.log").start(stdout=subprocess.PIPE)
     assert proc.proc is not None and proc.proc.stdout is not None
     deadline = time.monotonic() + 30
     line = b""
@@ -133,6 +136,14 @@ def opsconsole_procs(run_dir: Path, env: dict[str, str], workers: int, queue: st
                                                          heartbeat=False), env, run_dir / "worker.log",
                   count_children=True)
     return [controller, worker]
+
+
+def cluster_controller_proc(run_dir: Path, env: dict[str, str], cluster: str, context: str) -> Proc:
+    """`manage.py runcontroller --cluster CLUSTER --context CONTEXT` (another cluster's controller, no metrics
+    port: the first controller's may be taken), not yet started."""
+    return Proc(f"controller {cluster}", [sys.executable, "manage.py", "runcontroller", "--cluster", cluster,
+                                          "--context", context],
+                {**env, "OPSCONSOLE_CONTROLLER_METRICS_PORT": "0"}, run_dir / f"controller-{cluster}.log")
 
 
 def kopf_proc(run_dir: Path, env: dict[str, str]) -> Proc:

@@ -1,10 +1,11 @@
-"""The benchmark's tables (Markdown) and the verdict against the issue's goals."""
+"""The benchmark's tables (Markdown) and the verdict against the issues' goals (19: against kopf; 41: several
+clusters against one)."""
 
 from __future__ import annotations
 
 import math
 
-from .scenario import Config, ScenarioResult
+from .results import Config, ScenarioResult
 
 GOAL_RATIO = 1.0  # issue 19: at least kopf's converge throughput with 2 workers
 GOAL_COST_MS = 25.0  # issue 19: operator + PostgreSQL + Redis CPU per converged CR
@@ -81,7 +82,7 @@ def _cost(r: ScenarioResult) -> tuple[float, float]:
     stays)."""
     crs = _crs(r)
     cpu = _operator_cpu(r) + sum(p.cpu_seconds for p in r.servers)
-    kubesim = sum(p.cpu_seconds for p in r.procs if p.name == "kubesim")
+    kubesim = sum(p.cpu_seconds for p in r.procs if p.name.startswith("kubesim"))
     return (cpu / crs * 1000 if crs else math.nan), (cpu / kubesim if kubesim else math.nan)
 
 
@@ -103,7 +104,7 @@ def verdict(results: list[ScenarioResult]) -> str:
     if any(n > 1 for n in runs.values()):
         lines.append("- means over " + ", ".join(f"{n} runs of {name}" for name, n in sorted(runs.items())))
     if "kopf" in by:
-        for name in sorted(n for n in by if n.startswith("opsconsole-")):
+        for name in sorted(n for n in by if n.startswith("opsconsole-") and "@" not in n):  # one cluster, as kopf
             lines.append(f"- {name} / kopf: converge throughput (CRs/s) × {_f(crs(name) / crs('kopf'), 2)}, "
                          f"reconciles/s × {_f(recs(name) / recs('kopf'), 2)}")
         if "opsconsole-2" in by:
@@ -164,14 +165,88 @@ def requests_table(results: list[ScenarioResult]) -> str:
     return "\n".join(rows)
 
 
+GOAL_CLUSTER_RATE = 0.9  # issue 41: each cluster converges at ≥ 0.9× the single-cluster rate
+GOAL_CLUSTER_COST = 1.0  # issue 41: operator CPU per CR not higher than single-cluster
+
+
+def _single(results: list[ScenarioResult], r: ScenarioResult) -> list[ScenarioResult]:
+    """The converged single-cluster runs of `r`'s operator and worker count (`opsconsole-K` for `opsconsole-K@C`)."""
+    base = r.name.split("@", 1)[0]
+    return [s for s in results if s.name == base and s.burst is not None and s.burst.converged]
+
+
+def _cpu_ms(r: ScenarioResult) -> float:
+    """The operator's CPU (controllers + workers) ms per CR over the burst and its tail (no steady phase)."""
+    crs = r.burst.crs if r.burst else 0
+    return r.burst_operator_cpu / crs * 1000 if crs and r.burst_operator_cpu else math.nan
+
+
+def clusters_table(results: list[ScenarioResult]) -> str:
+    """With runs over several clusters: per cluster, the time to all Running and CRs/s against the single-cluster
+    runs' mean rate, and the operator CPU (controllers + workers) per CR over the burst until quiet against theirs."""
+    if not any(r.clusters > 1 for r in results):
+        return ""
+    rows = ["| scenario | clusters | N per cluster | cluster | all Running after (s) | CRs/s | × single-cluster CRs/s "
+            "| operator CPU ms / CR (burst) | × single-cluster |", "|---|---:|---:|---|---:|---:|---:|---:|---:|"]
+    for r in results:
+        if r.burst is None or not r.name.startswith("opsconsole-"):
+            continue
+        single = _single(results, r)
+        rate = _mean([s.burst.crs_per_second for s in single if s.burst])
+        cost = _mean([_cpu_ms(s) for s in single])
+        parts = [(c.cluster, c.burst) for c in r.per_cluster] or [("default", r.burst)]
+        whole = r.clusters == 1  # one cluster: its row carries the run's CPU (else the 'all' row below does)
+        for cluster, b in parts:
+            conv = _f(b.seconds) if b.converged else f"not converged ({b.running}/{b.crs})"
+            rows.append(f"| {r.label} | {r.clusters} | {r.n} | {cluster} | {conv} | {_f(b.crs_per_second)} "
+                        f"| {_f(b.crs_per_second / rate, 2)} | {_f(_cpu_ms(r), 0) if whole else ''} "
+                        f"| {_f(_cpu_ms(r) / cost, 2) if whole else ''} |")
+        if r.clusters > 1:
+            b = r.burst
+            rows.append(f"| {r.label} | {r.clusters} | {r.n} | all ({b.crs} CRs) | {_f(b.seconds)} "
+                        f"| {_f(b.crs_per_second)} | {_f(b.crs_per_second / rate, 2)} | {_f(_cpu_ms(r), 0)} "
+                        f"| {_f(_cpu_ms(r) / cost, 2)} |")
+    return "\n".join(rows)
+
+
+def clusters_verdict(results: list[ScenarioResult]) -> str:
+    """Issue 41's goals, per multi-cluster scenario: each cluster's mean rate ≥ 0.9× the single-cluster runs' mean,
+    and the mean operator CPU per CR not above theirs."""
+    lines = []
+    for name in sorted({r.name for r in results if r.clusters > 1}):
+        multi = [r for r in results if r.name == name and r.burst is not None and r.burst.converged]
+        single = _single(results, multi[0]) if multi else []
+        if not multi or not single:
+            lines.append(f"- {name}: no converged pair of runs to compare")
+            continue
+        rate = _mean([s.burst.crs_per_second for s in single if s.burst])
+        per: dict[str, list[float]] = {}
+        for r in multi:
+            for c in r.per_cluster:
+                per.setdefault(c.cluster, []).append(c.burst.crs_per_second)
+        ratios = {c: _mean(v) / rate for c, v in per.items()}
+        worst = min(ratios.values())
+        met = "met" if worst >= GOAL_CLUSTER_RATE else "NOT met"
+        lines.append(f"- {name} ({len(multi)} runs) against {single[0].name} ({len(single)} runs, "
+                     f"{_f(rate)} CRs/s): per-cluster rate ≥ {GOAL_CLUSTER_RATE:g}× single-cluster: {met} ("
+                     + ", ".join(f"{c} × {_f(v, 2)}" for c, v in ratios.items()) + ")")
+        cost = _mean([_cpu_ms(r) for r in multi]) / _mean([_cpu_ms(s) for s in single])
+        met = "met" if cost <= GOAL_CLUSTER_COST else "NOT met"
+        lines.append(f"- {name}: operator CPU (controllers + workers) per CR not above single-cluster: {met} "
+                     f"(× {_f(cost, 2)}: {_f(_mean([_cpu_ms(r) for r in multi]), 1)} against "
+                     f"{_f(_mean([_cpu_ms(s) for s in single]), 1)} ms)")
+    return "\n".join(lines)
+
+
 def settings_line(cfg: Config) -> str:
     return (f"N={cfg.n} (spec.size={cfg.size}), kubesim kubelet delays schedule/start/ready = "
             f"{cfg.schedule_delay:g}/{cfg.start_delay:g}/{cfg.ready_delay:g} s, {cfg.creator_threads} creating "
             f"threads, steady phase {cfg.steady_rate:g} CRs/s for {cfg.steady_seconds:g} s, timeout {cfg.timeout:g} s"
-            + (f", opsconsole env {cfg.opsconsole_env}" if cfg.opsconsole_env else ""))
+            + (f", opsconsole env {cfg.opsconsole_env}" if cfg.opsconsole_env else "")
+            + (f", {cfg.clusters} clusters (N in each)" if cfg.clusters > 1 else ""))
 
 
 def render(cfg: Config, results: list[ScenarioResult]) -> str:
     parts = [settings_line(cfg), results_table(results), procs_table(results), work_table(results),
-             requests_table(results), verdict(results)]
+             requests_table(results), clusters_table(results), verdict(results), clusters_verdict(results)]
     return "\n\n".join(part for part in parts if part) + "\n"

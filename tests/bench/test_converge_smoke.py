@@ -1,6 +1,8 @@
-"""`python -m bench.converge` end to end at a tiny N: opsconsole with one worker and the kopf operator both
-converge on their own kubesim, and the report carries every figure (throughput, latencies, CPU, peak RSS,
-the ratio). Real processes: kubesim, runcontroller, a prefork Celery worker, kopf; PostgreSQL and Redis."""
+"""`python -m bench.converge --clusters 2` end to end at a tiny N: opsconsole with one worker and the kopf operator
+both converge on their own kubesim, opsconsole also over two clusters (two kubesims, two controllers, the same
+worker), and the report carries every figure (throughput, latencies, CPU, peak RSS, the ratios; per cluster and
+against the single-cluster run). Real processes: kubesim, runcontroller, a prefork Celery worker, kopf; PostgreSQL
+and Redis. One invocation for both, so the migrated template and the single-cluster run are shared."""
 
 from __future__ import annotations
 
@@ -41,15 +43,17 @@ def leftover_databases(prefix: str) -> list[str]:
 def test_the_benchmark_converges_opsconsole_and_kopf_at_n_5_and_reports_every_figure(tmp_path):
     prefix = f"bench_smoke_{uuid.uuid4().hex[:8]}"
     out = tmp_path / "result.json"
-    cmd = [sys.executable, "-m", "bench.converge", "--n", "5", "--scenarios", "opsconsole-1,kopf",
+    cmd = [sys.executable, "-m", "bench.converge", "--n", "5", "--scenarios", "opsconsole-1,kopf", "--clusters", "2",
            "--steady-rate", "5", "--steady-seconds", "1", "--timeout", "30", "--startup-timeout", "40",
            "--pg-url", postgres_admin_url(), "--db-prefix", prefix, "--redis-url", settings.REDIS_URL,
            "--data-dir", str(tmp_path / "runs"), "--json", str(out)]
     proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=150)
     assert proc.returncode == 0, proc.stdout + proc.stderr[-6000:]
 
-    results = {r["name"]: r for r in json.loads(out.read_text())["results"]}
-    assert set(results) == {"opsconsole-1", "kopf"}
+    doc = json.loads(out.read_text())
+    assert [r["name"] for r in doc["results"]] == ["opsconsole-1", "opsconsole-1@2", "kopf"]
+    results = {r["name"]: r for r in doc["results"]}
+    multi = results.pop("opsconsole-1@2")
     for name, r in results.items():
         assert r["error"] == "", name
         burst = r["burst"]
@@ -76,4 +80,38 @@ def test_the_benchmark_converges_opsconsole_and_kopf_at_n_5_and_reports_every_fi
     assert "| operator + PostgreSQL + Redis CPU ms / CR | ÷ kubesim CPU |" in report
     ops_row = next(line for line in report.splitlines() if line.startswith("| opsconsole-1 | 10 |"))
     assert all(cell.strip() not in ("", "—") for cell in ops_row.split("|")[1:-1]), ops_row
+    assert results["opsconsole-1"]["resources_by_cluster"] == {"default": 13}  # warm-up, burst and steady CRs
+    assert results["opsconsole-1"]["per_cluster"] == [] and results["opsconsole-1"]["burst_operator_cpu"] > 0
+
+    # two clusters: N CRs in each, each converged and recorded as its own cluster's; no steady phase
+    assert multi["error"] == "" and multi["clusters"] == 2 and multi["steady"] is None
+    assert multi["burst"]["converged"] and multi["burst"]["crs"] == 10 and multi["burst"]["running"] == 10
+    assert [c["cluster"] for c in multi["per_cluster"]] == ["default", "bench-2"]
+    for c in multi["per_cluster"]:
+        burst = c["burst"]
+        assert burst["converged"] and burst["crs"] == 5 and burst["running"] == 5, c
+        assert burst["reconciles"] >= 5 and burst["errors"] == 0, c
+        assert 0 < burst["seconds"] <= multi["burst"]["seconds"] and burst["crs_per_second"] > 0, c
+        assert c["api_requests"] > 0 and c["api_writes"] > 0, c
+    assert multi["resources_by_cluster"] == {"bench-2": 8, "default": 8}  # 3 warm-up + 5 burst CRs in each
+    mprocs = {p["name"]: p for p in multi["procs"]}
+    assert {"kubesim", "kubesim bench-2", "controller", "controller bench-2", "celery worker"} <= set(mprocs)
+    assert mprocs["controller bench-2"]["cpu_seconds"] > 0 and mprocs["kubesim bench-2"]["cpu_seconds"] > 0
+    assert multi["burst_operator_cpu"] > 0
+
+    assert "2 clusters (N in each)" in report
+    table = report.split("| scenario | clusters | N per cluster | cluster |", 1)[1].split("\n\n", 1)[0]
+    rows = [line for line in table.splitlines() if line.startswith("| opsconsole-1")]
+    by_cluster = {(line.split("|")[1].strip(), line.split("|")[4].strip()): line for line in rows}
+    assert set(by_cluster) == {("opsconsole-1", "default"), ("opsconsole-1@2", "default"),
+                               ("opsconsole-1@2", "bench-2"), ("opsconsole-1@2", "all (10 CRs)")}, rows
+    for cells in ([c.strip() for c in line.split("|")[1:-1]] for line in rows):
+        assert float(cells[5]) > 0 and float(cells[6]) > 0, cells  # CRs/s and its ratio to single-cluster
+    for key in (("opsconsole-1", "default"), ("opsconsole-1@2", "all (10 CRs)")):
+        cells = [c.strip() for c in by_cluster[key].split("|")[1:-1]]
+        assert float(cells[7]) > 0 and float(cells[8]) > 0, cells  # operator CPU ms / CR and its ratio
+    assert "opsconsole-1@2 (1 runs) against opsconsole-1 (1 runs" in report
+    assert "per-cluster rate ≥ 0.9× single-cluster:" in report
+    assert "operator CPU (controllers + workers) per CR not above single-cluster:" in report
     assert leftover_databases(prefix) == []  # the scenario and template databases are dropped
+
