@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from reconcilers.core.clusters import DEFAULT_CLUSTER
+from reconcilers.core.types import Request
 from reconcilers.services.selectors.scope import Scope, scope_allows
 
 VIEWER, OPERATOR, ADMIN = "viewer", "operator", "admin"
@@ -82,6 +83,16 @@ def user_namespaces(user: Any) -> Scope | None:
 def namespace_allowed(user: Any, namespace: str, cluster: str = DEFAULT_CLUSTER) -> bool:
     """Whether the user may see and act on objects in `namespace` of `cluster`."""
     return scope_allows(user_namespaces(user), cluster, namespace)
+
+
+def key_allowed(user: Any, key: str) -> bool:
+    """Whether the user may see the object a reconcile key names, in the key's cluster (its prefix); a text that
+    is no key only to a user without a limit."""
+    try:
+        req = Request.from_key(key)
+    except ValueError:
+        return user_namespaces(user) is None
+    return namespace_allowed(user, req.namespace, req.cluster)
 
 
 def user_covers(user: Any, other: Any) -> bool:

@@ -22,14 +22,13 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from opsconsole.accounts.roles import namespace_allowed, user_namespaces
+from opsconsole.accounts.roles import key_allowed, user_namespaces
 from opsconsole.api.actions import ACTION_ERRORS, _valid, actor_of
 from opsconsole.api.audit import AuditedActionView
 from opsconsole.api.exceptions import Unavailable
 from opsconsole.api.permissions import IsAdmin, IsOperator, IsViewer
 from opsconsole.api.reads import ERRORS
 from opsconsole.api.throttling import ActionThrottle
-from reconcilers.core.types import Request as ReconcileKey
 from reconcilers.models import ReconcileRun, Resource
 from reconcilers.services import verbosity
 from reconcilers.services.selectors.resources import resource_get
@@ -144,7 +143,7 @@ class VerbosityView(_VerbosityChange):
         except Exception as exc:
             raise Unavailable(f"{type(exc).__name__}: {exc}") from exc
         shown = [s for s in settings if not s.scope.startswith("object:")
-                 or _key_allowed(request.user, s.scope.removeprefix("object:"))]
+                 or key_allowed(request.user, s.scope.removeprefix("object:"))]
         return Response([_shown(s) for s in shown])
 
     @extend_schema(summary="Set (or, minutes 0, clear) a kind's or every run's log verbosity until an expiry",
@@ -163,16 +162,6 @@ class VerbosityView(_VerbosityChange):
         return super().finalize_response(request, response, *args, **kwargs)
 
 
-def _key_allowed(user: Any, key: str) -> bool:
-    """Whether `user` may see the object a reconcile key names (in its cluster: the key's prefix); a key that is
-    not one only to a user without a limit."""
-    try:
-        req = ReconcileKey.from_key(key)
-    except ValueError:
-        return user_namespaces(user) is None
-    return namespace_allowed(user, req.namespace, req.cluster)
-
-
 class RunLogView(APIView):
     """The log lines a verbose run kept."""
 
@@ -182,7 +171,7 @@ class RunLogView(APIView):
                    responses={200: RunLinesSerializer, **ERRORS})
     def get(self, request: Request, pk: str) -> Response:
         run = ReconcileRun.objects.filter(pk=int(pk) if pk.isdigit() and len(pk) < 19 else 0).first()
-        if run is None or not _key_allowed(request.user, run.key):
+        if run is None or not key_allowed(request.user, run.key):
             raise NotFound("No such run, or it is outside your namespaces.")
         found = verbosity.run_lines(run.pk)
         if found is None:

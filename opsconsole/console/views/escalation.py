@@ -36,7 +36,7 @@ def escalation_context(resource: Resource, records: list[HealingRecord]) -> dict
         users = (get_user_model().objects.filter(is_active=True)
                  .filter(Q(is_superuser=True) | Q(groups__name__in=[OPERATOR, ADMIN])).distinct()
                  .order_by("username")[:ASSIGNEES_SHOWN])
-        assignees = [u.get_username() for u in users if namespace_allowed(u, resource.namespace)]
+        assignees = [u.get_username() for u in users if namespace_allowed(u, resource.namespace, resource.cluster)]
     return {"needs_person": needing, "assignees": assignees}
 
 

@@ -13,7 +13,7 @@ from django.shortcuts import redirect
 from django.urls import reverse
 from django.views.decorators.http import require_POST
 
-from opsconsole.accounts.roles import ADMIN, OPERATOR, namespace_allowed
+from opsconsole.accounts.roles import ADMIN, OPERATOR, key_allowed
 from opsconsole.console.access import Refused, audited_action, resource_for_action
 from opsconsole.console.live import page
 from opsconsole.console.security import console_action, console_page
@@ -51,8 +51,7 @@ def resource_verbosity(request: HttpRequest, pk: int) -> HttpResponse:
 def run_log(request: HttpRequest, pk: int) -> HttpResponse:
     """The log lines a verbose run kept, within the viewer's namespaces."""
     run = ReconcileRun.objects.filter(pk=pk).first()
-    namespace = run.key.split("/")[3] if run is not None and run.key.count("/") == 4 else ""
-    if run is None or not namespace_allowed(request.user, namespace):
+    if run is None or not key_allowed(request.user, run.key):
         raise Http404("No such run, or it is outside your namespaces.")
     return page(request, "console/run_log.html", {"run": run, "log": verbosity.run_lines(run.pk)})
 
@@ -85,7 +84,7 @@ def verbosity_page(request: HttpRequest) -> HttpResponse:
         found, error = [], f"{type(exc).__name__}: {exc}"
     shown = []
     for s in found:
-        if s.scope.startswith("object:") and not namespace_allowed(request.user, s.scope.split("/")[3]):
+        if s.scope.startswith("object:") and not key_allowed(request.user, s.scope.removeprefix("object:")):
             continue
         shown.append({"scope": s.scope, "modules": ", ".join(f"{m}={lv}" for m, lv in s.modules.items()),
                       "minutes_left": max(0, int((s.until - time.time()) // 60) + 1), "actor": s.actor})

@@ -37,7 +37,7 @@ def _context(request: HttpRequest) -> dict[str, Any]:
     workers = [*snap["workers"], *snap.get("silent", [])]
     counts = workers_service.worker_run_counts(workers)
     keys = {t["key"] for w in workers for t in w["active"] if t["key"]}
-    visible = {k for k in keys if namespaces is None or queue.key_namespace(k) in namespaces}
+    visible = {k for k in keys if queue.key_visible(k, namespaces)}
     ids = queue.resource_ids_by_key(visible)
     rows = []
     for w in workers:

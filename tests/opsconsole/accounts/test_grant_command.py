@@ -1,6 +1,6 @@
 """`manage.py grant add|remove|list`: grants written `cluster/namespace` or `namespace`, checked before any is
 written, the last one removed only with --unlimit, every change and refusal on the action record; and what a
-user's grants make of `user_namespaces`, `namespace_allowed` and `user_covers`."""
+user's grants make of `user_namespaces`, `namespace_allowed`, `key_allowed` and `user_covers`."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pytest
 from django.core.management import CommandError, call_command
 
 from opsconsole.accounts.models import NamespaceGrant
-from opsconsole.accounts.roles import namespace_allowed, user_covers, user_namespaces
+from opsconsole.accounts.roles import key_allowed, namespace_allowed, user_covers, user_namespaces
 from reconcilers.models import ActionRecord
 from reconcilers.services.selectors.scope import Scope
 from tests.opsconsole.api import factories as f
@@ -72,3 +72,12 @@ def test_namespace_allowed_and_covers_follow_the_cluster():
     assert namespace_allowed(every_a, "team-a", "staging") and namespace_allowed(every_a, "team-a")
     assert user_covers(every_a, prod_a) and not user_covers(prod_a, every_a)
     assert not user_covers(prod_a, f.user("staging-a", "viewer", ["staging/team-a"]))
+
+
+def test_a_key_is_allowed_in_the_cluster_its_prefix_names():
+    prod_a = f.user("key-prod-a", "viewer", ["prod/team-a", "prod/"])
+    assert key_allowed(prod_a, "prod/cache.example.com/v1alpha1/memcacheds/team-a/web")
+    assert not key_allowed(prod_a, "staging/cache.example.com/v1alpha1/memcacheds/team-a/web")
+    assert not key_allowed(prod_a, "cache.example.com/v1alpha1/memcacheds/team-a/web")  # the default cluster's
+    assert key_allowed(prod_a, "prod/tenancy.example.com/v1alpha1/tenants//acme")
+    assert not key_allowed(prod_a, "not a key") and key_allowed(f.user("free", "viewer"), "not a key")
