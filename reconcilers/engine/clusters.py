@@ -9,8 +9,9 @@ one of a removed cluster: it would file that cluster's objects under this name, 
 this cluster's objects deleted.
 
 `HealthReporter` is the controller's heartbeat: every `interval` seconds (OPSCONSOLE_CLUSTER_HEALTH_SECONDS, 5)
-the replica that leads writes its identity, the time, the last complete list of its informers and the API
-requests (and failed ones) since its last report on the row; when the API server does not answer, the replica
+the replica that leads writes its identity, the time, the last complete list of its informers, the watch lag (how
+late its informers' last events arrived, `watch_lag`) and the API requests (and failed ones) since its last report
+on the row; when the API server does not answer, the replica
 recorded as the leader writes since when (`unreachable_since`, cleared when it answers again) and stops
 heartbeating, so the console shows the cluster unreachable. A standby writes nothing. It also sets the
 `opsconsole_cluster_*` gauges (label `cluster`).
@@ -30,6 +31,7 @@ from django.utils import timezone
 from prometheus_client import Gauge
 
 from reconcilers.core.clusters import cluster_name_check
+from reconcilers.core.meta import parse_rfc3339
 from reconcilers.core.reconciler import ResourceKind
 from reconcilers.engine import kube
 from reconcilers.engine.controller.dbconn import close_old_db_connections
@@ -99,6 +101,24 @@ def api_server(api: Any) -> str:
     return str(getattr(api.configuration, "host", "") or "")
 
 
+def event_delay(arrived: float, obj: dict[str, Any]) -> float | None:
+    """How late a watch event arrived: its arrival (Unix time) less the latest write the object shows (its
+    creation, deletion or a managedFields entry's time: the API server's clock, whole seconds); None when it shows
+    none."""
+    meta = obj.get("metadata") or {}
+    stamps = [meta.get("creationTimestamp"), meta.get("deletionTimestamp"),
+              *((entry or {}).get("time") for entry in meta.get("managedFields") or ())]
+    times = [t for t in (parse_rfc3339(s) for s in stamps) if t is not None]
+    return max(0.0, arrived - max(times).timestamp()) if times else None
+
+
+def watch_lag(last_events: Iterable[tuple[float, dict[str, Any]] | None]) -> float | None:
+    """The watch lag a report gives: the most any informer's last event was late (`event_delay`); None before any
+    event. A rough measure: whole seconds of the API server's clock against this process's."""
+    delays = [d for e in last_events if e is not None and (d := event_delay(*e)) is not None]
+    return max(delays) if delays else None
+
+
 def requests_seen(host: str) -> tuple[float, float]:
     """(API requests, of which failed: no answer or a status of 500 or more) counted so far to `host`."""
     total = failed = 0.0
@@ -119,8 +139,10 @@ class HealthReporter:
 
     def __init__(self, api: Any, cluster: str, *, identity: str, leading: Callable[[], bool],
                  listed_at: Callable[[], Iterable[datetime | None]], interval: float | None = None,
-                 probe: Callable[[], Any] | None = None) -> None:
+                 probe: Callable[[], Any] | None = None,
+                 last_events: Callable[[], Iterable[tuple[float, dict[str, Any]] | None]] | None = None) -> None:
         self.api, self.cluster, self.identity, self.leading, self.listed_at = api, cluster, identity, leading, listed_at
+        self.last_events = last_events or (lambda: ())
         self.interval = default_health_seconds() if interval is None else interval
         self.probe = probe or (lambda: kube.server_version(api, timeout=min(5.0, max(self.interval, 1.0))))
         self.host = kube._host(api)
@@ -153,6 +175,8 @@ class HealthReporter:
         fields: dict[str, Any] = {"leader": self.identity[:255], "heartbeat_at": now, "unreachable_since": None,
                                   "api_requests": int(max(0.0, total - counted[0])),
                                   "api_errors": int(max(0.0, failed - counted[1]))}
+        if (lag := watch_lag(self.last_events())) is not None:
+            fields["watch_lag_seconds"] = lag
         if lists:
             fields["last_list_at"] = max(lists)
             CLUSTER_LAST_LIST.labels(self.cluster).set(max(lists).timestamp())

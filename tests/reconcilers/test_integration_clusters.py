@@ -106,8 +106,9 @@ def test_two_clusters_one_database_and_a_controller_away_deletes_nothing_of_the_
         # each status was written by a run that read its own cluster's object
         assert kube.get_object(api_a, GADGET, ns, "same")["status"]["mode"] == "ok"
         assert kube.get_object(api_b, GADGET, ns, "same")["status"]["mode"] == "slow"
-        until(lambda: Cluster.objects.filter(name="b", heartbeat_at__isnull=False, last_list_at__isnull=False)
-              .exclude(leader="").exists(), "cluster b's health reported")
+        until(lambda: Cluster.objects.filter(name="b", heartbeat_at__isnull=False, last_list_at__isnull=False,
+                                             watch_lag_seconds__isnull=False).exclude(leader="").exists(),
+              "cluster b's health reported")
         health = Cluster.objects.get(name="b")
         assert health.identity == cluster_identity(api_b) != Cluster.objects.get(name=DEFAULT_CLUSTER).identity
         assert health.context == "b" and health.unreachable_since is None

@@ -78,6 +78,7 @@ class Informer(ObjectStore):
         super().__init__(keep=keep, index_uids=index_uids)
 
         self.resource_version = ""  # the last one seen: where a watch resumes
+        self.last_event: tuple[float, dict[str, Any]] | None = None  # (arrival, Unix time; object) of the last one
         self.listed_at: datetime | None = None  # when the last complete list began (wall clock, UTC)
         self.synced = threading.Event()  # set after the first complete list
         self.lists = 0
@@ -197,6 +198,7 @@ class Informer(ObjectStore):
     def _on_watch_event(self, event: kube.WatchEvent) -> int:
         changes = 0
         if event.type in (ADDED, MODIFIED, DELETED):
+            self.last_event = (time.time(), event.object)  # how late it came: engine.clusters.watch_lag
             changes = self._apply(event.type, object_key(self.kind, event.object, self.cluster), event.object)
         elif event.type != "BOOKMARK":
             log.warning("%r: unexpected watch event type %r", self, event.type)

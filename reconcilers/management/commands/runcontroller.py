@@ -194,7 +194,8 @@ class Command(BaseCommand):
                                               standby=options["standby"] or default_standby(), cluster=cluster)
             informers = controller.parts.informers
             health = HealthReporter(api, cluster, identity=elector.identity, leading=lambda: elector.is_leader,
-                                    listed_at=lambda: [i.listed_at for i in informers.informers.values()])
+                                    listed_at=lambda: [i.listed_at for i in informers.informers.values()],
+                                    last_events=lambda: [i.last_event for i in informers.informers.values()])
             health.start()
             LEADER_ELECTION_MASTER.labels(elector.name).set(1 if elector.is_leader else 0)
             kinds = ", ".join(r.resource.kind for r in reconcilers) or "nothing"

@@ -184,12 +184,16 @@ def test_the_leader_reports_health_and_an_unreachable_api_since_when_until_it_an
         if not state["reachable"]:
             raise ConnectionError("refused")
 
+    written = {"metadata": {"creationTimestamp": "2026-01-02T03:04:00Z",
+                            "managedFields": [{"time": "2026-01-02T03:04:03Z"}, {"time": "2026-01-02T03:04:01Z"}]}}
     leader = HealthReporter(FakeApi(), "h", identity="ctl-1", leading=lambda: state["leading"],
-                            listed_at=lambda: [None, listed], interval=1, probe=probe)
+                            listed_at=lambda: [None, listed], interval=1, probe=probe,
+                            last_events=lambda: [None, (listed.timestamp() + 2.5, written)])
     t0 = timezone.now()
     assert leader.report(t0)
     row = Cluster.objects.get(name="h")
     assert (row.leader, row.heartbeat_at, row.last_list_at, row.unreachable_since) == ("ctl-1", t0, listed, None)
+    assert row.watch_lag_seconds == 4.5  # arrived 03:04:07.5, last written 03:04:03
 
     state["reachable"] = False
     standby = HealthReporter(FakeApi(), "h", identity="ctl-2", leading=lambda: False, listed_at=lambda: [],
