@@ -17,9 +17,11 @@ from django.conf import settings
 from django.db.models import Count
 from django.utils import timezone
 
+from reconcilers.core.clusters import DEFAULT_CLUSTER
 from reconcilers.engine.audit import chain_verify, record_verify
 from reconcilers.engine.checkpoint import checkpoint_verify
 from reconcilers.models import Transition
+from reconcilers.services.selectors.scope import scope_allows
 
 #: shown breaks per status
 SHOWN_BREAKS = 10
@@ -41,19 +43,21 @@ class ChainStatus:
     breaks: list[str]
     checked_at: datetime
     seconds: float
-    #: every kept break as (namespace, description), and {namespace: (chains, transitions)} at verification
-    found: tuple[tuple[str, str], ...] = ()
-    per_namespace: dict[str, tuple[int, int]] = field(default_factory=dict)
+    #: every kept break as (cluster, namespace, description), and {(cluster, namespace): (chains, transitions)} at
+    #: verification
+    found: tuple[tuple[str, str, str], ...] = ()
+    per_namespace: dict[tuple[str, str], tuple[int, int]] = field(default_factory=dict)
 
     def visible_to(self, namespaces: frozenset[str] | None) -> ChainStatus:
-        """This status as a caller limited to `namespaces` may see it (None: everything): only the breaks of
-        resources in its namespaces ('' is the cluster scope, as everywhere), chains and transitions counted
-        over its namespaces, intact when none of its chains is broken. Nothing of another namespace, not even
-        whether it has a break."""
+        """This status as a caller limited to `namespaces` (a Scope: by cluster too) may see it (None: everything):
+        only the breaks of resources in its namespaces ('' is the cluster scope, as everywhere), chains and
+        transitions counted over its namespaces, intact when none of its chains is broken. Nothing of another
+        namespace or cluster, not even whether it has a break."""
         if namespaces is None:
             return self
-        mine = [text for ns, text in self.found if ns in namespaces]
-        counts = [self.per_namespace.get(ns, (0, 0)) for ns in namespaces]
+        mine = [text for cluster, ns, text in self.found
+                if ns != RECORD_WIDE and scope_allows(namespaces, cluster, ns)]
+        counts = [n for (cluster, ns), n in self.per_namespace.items() if scope_allows(namespaces, cluster, ns)]
         return replace(self, ok=not mine, breaks=mine[:SHOWN_BREAKS], chains=sum(c for c, _ in counts),
                        transitions=sum(t for _, t in counts), found=(), per_namespace={})
 
@@ -70,10 +74,10 @@ _lock = threading.Lock()
 _last: ChainStatus | None = None
 
 
-def _per_namespace() -> dict[str, tuple[int, int]]:
-    rows = (Transition.objects.values("namespace")
+def _per_namespace() -> dict[tuple[str, str], tuple[int, int]]:
+    rows = (Transition.objects.values("cluster", "namespace")
             .annotate(chains=Count("resource_uid", distinct=True), n=Count("id")).order_by())
-    return {row["namespace"]: (row["chains"], row["n"]) for row in rows}
+    return {(row["cluster"], row["namespace"]): (row["chains"], row["n"]) for row in rows}
 
 
 def audit_chain_status(
@@ -86,10 +90,11 @@ def audit_chain_status(
         return _last.visible_to(namespaces) if _last is not None else None
     started = time.monotonic()
     report = chain_verify(resource_uid)
-    found = tuple((b.namespace, b.describe()) for b in report.breaks[:KEPT_BREAKS])
+    found = tuple((b.cluster or DEFAULT_CLUSTER, b.namespace, b.describe()) for b in report.breaks[:KEPT_BREAKS])
     if resource_uid is None:  # the whole record: also the action chain, request identities, the newest checkpoint
-        found += tuple((RECORD_WIDE, p.describe()) for p in _record_problems()[:KEPT_BREAKS])
-    status = ChainStatus(not found, report.chains, report.transitions, [text for _, text in found[:SHOWN_BREAKS]],
+        found += tuple((RECORD_WIDE, RECORD_WIDE, p.describe()) for p in _record_problems()[:KEPT_BREAKS])
+    status = ChainStatus(not found, report.chains, report.transitions,
+                         [text for _c, _ns, text in found[:SHOWN_BREAKS]],
                          timezone.now(), time.monotonic() - started, found,
                          _per_namespace() if resource_uid is None else {})
     if resource_uid is None:

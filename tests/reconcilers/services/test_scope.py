@@ -84,3 +84,20 @@ def test_a_trace_of_a_run_in_a_cluster_one_cannot_see_is_refused():
     with pytest.raises(TraceNotVisible):
         trace_spans("b" * 32, namespaces=Scope.of(["staging/team-a"]))  # the default cluster's
     assert len(trace_spans("b" * 32, namespaces=Scope.of(["default/team-a"]))) == 1
+
+
+def test_a_chain_status_shows_a_limited_caller_the_breaks_and_counts_of_its_clusters_namespaces_only():
+    from django.utils import timezone
+
+    from reconcilers.services.audit_status import RECORD_WIDE, ChainStatus
+
+    status = ChainStatus(False, 3, 9, ["s", "p", "r"], timezone.now(), 0.1,
+                         found=(("staging", "team-a", "s"), ("prod", "team-a", "p"), (RECORD_WIDE, RECORD_WIDE, "r")),
+                         per_namespace={("staging", "team-a"): (1, 3), ("prod", "team-a"): (2, 6)})
+    prod = status.visible_to(Scope.of(["prod/team-a"]))
+    assert (prod.ok, prod.breaks, prod.chains, prod.transitions) == (False, ["p"], 2, 6)
+    every = status.visible_to(Scope.of(["team-a"]))
+    assert (every.breaks, every.chains, every.transitions) == (["s", "p"], 3, 9)
+    other = status.visible_to(Scope.of(["staging/team-b"]))
+    assert (other.ok, other.breaks, other.chains) == (True, [], 0)
+    assert status.visible_to(None) is status
