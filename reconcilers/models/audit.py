@@ -62,11 +62,12 @@ class Transition(AppendOnlyModel):
             models.Index(fields=["created_at"], name="transition_created_at"),
             models.Index(fields=["kind", "to_phase"], name="transition_kind_to"),
             # The console's overview (reconcilers.services.selectors.stats): edge counts over the last hour and
-            # day read from the index alone; the newest departures from a state; their entering transitions.
-            models.Index(fields=["created_at"], include=["kind", "from_phase", "to_phase", "namespace"],
+            # day read from the index alone; the newest departures from a state; their entering transitions. The
+            # cluster is included so that a read limited by cluster (a grant, the console's picker) is one too.
+            models.Index(fields=["created_at"], include=["kind", "from_phase", "to_phase", "namespace", "cluster"],
                          name="transition_created_edges"),
-            models.Index(fields=["kind", "from_phase", "created_at"], include=["resource", "seq", "namespace"],
-                         name="transition_kind_from_created"),
+            models.Index(fields=["kind", "from_phase", "created_at"],
+                         include=["resource", "seq", "namespace", "cluster"], name="transition_kind_from_created"),
             models.Index(fields=["resource", "seq"], include=["created_at"], name="transition_resource_seq"),
         ]
 

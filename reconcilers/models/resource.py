@@ -102,8 +102,9 @@ class Resource(models.Model):
             models.Index(Coalesce("phase_since", models.Value(PHASE_SINCE_UNSET)), models.F("id"),
                          name="resource_since_id"),
             # The overview's time in the current phase: the oldest and the middle entry of each live (kind,
-            # phase), found by position in this index, the count coming from the maintained counts.
-            models.Index(fields=["kind", "phase", "phase_since"], include=["namespace"],
+            # phase), found by position in this index, the count coming from the maintained counts (the cluster
+            # included for a read limited by cluster).
+            models.Index(fields=["kind", "phase", "phase_since"], include=["namespace", "cluster"],
                          condition=models.Q(deleted=False), name="resource_live_phase_since"),
         ]
 
