@@ -169,7 +169,8 @@ class Run(QueueActions):
                                               request_annotations=annotations,
                                               healing=healing_state.healing_view(state, obj),
                                               child_cache=children,
-                                              engine_wrote=provenance.engine_wrote_checker(self.queue.redis))
+                                              engine_wrote=provenance.engine_wrote_checker(self.queue.redis),
+                                              request=self.request)
             provenance.outcome_noted(self.queue.redis, rec.resource, obj, recorded, outcome)
             if self.triggers:
                 self.triggers = trigger_actors.resolve(rec.resource, obj, self.triggers,

@@ -47,6 +47,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from reconcilers.core.reconciler import Reconciler
+from reconcilers.core.types import Request
 from reconcilers.engine.childcache import ChildCache
 from reconcilers.engine.context import EngineContext
 from reconcilers.engine.step.decide import DELETING, SPEC_CHANGED, catch_up_needed, decide
@@ -96,14 +97,16 @@ def reconcile_step(
     healing: HealingView | None = None,
     child_cache: ChildCache | None = None,
     engine_wrote: Callable[[dict[str, Any]], bool] | None = None,
+    request: Request | None = None,
 ) -> Outcome:
     """Reconcile the live object `obj` once and write its status (see the module docstring). `recorded` is
     the phase on record (None: the object has no record yet); `request_annotations` the annotations that ask
     for a manual reconcile; `healing` what the record says about a rollback and healing's conditions;
     `child_cache` the object cache's children (`EngineContext.apply_child` skips the applies that would change
     nothing); `engine_wrote(obj)` whether the engine can prove it wrote the live phase (asked only when that
-    phase is not the one on record; without it nothing is proven: no catch-up)."""
-    ctx = EngineContext(reconciler, obj, api, span=span, child_cache=child_cache)
+    phase is not the one on record; without it nothing is proven: no catch-up); `request` the run's key (its cluster
+    included; None: the object's, in the default cluster), as the reconciler's `ctx.request`."""
+    ctx = EngineContext(reconciler, obj, api, request=request, span=span, child_cache=child_cache)
     generation = int(obj["metadata"].get("generation") or 0)
     asked = unhandled_request(obj, request_annotations)
     token = asked[1] if asked else None
