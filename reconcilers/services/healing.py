@@ -32,6 +32,7 @@ from reconcilers.engine.healing.rollback import RollbackRefused
 from reconcilers.engine.healing.state import FAILED, IN_PROGRESS, REFUSED
 from reconcilers.models import HealingAction, HealingRecord, Resource, SpecRevision
 from reconcilers.services.healing_evidence import anomalies_shown
+from reconcilers.services.selectors.filters import namespace_q
 
 #: the error every healing action raises when it cannot be done (`.field`, `.status`, `.message`)
 HealingRefused = RollbackRefused
@@ -189,7 +190,7 @@ def healing_overview(namespaces: Iterable[str] | None = None, *, now: datetime |
     (`namespaces`: only those, None: all)."""
     rows = Resource.objects.filter(deleted=False).exclude(active_anomalies={}, suspended=False, rollback__isnull=True)
     if namespaces is not None:
-        rows = rows.filter(namespace__in=list(namespaces))
+        rows = rows.filter(namespace_q(namespaces))  # a Scope: by cluster too
     by_rule: Counter[tuple[str, str]] = Counter()
     anomalous = suspended = rolling_back = escalated = 0
     for kind, anomalies, is_suspended, rollback in rows.values_list("kind", "active_anomalies", "suspended",

@@ -26,6 +26,7 @@ from django.utils import timezone
 from reconcilers.core.objectives import WINDOWS, PhaseObjective, objectives_of
 from reconcilers.engine import registry
 from reconcilers.models import Transition
+from reconcilers.services.selectors.filters import namespace_q
 
 
 @dataclass(frozen=True)
@@ -65,7 +66,7 @@ def departures(kind: str, phase: str, within_seconds: int, since: datetime, unti
         .values("created_at")[:1]
     rows = Transition.objects.filter(kind=kind, from_phase=phase, created_at__gte=since, created_at__lt=until)
     if namespaces is not None:
-        rows = rows.filter(namespace__in=sorted(namespaces))
+        rows = rows.filter(namespace_q(namespaces))  # a Scope: by cluster too
     found = (rows.annotate(entered=Subquery(entered)).filter(entered__isnull=False)
              .aggregate(total=Count("id"),
                         good=Count("id", filter=Q(created_at__lte=F("entered") + timedelta(seconds=within_seconds)))))

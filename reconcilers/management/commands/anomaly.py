@@ -29,7 +29,7 @@ class Command(HealingCommand):
 
     def act(self, resource: Resource, actor: str, reason: str, options: dict[str, Any]) -> HealingRecord:
         if options["step"] == "assign":
-            why = assignee_refusal(options["to"], resource.namespace)
+            why = assignee_refusal(options["to"], resource.namespace, resource.cluster)
             if why is not None:
                 raise escalation.HealingRefused(why, field="assignee", status=400)
         return escalation.anomaly_step(options["step"], resource, options["rule"], actor=actor, note=reason,

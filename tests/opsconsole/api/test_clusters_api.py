@@ -196,3 +196,11 @@ def test_a_run_log_is_refused_outside_the_runs_cluster(as_user, estate):
         response = as_user("viewer", grants).get(path)
         assert response.json()["message"] == "No such run, or it is outside your namespaces.", grants
     assert "not a verbose run" in as_user("viewer", ["prod/team-a"]).get(path).json()["message"]
+
+
+def test_the_healing_counts_are_over_the_grants_clusters_only(as_user, estate):
+    from reconcilers.models import Resource
+
+    Resource.objects.filter(namespace="team-a").update(suspended=True)  # in prod, staging and the default cluster
+    assert as_user("viewer", ["prod/team-a"]).get("/api/v1/healing").json()["suspended"] == 1
+    assert as_user("viewer", ["team-a"]).get("/api/v1/healing").json()["suspended"] == 3
