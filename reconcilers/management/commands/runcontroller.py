@@ -193,7 +193,8 @@ class Command(BaseCommand):
                 controller = build_controller(api, reconcilers, elector=elector, background=True,
                                               standby=options["standby"] or default_standby(), cluster=cluster)
             informers = controller.parts.informers
-            health = HealthReporter(api, cluster, identity=elector.identity, leading=lambda: elector.is_leader,
+            leads = shard.cluster if shard is not None else elector  # a shard: the one holding the controller Lease
+            health = HealthReporter(api, cluster, identity=leads.identity, leading=lambda: leads.is_leader,
                                     listed_at=lambda: [i.listed_at for i in informers.informers.values()],
                                     last_events=lambda: [i.last_event for i in informers.informers.values()])
             health.start()
