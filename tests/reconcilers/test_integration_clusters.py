@@ -20,6 +20,7 @@ from django.utils import timezone
 from reconcilers.core.clusters import DEFAULT_CLUSTER
 from reconcilers.engine import apiclient, dispatch, kube, registry
 from reconcilers.engine.clusters import cluster_identity, cluster_register
+from reconcilers.engine.kubeconfig import kubeconfig_with_context
 from reconcilers.models import Cluster, Resource, Transition
 from tests.fixtures.cluster import NAMESPACE, kubesim_with_crds, package_kubesim
 from tests.fixtures.engines import INTEGRATION_RECONCILERS, ControllerProcess, Engine, engine_running, wait_idle
@@ -63,7 +64,7 @@ def two_clusters(kubesim: Any, redis_client: Any, django_db_setup: None, django_
     settings.OPSCONSOLE_RECONCILERS = INTEGRATION_RECONCILERS
     registry.reset()
     with kubesim_with_crds() as sim_b:
-        kube.kubeconfig_with_context(sim_b.kubeconfig, "b", tmp_path / "b.yaml")
+        kubeconfig_with_context(sim_b.kubeconfig, "b", tmp_path / "b.yaml")
         merged = f"{kubesim.kubeconfig}:{tmp_path / 'b.yaml'}"
         settings.KUBECONFIG = merged
         apiclient.reset()

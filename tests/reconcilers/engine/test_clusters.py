@@ -16,6 +16,7 @@ from reconcilers.core.types import Result
 from reconcilers.engine import apiclient, objectcache
 from reconcilers.engine.clusters import ClusterRefused, HealthReporter, cluster_identity, cluster_register
 from reconcilers.engine.controller.events import ADDED, InformerEvent, object_key, owner_keys
+from reconcilers.engine.kubeconfig import kubeconfig_with_context
 from reconcilers.engine.recording import resource_mirror_sweep, resource_mirror_write
 from reconcilers.models import Cluster, Resource
 from tests.reconcilers.audit_support import KIND, MACHINE
@@ -136,7 +137,6 @@ def test_the_child_cache_of_a_run_reads_its_own_clusters_entries():
 # -- the workers' client of a cluster ----------------------------------------------------------------------------
 
 def test_a_worker_reaches_a_registered_cluster_through_its_context_and_refuses_the_others(tmp_path, settings):
-    from reconcilers.engine import kube
 
     first, second = tmp_path / "first.yaml", tmp_path / "second.yaml"
     for path, server in ((first, "http://127.0.0.1:1"), (second, "http://127.0.0.1:2")):
@@ -145,7 +145,7 @@ def test_a_worker_reaches_a_registered_cluster_through_its_context_and_refuses_t
                         "users: [{name: kubesim, user: {}}]\n"
                         "contexts: [{name: kubesim, context: {cluster: kubesim, user: kubesim}}]\n"
                         "current-context: kubesim\n")
-    kube.kubeconfig_with_context(second, "b", tmp_path / "b.yaml")
+    kubeconfig_with_context(second, "b", tmp_path / "b.yaml")
     settings.KUBECONFIG = f"{first}:{tmp_path / 'b.yaml'}"
     apiclient.reset()
     try:
@@ -246,7 +246,7 @@ def test_a_run_reaches_its_keys_cluster_and_a_key_of_an_unknown_cluster_fails_to
     assert unknown not in {d.key for d in snapshot.backing_off} and snapshot.depth == 0  # forgotten, not retried
 
     # cluster b: registered with a context that (here) reaches the same kubesim: its key's run goes through it
-    kube.kubeconfig_with_context(kubesim.kubeconfig, "b", tmp_path / "b.yaml")
+    kubeconfig_with_context(kubesim.kubeconfig, "b", tmp_path / "b.yaml")
     settings.KUBECONFIG = f"{kubesim.kubeconfig}:{tmp_path / 'b.yaml'}"
     apiclient.reset()
     cluster_register("b", identity="uid-b", context="b")
