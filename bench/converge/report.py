@@ -181,31 +181,39 @@ def _cpu_ms(r: ScenarioResult) -> float:
     return r.burst_operator_cpu / crs * 1000 if crs and r.burst_operator_cpu else math.nan
 
 
+def _cpu_rel(r: ScenarioResult) -> float:
+    """The same CPU ÷ the kubesims' CPU over the same span (what does not move with the machine's speed)."""
+    return r.burst_operator_cpu / r.burst_kubesim_cpu if r.burst_operator_cpu and r.burst_kubesim_cpu else math.nan
+
+
 def clusters_table(results: list[ScenarioResult]) -> str:
     """With runs over several clusters: per cluster, the time to all Running and CRs/s against the single-cluster
     runs' mean rate, and the operator CPU (controllers + workers) per CR over the burst until quiet against theirs."""
     if not any(r.clusters > 1 for r in results):
         return ""
     rows = ["| scenario | clusters | N per cluster | cluster | all Running after (s) | CRs/s | × single-cluster CRs/s "
-            "| operator CPU ms / CR (burst) | × single-cluster |", "|---|---:|---:|---|---:|---:|---:|---:|---:|"]
+            "| operator CPU ms / CR (burst) | × single-cluster | operator CPU ÷ kubesim CPU | × single-cluster |",
+            "|---|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|"]
     for r in results:
         if r.burst is None or not r.name.startswith("opsconsole-"):
             continue
         single = _single(results, r)
         rate = _mean([s.burst.crs_per_second for s in single if s.burst])
         cost = _mean([_cpu_ms(s) for s in single])
+        rel = _mean([_cpu_rel(s) for s in single])
         parts = [(c.cluster, c.burst) for c in r.per_cluster] or [("default", r.burst)]
         whole = r.clusters == 1  # one cluster: its row carries the run's CPU (else the 'all' row below does)
         for cluster, b in parts:
             conv = _f(b.seconds) if b.converged else f"not converged ({b.running}/{b.crs})"
             rows.append(f"| {r.label} | {r.clusters} | {r.n} | {cluster} | {conv} | {_f(b.crs_per_second)} "
                         f"| {_f(b.crs_per_second / rate, 2)} | {_f(_cpu_ms(r), 0) if whole else ''} "
-                        f"| {_f(_cpu_ms(r) / cost, 2) if whole else ''} |")
+                        f"| {_f(_cpu_ms(r) / cost, 2) if whole else ''} | {_f(_cpu_rel(r), 2) if whole else ''} "
+                        f"| {_f(_cpu_rel(r) / rel, 2) if whole else ''} |")
         if r.clusters > 1:
             b = r.burst
             rows.append(f"| {r.label} | {r.clusters} | {r.n} | all ({b.crs} CRs) | {_f(b.seconds)} "
                         f"| {_f(b.crs_per_second)} | {_f(b.crs_per_second / rate, 2)} | {_f(_cpu_ms(r), 0)} "
-                        f"| {_f(_cpu_ms(r) / cost, 2)} |")
+                        f"| {_f(_cpu_ms(r) / cost, 2)} | {_f(_cpu_rel(r), 2)} | {_f(_cpu_rel(r) / rel, 2)} |")
     return "\n".join(rows)
 
 
@@ -232,9 +240,11 @@ def clusters_verdict(results: list[ScenarioResult]) -> str:
                      + ", ".join(f"{c} × {_f(v, 2)}" for c, v in ratios.items()) + ")")
         cost = _mean([_cpu_ms(r) for r in multi]) / _mean([_cpu_ms(s) for s in single])
         met = "met" if cost <= GOAL_CLUSTER_COST else "NOT met"
+        rel = _mean([_cpu_rel(r) for r in multi]) / _mean([_cpu_rel(s) for s in single])
         lines.append(f"- {name}: operator CPU (controllers + workers) per CR not above single-cluster: {met} "
                      f"(× {_f(cost, 2)}: {_f(_mean([_cpu_ms(r) for r in multi]), 1)} against "
-                     f"{_f(_mean([_cpu_ms(s) for s in single]), 1)} ms)")
+                     f"{_f(_mean([_cpu_ms(s) for s in single]), 1)} ms; ÷ kubesim's CPU, which does not move with "
+                     f"the machine's speed: × {_f(rel, 2)})")
     return "\n".join(lines)
 
 

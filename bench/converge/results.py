@@ -103,6 +103,9 @@ class ScenarioResult:
     #: the operator's CPU seconds (controllers + workers) over the burst until it went quiet (no steady phase):
     #: what `--clusters` compares per CR
     burst_operator_cpu: float = 0.0
+    #: every kubesim's CPU seconds over the same span: the same work in every run of a scenario per CR, so the
+    #: operator's CPU ÷ it does not move with how fast the (shared) machine ran then (`report._cost`)
+    burst_kubesim_cpu: float = 0.0
     #: opsconsole: the Resource rows on record at the end, by cluster (each cluster's CRs were recorded as its own)
     resources_by_cluster: dict[str, int] = field(default_factory=dict)
 

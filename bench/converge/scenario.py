@@ -238,6 +238,8 @@ def run_scenario(cfg: Config, name: str, template_db: str | None, log: Any = pri
             # the clusters comparison prices the whole burst, its tail of follow-up reconciles included
             result.burst_operator_cpu = sum(s.cpu_seconds for s in _cpu_delta(
                 before, [s for p in operator for s in p.samples()]))
+            result.burst_kubesim_cpu = sum(s.cpu_seconds for s in _cpu_delta(
+                before, [s for sim in sims for s in sim.proc.samples()]))
         if steady:
             tracker = sims[0].tracker
             assert tracker is not None

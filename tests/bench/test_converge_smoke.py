@@ -81,7 +81,8 @@ def test_the_benchmark_converges_opsconsole_and_kopf_at_n_5_and_reports_every_fi
     ops_row = next(line for line in report.splitlines() if line.startswith("| opsconsole-1 | 10 |"))
     assert all(cell.strip() not in ("", "—") for cell in ops_row.split("|")[1:-1]), ops_row
     assert results["opsconsole-1"]["resources_by_cluster"] == {"default": 13}  # warm-up, burst and steady CRs
-    assert results["opsconsole-1"]["per_cluster"] == [] and results["opsconsole-1"]["burst_operator_cpu"] > 0
+    single = results["opsconsole-1"]
+    assert single["per_cluster"] == [] and single["burst_operator_cpu"] > 0 and single["burst_kubesim_cpu"] > 0
 
     # two clusters: N CRs in each, each converged and recorded as its own cluster's; no steady phase
     assert multi["error"] == "" and multi["clusters"] == 2 and multi["steady"] is None
@@ -97,7 +98,7 @@ def test_the_benchmark_converges_opsconsole_and_kopf_at_n_5_and_reports_every_fi
     mprocs = {p["name"]: p for p in multi["procs"]}
     assert {"kubesim", "kubesim bench-2", "controller", "controller bench-2", "celery worker"} <= set(mprocs)
     assert mprocs["controller bench-2"]["cpu_seconds"] > 0 and mprocs["kubesim bench-2"]["cpu_seconds"] > 0
-    assert multi["burst_operator_cpu"] > 0
+    assert multi["burst_operator_cpu"] > 0 and multi["burst_kubesim_cpu"] > 0
 
     assert "2 clusters (N in each)" in report
     table = report.split("| scenario | clusters | N per cluster | cluster |", 1)[1].split("\n\n", 1)[0]
@@ -109,9 +110,11 @@ def test_the_benchmark_converges_opsconsole_and_kopf_at_n_5_and_reports_every_fi
         assert float(cells[5]) > 0 and float(cells[6]) > 0, cells  # CRs/s and its ratio to single-cluster
     for key in (("opsconsole-1", "default"), ("opsconsole-1@2", "all (10 CRs)")):
         cells = [c.strip() for c in by_cluster[key].split("|")[1:-1]]
-        assert float(cells[7]) > 0 and float(cells[8]) > 0, cells  # operator CPU ms / CR and its ratio
+        # operator CPU ms / CR and its ratio; the same CPU ÷ kubesim's and its ratio
+        assert all(float(cells[i]) > 0 for i in (7, 8, 9, 10)), cells
     assert "opsconsole-1@2 (1 runs) against opsconsole-1 (1 runs" in report
     assert "per-cluster rate ≥ 0.9× single-cluster:" in report
     assert "operator CPU (controllers + workers) per CR not above single-cluster:" in report
+    assert "÷ kubesim's CPU, which does not move with the machine's speed: ×" in report
     assert leftover_databases(prefix) == []  # the scenario and template databases are dropped
 
