@@ -130,7 +130,8 @@ def procfile_lines(env: dict[str, str], data_dir: Path, login: str) -> list[str]
                      f"{WEBHOOKS_METRICS_PORT} --install")
         # the second cluster's own (its CRDs' conversion webhook too: a multi-version kind is listed through it)
         lines.append(f"webhooks-2: KUBECONFIG={shlex.quote(str(sandbox_kubeconfig(data_dir)))} {py} manage.py "
-                     f"runwebhooks --port {WEBHOOKS_PORT + 2} --metrics-port {WEBHOOKS_METRICS_PORT + 2} --install")
+                     f"runwebhooks --cluster {SANDBOX_2} --port {WEBHOOKS_PORT + 2} --metrics-port "
+                     f"{WEBHOOKS_METRICS_PORT + 2} --install")
     if env.get("OPSCONSOLE_KUBESIM") and env.get("OPSCONSOLE_DEMO_ROLLBACK", "1") != "0":
         # the self-healing demo (docs/healing.md); its object is in the default cluster: that kubeconfig alone
         lines.append(f"demo: KUBECONFIG={shlex.quote(first_kubeconfig(env))} {py} scripts/demo_rollback.py")

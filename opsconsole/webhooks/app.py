@@ -6,7 +6,8 @@ kinds with several versions (reconcilers.engine.conversion). A body that is not 
 shape kube-apiserver sends is a 400 with the reason. Each admission decision carries its caller (the peer address
 and the client certificate's CN) and goes to the recorder (opsconsole.webhooks.recorder) before the answer goes
 back; with it, in the same Redis round trip, every admitted non-dry-run write is noted for the engine
-(reconcilers.engine.admitted).
+(reconcilers.engine.admitted). One server serves one cluster (`cluster`, runwebhooks --cluster): its decisions
+are filed under that cluster and its admitted writes noted on that cluster's lists.
 
 The metrics application (`GET /metrics`, `GET /healthz`) is plain HTTP on its own port, so Prometheus and probes
 need no client certificate; `/healthz` fails (503) while the decision recorder is down or its backlog is stuck.
@@ -27,6 +28,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, G
 
 from opsconsole.webhooks.connections import peer_of
 from opsconsole.webhooks.recorder import DecisionRecorder
+from reconcilers.core.clusters import DEFAULT_CLUSTER
 from reconcilers.engine import registry
 from reconcilers.engine.admission import MUTATE, VALIDATE, Decision, ReviewError, review_mutate, review_validate
 from reconcilers.engine.admitted import admitted_commands, entry_from_request, signing_key
@@ -80,8 +82,8 @@ def parse_body(raw: bytes) -> Any:
 
 
 def build_app(recorder: DecisionRecorder, metrics: WebhookMetrics,
-              middlewares: tuple[Any, ...] = ()) -> web.Application:
-    """The reviews' application (the TLS port)."""
+              middlewares: tuple[Any, ...] = (), cluster: str = DEFAULT_CLUSTER) -> web.Application:
+    """The reviews' application (the TLS port) of the webhook server of `cluster`."""
     key = signing_key(settings.SECRET_KEY)
 
     def note_for(decision: Decision, body: dict[str, Any], peer: dict[str, str]) -> Callable[[Any], None] | None:
@@ -90,7 +92,8 @@ def build_app(recorder: DecisionRecorder, metrics: WebhookMetrics,
         entry = entry_from_request(body["request"], peer=peer)
 
         def note(pipe: Any) -> None:
-            admitted_commands(pipe, key, decision.group, decision.kind, decision.namespace, decision.name, entry)
+            admitted_commands(pipe, key, decision.group, decision.kind, decision.namespace, decision.name, entry,
+                              cluster)
 
         return note
 
@@ -100,6 +103,7 @@ def build_app(recorder: DecisionRecorder, metrics: WebhookMetrics,
         except RecursionError as exc:
             raise ReviewError("the review nests too deep") from exc
         decision.peer_address, decision.peer_cn = peer["address"], peer["cn"]
+        decision.cluster = cluster
         recorder.put(decision, path, note=note_for(decision, body, peer))  # durable before the answer goes back
         return decision
 

@@ -26,6 +26,7 @@ from aiohttp import web
 from opsconsole.webhooks.app import WebhookMetrics, build_app, build_metrics_app
 from opsconsole.webhooks.connections import Gate, Limits
 from opsconsole.webhooks.recorder import DecisionRecorder
+from reconcilers.core.clusters import DEFAULT_CLUSTER, cluster_name_check
 
 __all__ = ["CertificateReloader", "Limits", "WebhookServer", "build_app", "tls_context"]
 
@@ -114,11 +115,13 @@ class CertificateReloader:
 
 class WebhookServer:
     """The server on a thread of its own: `start()` returns the bound port, `stop()` flushes the recorder.
-    `metrics_port` (None: none) serves `/metrics` and `/healthz` over plain HTTP on `metrics_host`."""
+    `metrics_port` (None: none) serves `/metrics` and `/healthz` over plain HTTP on `metrics_host`. `cluster`:
+    the cluster whose API server calls it (its decisions and admitted writes are filed under it)."""
 
     def __init__(self, context: ssl.SSLContext, host: str = "127.0.0.1", port: int = 0, *,
                  metrics_host: str = "127.0.0.1", metrics_port: int | None = None, limits: Limits | None = None,
-                 insecure: bool = False, recorder: DecisionRecorder | None = None) -> None:
+                 insecure: bool = False, recorder: DecisionRecorder | None = None,
+                 cluster: str = DEFAULT_CLUSTER) -> None:
         if context.verify_mode != ssl.CERT_REQUIRED:
             if not insecure:
                 raise ValueError("the webhook server requires client certificates (a client CA): without one anyone "
@@ -126,6 +129,7 @@ class WebhookServer:
                                  "insecure=True (--insecure-skip-client-verify) to run without")
             log.warning(INSECURE_WARNING)
         self.context, self.host, self.port = context, host, port
+        self.cluster = cluster_name_check(cluster)  # the cluster whose API server calls it
         self.metrics_host, self.metrics_port = metrics_host, metrics_port
         self.limits = limits or Limits()
         self.metrics = WebhookMetrics()
@@ -166,8 +170,8 @@ class WebhookServer:
             try:
                 gate_middleware = _late_middleware(lambda: self.gate)
                 runner, server, self.gate, self.port = loop.run_until_complete(self._listen(
-                    build_app(self.recorder, self.metrics, (gate_middleware,)), self.context, self.host, self.port,
-                    self.limits))
+                    build_app(self.recorder, self.metrics, (gate_middleware,), self.cluster), self.context, self.host,
+                    self.port, self.limits))
                 opened.append((runner, server))
                 if self.metrics_port is not None:
                     metrics_limits = Limits(max_connections=32, handshake_timeout=self.limits.handshake_timeout,

@@ -28,6 +28,7 @@ from typing import Any
 import jsonpatch
 from pydantic import ValidationError
 
+from reconcilers.core.clusters import DEFAULT_CLUSTER, key_join
 from reconcilers.core.kind import spec_errors
 from reconcilers.core.reconciler import AdmissionUser, Reconciler
 from reconcilers.engine.conversion import convert_object
@@ -74,14 +75,17 @@ class Decision:
     subresource: str = ""
     version: str = ""  # the kind's (storage) version and plural: what its key is made of
     plural: str = ""
+    cluster: str = DEFAULT_CLUSTER  # the cluster whose API server asked (the webhook server's --cluster)
 
     @property
     def target(self) -> str:
         """The object's key, `group/version/plural/namespace/name` (the name may be empty for a create with
-        generateName); `Kind namespace/name` for a decision queued before decisions carried the plural."""
+        generateName), with its cluster in front outside the default cluster (`key_join`, so the record is filed
+        under that cluster); `Kind namespace/name` for a decision queued before decisions carried the plural."""
         if not self.plural:
             return legacy_object_target(self.kind, self.namespace, self.name)
-        return object_target(self.group, self.version, self.plural, self.namespace, self.name)
+        return key_join(self.cluster, object_target(self.group, self.version, self.plural, self.namespace,
+                                                    self.name))
 
     def response(self) -> dict[str, Any]:
         """The `response` of the AdmissionReview answer."""

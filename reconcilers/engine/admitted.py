@@ -13,7 +13,12 @@ actor `kube:<username>` (established by admission), no match leaves the field-ma
 An entry (`entry_from_request`): `at` (unix seconds), `operation`, `subresource`, `objectUid`, `user`
 ({username, groups, uid}), `phase` (the written status.phase), `spec` (a digest of the written spec), `annotations`
 (the opsconsole and Flux annotations' values), `peer` ({address, cn}: the caller's address and client certificate
-subject), `sig`.
+subject), outside the default cluster `cluster` (its name, signed with the rest), `sig`.
+
+Per cluster: each cluster has its own webhook server (`runwebhooks --cluster NAME`), which notes its cluster's
+writes on lists of that cluster (`object_key`: the default cluster's lists keep the form they always had, another
+cluster's name its cluster first), and the engine looks in the lists of the run's cluster only, so the same
+namespace/name in two clusters never shares an entry and a write admitted in one is never credited to the other.
 
 No Django, no web project: the caller passes the Redis client and the secret.
 """
@@ -26,6 +31,8 @@ import json
 import time
 from collections.abc import Callable
 from typing import Any
+
+from reconcilers.core.clusters import DEFAULT_CLUSTER
 
 KEEP = 32
 TTL_SECONDS = 24 * 3600
@@ -40,9 +47,12 @@ def signing_key(secret: str | bytes) -> bytes:
     return hmac.new(raw, b"opsconsole.admitted.v1", hashlib.sha256).digest()
 
 
-def object_key(group: str, kind: str, namespace: str, name: str) -> str:
-    """The Redis list of one object's admitted writes."""
-    return f"{PREFIX}{group}/{kind}/{namespace}/{name}"
+def object_key(group: str, kind: str, namespace: str, name: str, cluster: str = DEFAULT_CLUSTER) -> str:
+    """The Redis list of one object's admitted writes in `cluster`: `<prefix>group/kind/namespace/name` in the
+    default cluster (as before clusters), `<prefix>cluster/group/kind/namespace/name` in another (one part more:
+    neither a group nor a namespace nor a name holds a '/', so the two forms never meet)."""
+    local = f"{group}/{kind}/{namespace}/{name}"
+    return f"{PREFIX}{local}" if cluster == DEFAULT_CLUSTER else f"{PREFIX}{cluster}/{local}"
 
 
 def spec_digest(spec: Any) -> str:
@@ -96,31 +106,35 @@ def verified(entry: Any, key: bytes) -> bool:
 
 
 def admitted_commands(pipe: Any, key: bytes, group: str, kind: str, namespace: str, name: str,
-                      entry: dict[str, Any]) -> None:
-    """Add to the Redis pipeline `pipe` the commands that put a signed entry on the object's list (push, trim,
-    expire); the caller executes it (the webhook server: with the decision's own push, one round trip)."""
-    redis_key = object_key(group, kind, namespace, name)
+                      entry: dict[str, Any], cluster: str = DEFAULT_CLUSTER) -> None:
+    """Add to the Redis pipeline `pipe` the commands that put a signed entry on the object's list in `cluster`
+    (push, trim, expire); the caller executes it (the webhook server: with the decision's own push, one round
+    trip)."""
+    redis_key = object_key(group, kind, namespace, name, cluster)
+    if cluster != DEFAULT_CLUSTER:  # signed with its cluster: moved onto another cluster's list, it is not found
+        entry = {**entry, "cluster": cluster}
     pipe.lpush(redis_key, json.dumps(sign(entry, key), separators=(",", ":")))
     pipe.ltrim(redis_key, 0, KEEP - 1)
     pipe.expire(redis_key, TTL_SECONDS)
 
 
 def admitted_note(client: Any, key: bytes, group: str, kind: str, namespace: str, name: str,
-                  entry: dict[str, Any]) -> None:
-    """Put a signed entry on the object's list (one round trip: `admitted_commands` on a pipeline of its own)."""
+                  entry: dict[str, Any], cluster: str = DEFAULT_CLUSTER) -> None:
+    """Put a signed entry on the object's list in `cluster` (one round trip: `admitted_commands` on a pipeline of
+    its own)."""
     pipe = client.pipeline(transaction=True)
-    admitted_commands(pipe, key, group, kind, namespace, name, entry)
+    admitted_commands(pipe, key, group, kind, namespace, name, entry, cluster)
     pipe.execute()
 
 
 def admitted_find(client: Any, key: bytes, group: str, kind: str, namespace: str, name: str, *,
-                  match: Callable[[dict[str, Any]], bool], uid: str = "", since: float | None = None
-                  ) -> dict[str, Any] | None:
-    """The newest verified entry of the object for which `match(entry)` holds (and, with `uid`, whose object
-    uid is that one or unknown; with `since`, noted at or after it), or None. An entry whose signature does not
-    verify is skipped, never trusted."""
+                  match: Callable[[dict[str, Any]], bool], uid: str = "", since: float | None = None,
+                  cluster: str = DEFAULT_CLUSTER) -> dict[str, Any] | None:
+    """The newest verified entry of the object in `cluster` (its list only, and signed as that cluster's) for
+    which `match(entry)` holds (and, with `uid`, whose object uid is that one or unknown; with `since`, noted at
+    or after it), or None. An entry whose signature does not verify is skipped, never trusted."""
     try:
-        raw = client.lrange(object_key(group, kind, namespace, name), 0, KEEP - 1)
+        raw = client.lrange(object_key(group, kind, namespace, name, cluster), 0, KEEP - 1)
     except Exception:  # noqa: BLE001 - Redis away: nobody established, the claim stands
         return None
     for item in raw:
@@ -128,7 +142,7 @@ def admitted_find(client: Any, key: bytes, group: str, kind: str, namespace: str
             entry = json.loads(item)
         except (TypeError, ValueError):
             continue
-        if not verified(entry, key):
+        if not verified(entry, key) or (entry.get("cluster") or DEFAULT_CLUSTER) != cluster:
             continue
         if uid and entry.get("objectUid") not in ("", uid):
             continue

@@ -19,7 +19,9 @@ A write that is not the engine's gets its actor from the webhook server's admitt
 (`reconcilers.engine.admitted`): the newest signed entry matching what the engine sees makes the actor
 `kube:<username>`; without one the field manager stays a claim (`manager:<name>`), and a deletion without one
 is `unknown`. These lookups run only when the engine meets a write that is not its own (a foreign phase, a new
-spec generation, an annotation request, a suspension, a deletion), never on an ordinary run.
+spec generation, an annotation request, a suspension, a deletion), never on an ordinary run. They read the
+admitted writes of the run's cluster (`in_cluster`, set by the run around its work; a deletion recorded outside
+a run passes its row's cluster): a write admitted by another cluster's webhook server is never credited here.
 
 The vocabulary is `reconcilers.core.actors`.
 """
@@ -32,12 +34,15 @@ import hmac
 import logging
 import os
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import Any
 
 from django.conf import settings
 
 from reconcilers.core import actors
+from reconcilers.core.clusters import DEFAULT_CLUSTER
 from reconcilers.core.meta import last_writer, parse_rfc3339
 from reconcilers.core.reconciler import ResourceKind
 from reconcilers.engine import admitted
@@ -56,6 +61,8 @@ AUTH_CLAIM = "manager-claim"
 log = logging.getLogger(__name__)
 _clients: dict[tuple[int, str], Any] = {}
 _lock = threading.Lock()
+#: the cluster whose admitted writes the lookups read: the run's (`in_cluster`)
+_cluster: ContextVar[str] = ContextVar("opsconsole_provenance_cluster", default=DEFAULT_CLUSTER)
 
 
 # -- the engine's own status writes --------------------------------------------------------------------------
@@ -145,14 +152,30 @@ def _client() -> Any:
         return client
 
 
+@contextmanager
+def in_cluster(cluster: str) -> Iterator[None]:
+    """Within it, the admitted writes looked up are `cluster`'s (a run of a key of that cluster)."""
+    token = _cluster.set(cluster or DEFAULT_CLUSTER)
+    try:
+        yield
+    finally:
+        _cluster.reset(token)
+
+
+def current_cluster() -> str:
+    """The cluster whose admitted writes are looked up here (`in_cluster`; the default cluster outside one)."""
+    return _cluster.get()
+
+
 def admitted_entry(kind: ResourceKind, namespace: str, name: str, uid: str,
                    match: Callable[[dict[str, Any]], bool], *, client: Any = None,
-                   since: float | None = None) -> dict[str, Any] | None:
-    """The newest signed admitted write of this object that `match`es (`admitted.admitted_find`), or None."""
+                   since: float | None = None, cluster: str | None = None) -> dict[str, Any] | None:
+    """The newest signed admitted write of this object in `cluster` (default: `current_cluster()`) that
+    `match`es (`admitted.admitted_find`), or None."""
     try:
         key = admitted.signing_key(settings.SECRET_KEY)
         return admitted.admitted_find(client or _client(), key, kind.group, kind.kind, namespace or "", name,
-                                      match=match, uid=uid, since=since)
+                                      match=match, uid=uid, since=since, cluster=cluster or current_cluster())
     except Exception:  # noqa: BLE001 - nobody established: the claim stands
         log.warning("admitted writes of %s/%s not read", namespace, name, exc_info=True)
         return None
@@ -216,10 +239,10 @@ def annotation_actor(kind: ResourceKind, obj: dict[str, Any], annotation: str, v
     return entry_actor(entry) or actors.manager_claim(manager), entry
 
 
-def deletion_actor(kind: ResourceKind, namespace: str, name: str, uid: str) -> str:
-    """The actor of an object's deletion: the admitted DELETE (`kube:<user>`), else `unknown` (never the
-    engine: it deletes nothing it reconciles)."""
-    entry = admitted_entry(kind, namespace, name, uid, lambda e: e.get("operation") == "DELETE")
+def deletion_actor(kind: ResourceKind, namespace: str, name: str, uid: str, cluster: str | None = None) -> str:
+    """The actor of an object's deletion in `cluster` (default: `current_cluster()`): the admitted DELETE
+    (`kube:<user>`), else `unknown` (never the engine: it deletes nothing it reconciles)."""
+    entry = admitted_entry(kind, namespace, name, uid, lambda e: e.get("operation") == "DELETE", cluster=cluster)
     return entry_actor(entry) or actors.UNKNOWN
 
 

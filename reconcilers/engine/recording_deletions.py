@@ -186,7 +186,7 @@ def _deletion_append(row: Resource, deletion: Deletion, now: datetime,
                                       PhaseChange(deleted or terminating or "", OBJECT_DELETED, message,
                                                   actors.UNKNOWN))
     if changes:  # who deleted it, looked up only when there is a deletion to record
-        actor = provenance.deletion_actor(rec.resource, row.namespace, row.name, row.uid)
+        actor = provenance.deletion_actor(rec.resource, row.namespace, row.name, row.uid, row.cluster)
         changes = [PhaseChange(c.to_phase, c.reason, c.message, actor) for c in changes]
     appended: list[Transition] = []
     for change in changes:

@@ -116,7 +116,8 @@ class Run(QueueActions):
                 self.trace_id = sampling.sampled_trace_id(span)  # '' when this run is not sampled
                 self._queue_wait(span)
                 try:
-                    result = self._execute(span)
+                    with provenance.in_cluster(self.request.cluster):  # admitted writes: the key's cluster's
+                        result = self._execute(span)
                 except Exception as exc:
                     result = self._failed(exc)
                 span.set_attribute("opsconsole.result", result)

@@ -18,12 +18,16 @@ Connections are bounded (`--max-connections`, `--header-timeout`, `--keepalive-t
 the webhook configurations into the cluster once it listens (and the conversion webhook of every kind with several
 versions into its CRD), puts back what goes missing every `--recheck-interval` seconds, and deletes the
 configurations on exit (opsconsole.webhooks.install).
+One server per cluster: `--cluster NAME` (env `OPSCONSOLE_CLUSTER`, default `default`) names the cluster whose
+API server calls it; its decisions go on record under that cluster and the writes it admits are noted for the
+engine on that cluster's lists (reconcilers.engine.admitted), never credited to the same-named object of another.
 SIGTERM stops it after the decisions handed to the recorder are written; a decision it answered before a SIGKILL
 waits in Redis for the next server (opsconsole.webhooks.recorder).
 """
 
 from __future__ import annotations
 
+import os
 import signal
 import threading
 from pathlib import Path
@@ -36,6 +40,7 @@ from opsconsole.webhooks.connections import Limits
 from opsconsole.webhooks.install import Keeper, install, uninstall
 from opsconsole.webhooks.server import INSECURE_WARNING, CertificateReloader, WebhookServer, tls_context
 from opsconsole.webhooks.tls import DEFAULT_NAMES, ensure_certificates, ensure_client_certificates
+from reconcilers.core.clusters import DEFAULT_CLUSTER, cluster_name_check
 from reconcilers.engine.controller.bootstrap import connect
 
 
@@ -46,6 +51,9 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser: CommandParser) -> None:
         """Address, certificates, mutual TLS."""
+        parser.add_argument("--cluster", default=os.environ.get("OPSCONSOLE_CLUSTER") or DEFAULT_CLUSTER,
+                            help="the cluster whose API server calls this server (default OPSCONSOLE_CLUSTER, else "
+                                 f"{DEFAULT_CLUSTER!r})")
         parser.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
         parser.add_argument("--port", type=int, default=9443, help="port (default 9443; 0 picks a free one)")
         parser.add_argument("--cert", help="serving certificate (PEM); with --key, nothing is generated")
@@ -86,6 +94,10 @@ class Command(BaseCommand):
 
     def handle(self, *args: Any, **options: Any) -> None:
         """Start the server and wait for a signal."""
+        try:
+            cluster = cluster_name_check(options["cluster"])
+        except ValueError as exc:
+            raise CommandError(f"--cluster: {exc}") from exc
         renew = None
         ca_file = ""
         client_ca = options.get("client_ca")
@@ -120,7 +132,7 @@ class Command(BaseCommand):
         metrics_port = options["metrics_port"] if options["metrics_port"] >= 0 else None
         server = WebhookServer(context, options["host"], options["port"], insecure=insecure, limits=limits,
                                metrics_host=options.get("metrics_host") or settings.OPSCONSOLE_METRICS_ADDR,
-                               metrics_port=metrics_port)
+                               metrics_port=metrics_port, cluster=cluster)
         reloader = CertificateReloader(context, cert, key, interval=options["reload_interval"], renew=renew,
                                        client_ca=client_ca)
         stop = threading.Event()
@@ -129,7 +141,7 @@ class Command(BaseCommand):
         port = server.start()
         reloader.start()
         self.stdout.write(f"serving admission webhooks on https://{options['host']}:{port}"
-                          f"{' (client certificates required)' if client_ca else ''}")
+                          f"{' (client certificates required)' if client_ca else ''} for cluster {cluster}")
         if server.metrics_port is not None:
             self.stdout.write(f"metrics and health on http://{server.metrics_host}:{server.metrics_port}")
         api = None
