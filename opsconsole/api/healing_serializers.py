@@ -74,7 +74,8 @@ class HealingRecordSerializer(serializers.ModelSerializer):
 
     class Meta:
         model = HealingRecord
-        fields = ["id", "seq", "action", "actor", "actor_established", "rule", "reason", "message", "generation",
+        fields = ["id", "seq", "cluster", "action", "actor", "actor_established", "rule", "reason", "message",
+                  "generation",
                   "target_generation", "detail", "expires_at", "created_at", "hash", "deliveries"]
 
     @extend_schema_field(DeliverySerializer(many=True))

@@ -40,8 +40,8 @@ class SpecRevisionSerializer(serializers.ModelSerializer):
 
     class Meta:
         model = SpecRevision
-        fields = ["id", "seq", "generation", "resource_version", "actor", "actor_established", "operation", "managers",
-                  "changed_at", "created_at", "spec", "diff", "hash"]
+        fields = ["id", "seq", "cluster", "generation", "resource_version", "actor", "actor_established", "operation",
+                  "managers", "changed_at", "created_at", "spec", "diff", "hash"]
 
 
 class ResourceRevisionsView(NamespacedMixin, APIView):

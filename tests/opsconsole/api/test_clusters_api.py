@@ -80,6 +80,12 @@ def test_the_cluster_routes_name_the_object_of_that_cluster_and_kinds_routes_the
     assert [(t["resource_id"], t["cluster"]) for t in transitions] == [(prod.pk, "prod")]
     runs = viewer.get(by_key("staging", "team-a", "web") + "/reconciles").json()["results"]
     assert [r["cluster"] for r in runs] == ["staging"]
+    from reconcilers.models import HealingRecord
+
+    HealingRecord.objects.create(resource=prod, cluster="prod", seq=1, action="suspended", actor="user:x",
+                                 reason="hold", generation=1)
+    healing = viewer.get(by_key("prod", "team-a", "web") + "/healing").json()
+    assert [r["cluster"] for r in healing["records"]] == ["prod"]
     tenant = f.resource("acme", kind=f.TENANT, cluster="prod")
     assert viewer.get("/api/v1/clusters/prod/kinds/tenancy.example.com/Tenant/acme").json()["id"] == tenant.pk
     assert viewer.get("/api/v1/kinds/tenancy.example.com/Tenant/acme").status_code == 404
