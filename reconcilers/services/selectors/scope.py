@@ -58,7 +58,9 @@ class Scope(frozenset[str]):
         equal = self.__eq__(other)
         return equal if equal is NotImplemented else not equal
 
-    def __hash__(self) -> int:
+    def __hash__(self) -> int:  # as a plain set's when equal to one (every pair of every cluster)
+        if all(c == EVERY_CLUSTER for c, _ns in self.pairs):
+            return frozenset.__hash__(self)
         return hash(self.pairs)
 
     def __repr__(self) -> str:

@@ -30,6 +30,7 @@ def test_a_scope_is_the_set_of_its_namespaces_but_equal_only_by_its_pairs():
     assert set(a) == {"team-a"} and "team-a" in a and sorted(a) == ["team-a"]
     assert a != b
     assert Scope.of(["team-a"]) == frozenset({"team-a"}) and a != frozenset({"team-a"})
+    assert hash(Scope.of(["team-a"])) == hash(frozenset({"team-a"})) and len({Scope.of(["x"]), frozenset({"x"})}) == 1
     assert pickle.loads(pickle.dumps(a)) == a and pickle.loads(pickle.dumps(a)).pairs == a.pairs
     assert a.text() == "prod/team-a" and Scope.of(["b", "prod/a"]).text() == "b,prod/a"
 
