@@ -5,7 +5,15 @@
 The controller is reported, not required: without a leader the web still serves the console and the API
 (the history, the queue, manual reconciles run by the workers), and a readiness probe that failed with it
 would take every web pod out of its Service exactly when an operator needs the console to see why. Its
-absence makes the answer `degraded` (200), and the OpsconsoleNoLeader alert covers it."""
+absence makes the answer `degraded` (200), and the OpsconsoleNoLeader alert covers it.
+
+Many clusters: each registered, non-removed cluster has a check `cluster:<name>` (never required) saying whether
+its controller's heartbeat is fresh (`cluster_health.cluster_state`: reported within STALE_REPORTS report
+intervals and not unreachable), with its leader and the report's age. A cluster that is unreachable, or another
+cluster whose controller has never reported, makes the answer `degraded`, never unready: the web serves every
+cluster, and taking it out of its Service because one cluster is away would hide the others (and the console's
+"unknown since" for that one). The default cluster's controller is the Lease check's; before its first report
+it is `ok` (an install whose controller predates the reports)."""
 
 from __future__ import annotations
 
@@ -21,6 +29,8 @@ from django.db import connection
 from reconcilers.core.meta import parse_rfc3339
 from reconcilers.engine import apiclient, kube
 from reconcilers.engine.controller.leader import LEASE, LEASE_NAME
+from reconcilers.models import Cluster
+from reconcilers.services.selectors import cluster_health
 
 
 def _timeout() -> float:
@@ -69,6 +79,39 @@ def _check_leader() -> str:
     return holder
 
 
+class ClusterNotFresh(RuntimeError):
+    """A cluster's controller heartbeat is not fresh."""
+
+
+def _cluster_check(cluster: Cluster, now: datetime) -> Callable[[], str]:
+    """The check of one registered cluster: its controller's heartbeat is fresh (ClusterNotFresh naming why not)."""
+
+    def check() -> str:
+        state, since = cluster_health.cluster_state(cluster, now)
+        if state == cluster_health.UNREACHABLE:
+            raise ClusterNotFresh(f"unreachable since {since.isoformat() if since else '?'}"
+                                  f"{' (its API server lost)' if cluster.unreachable_since else ''}")
+        if state == cluster_health.UNREPORTED:
+            if cluster.is_default:
+                return "no report yet (its controller: the Lease check)"
+            raise ClusterNotFresh("its controller has not reported yet")
+        age = (now - cluster.heartbeat_at).total_seconds()
+        return f"heartbeat {age:.0f}s ago, leader {cluster.leader or '?'}"
+
+    return check
+
+
+def cluster_checks(now: datetime | None = None) -> dict[str, Callable[[], str]]:
+    """`cluster:<name>` checks of the registered, non-removed clusters (a database that does not answer: none;
+    the database check says so)."""
+    now = now or datetime.now(UTC)
+    try:
+        rows = list(Cluster.objects.filter(removed_at__isnull=True).order_by("name"))
+    except Exception:  # noqa: BLE001 - the database check reports it
+        return {}
+    return {f"cluster:{c.name}": _cluster_check(c, now) for c in rows}
+
+
 CHECKS: dict[str, Callable[[], str]] = {
     "database": _check_database,
     "redis": _check_redis,
@@ -83,7 +126,7 @@ def readiness_check() -> dict[str, Any]:
     """Every check's outcome: {"ready": every required check ok, "degraded": another check failed,
     "checks": {name: {"ok", "required", "detail", "ms"}}}."""
     checks: dict[str, dict[str, Any]] = {}
-    for name, check in CHECKS.items():
+    for name, check in {**CHECKS, **cluster_checks()}.items():
         started = time.monotonic()
         try:
             detail, ok = check(), True
