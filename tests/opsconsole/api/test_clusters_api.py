@@ -210,3 +210,11 @@ def test_the_healing_counts_are_over_the_grants_clusters_only(as_user, estate):
     Resource.objects.filter(namespace="team-a").update(suspended=True)  # in prod, staging and the default cluster
     assert as_user("viewer", ["prod/team-a"]).get("/api/v1/healing").json()["suspended"] == 1
     assert as_user("viewer", ["team-a"]).get("/api/v1/healing").json()["suspended"] == 3
+
+
+def test_the_queue_shows_a_limited_user_the_keys_of_its_clusters_namespaces_only(as_user, estate, queue):
+    for res in estate.values():
+        queue.add(res.key)
+    seen = as_user("viewer", ["prod/team-a"]).get("/api/v1/queue").json()
+    assert (seen["depth"], [p["key"] for p in seen["pending"]]) == (1, [estate[("prod", "team-a")].key])
+    assert as_user("viewer", ["team-a"]).get("/api/v1/queue").json()["depth"] == 3
