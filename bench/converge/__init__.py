@@ -10,4 +10,8 @@ Per scenario it measures a burst (N creates as fast as the bench can send them, 
 converge time, reconciles/s, create → first reconcile start p50/p99) and a steady phase (CRs created at a
 fixed rate: create → first reconcile start p50/p99), plus CPU seconds and peak RSS (VmHWM) per process
 read from /proc just before the processes are stopped.
+
+With `--clusters C` each opsconsole scenario also runs over C clusters at once (`opsconsole-K@C`: C kubesims, a
+controller per cluster, the same workers; `bench.converge.clusters`), alternating with its single-cluster run, and
+the report compares each cluster's converge rate and the operator CPU per CR with the single-cluster runs'.
 """
