@@ -6,7 +6,9 @@ first time (`reconcilers.core.clusters.cluster_name_check`), the identity of the
 time and checked every later time, the API server's URL and the kubeconfig context updated. A controller pointed
 at another cluster than the one registered under NAME is refused (`ClusterRefused`, naming both identities), as is
 one of a removed cluster: it would file that cluster's objects under this name, and its ghost sweep would record
-this cluster's objects deleted.
+this cluster's objects deleted. A controller that cannot use its API server at start (no answer, or its credentials
+refused: 401) records the cluster unreachable before it exits (`cluster_unreachable`), so the console shows it red
+rather than as it last was.
 
 `HealthReporter` is the controller's heartbeat: every `interval` seconds (OPSCONSOLE_CLUSTER_HEALTH_SECONDS, 5)
 the replica that leads writes its identity, the time, the last complete list of its informers, the watch lag (how
@@ -22,11 +24,12 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable, Iterable
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from django.conf import settings
 from django.db import transaction
+from django.db.models import Q
 from django.utils import timezone
 from prometheus_client import Gauge
 
@@ -94,6 +97,24 @@ def cluster_register(name: str, *, identity: str, server: str = "", context: str
         row.identity, row.server, row.context = identity, server[:1024], context
         row.save(update_fields=["identity", "server", "context"])
     return row
+
+
+#: a heartbeat younger than this many report intervals is a live controller's: a failed start does not overrule it
+#: (the console's own staleness rule, reconcilers.services.selectors.cluster_health.STALE_REPORTS)
+FRESH_REPORTS = 3
+
+
+def cluster_unreachable(name: str, *, server: str = "", context: str = "", now: datetime | None = None) -> bool:
+    """Record that a controller starting for cluster `name` could not use its API server (at `server`, through
+    `context`): `unreachable_since` set, kept when already set. A name never registered gets its row (no identity
+    yet: its first controller that gets in records it); a removed cluster, and one whose controller reported within
+    FRESH_REPORTS intervals (another replica reaches it), are left as they are. True when it wrote."""
+    cluster_name_check(name)
+    now = now or timezone.now()
+    live = now - timedelta(seconds=FRESH_REPORTS * default_health_seconds())
+    Cluster.objects.get_or_create(name=name, defaults={"server": server[:1024], "context": context})
+    return bool(Cluster.objects.filter(name=name, removed_at__isnull=True, unreachable_since__isnull=True)
+                .filter(Q(heartbeat_at__isnull=True) | Q(heartbeat_at__lt=live)).update(unreachable_since=now))
 
 
 def api_server(api: Any) -> str:

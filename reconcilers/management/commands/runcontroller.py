@@ -6,7 +6,9 @@ one) it is that cluster's controller, reaching it through the kubeconfig context
 OPSCONSOLE_CLUSTER_CONTEXT; default: the process's own configuration). Before anything else it registers the
 cluster (`reconcilers.engine.clusters.cluster_register`: the `Cluster` row, its identity — the kube-system
 namespace's uid — recorded the first time and checked every later time, its server and context) and refuses to start
-when the API server is another cluster than the one registered under NAME, or NAME was removed. Every key it
+when the API server is another cluster than the one registered under NAME, or NAME was removed; one whose API server
+does not answer within --api-timeout, or refuses its credentials (401), exits with an error naming the cluster, the
+server and the status, having recorded the cluster unreachable (`cluster_unreachable`). Every key it
 enqueues, every mirror row it writes and every sweep it runs is of its cluster only; while it leads it reports the
 cluster's health on the row every OPSCONSOLE_CLUSTER_HEALTH_SECONDS (5). Workers serve every cluster: they reach
 cluster NAME through the context recorded here (docs/operations.md, "Many clusters").
@@ -56,7 +58,15 @@ from opsconsole.telemetry.tracing import tracing_setup
 from reconcilers.core.clusters import DEFAULT_CLUSTER, cluster_name_check
 from reconcilers.core.crd import crd_manifest
 from reconcilers.engine import apiclient, kube, registry
-from reconcilers.engine.clusters import ClusterRefused, HealthReporter, api_server, cluster_identity, cluster_register
+from reconcilers.engine.clusters import (
+    IDENTITY_NAMESPACE,
+    ClusterRefused,
+    HealthReporter,
+    api_server,
+    cluster_identity,
+    cluster_register,
+    cluster_unreachable,
+)
 from reconcilers.engine.controller import Controller
 from reconcilers.engine.controller.bootstrap import BootstrapError, bootstrap, connect, install_crds
 from reconcilers.engine.controller.standby import STANDBY_MODES
@@ -227,12 +237,32 @@ class Command(BaseCommand):
 
         try:
             api = connect(api_timeout, build=build)
-            row = cluster_register(cluster, identity=cluster_identity(api), server=api_server(api), context=context)
-        except (BootstrapError, ClusterRefused, ValueError) as exc:
+        except BootstrapError as exc:
+            self._unreachable(cluster, "", context)
+            raise CommandError(f"cluster {cluster}: {exc}") from exc
+        server = api_server(api)
+        try:
+            row = cluster_register(cluster, identity=cluster_identity(api), server=server, context=context)
+        except kube.ApiException as exc:  # its credentials refused (401), or no right to read its identity (403)
+            self._unreachable(cluster, server, context)
+            why = (f"the credentials of {f'context {context}' if context else 'its configuration'} are not accepted"
+                   if exc.status == 401 else f"it may not read the {IDENTITY_NAMESPACE} namespace (its identity)")
+            raise CommandError(f"cluster {cluster}: the API server at {server} answered {exc.status} {exc.reason}: "
+                               f"{why}") from None
+        except (ClusterRefused, ValueError) as exc:
             raise CommandError(f"cluster {cluster}: {exc}") from exc
         self.stdout.write(f"runcontroller: cluster {row.name} (identity {row.identity}) at {row.server}"
                           + (f" through context {context}" if context else ""))
         return api
+
+
+    def _unreachable(self, cluster: str, server: str, context: str) -> None:
+        """`cluster_unreachable`, on a best-effort basis: the database away too, the API server's error is the one
+        to report."""
+        try:
+            cluster_unreachable(cluster, server=server, context=context)
+        except Exception as exc:  # noqa: BLE001 - reported, and the start fails on the API server's error anyway
+            self.stderr.write(f"runcontroller: cluster {cluster} not recorded unreachable: {exc}")
 
 
 def _telemetry_start(command: BaseCommand) -> None:
