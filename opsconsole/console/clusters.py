@@ -52,6 +52,15 @@ class ClusterChoice:
         """`?cluster=…` (or '') for a link that keeps the choice."""
         return "?" + urlencode(self.params) if self.params else ""
 
+    @property
+    def only(self) -> frozenset[str] | None:
+        """The chosen clusters as a limit of their own, for reads that filter rows by their cluster column or keys
+        by their prefix (the queue, the workers page, the objectives): None when nothing is chosen or every
+        cluster the user may see is."""
+        if self.chosen is None or (self.chosen and self.chosen >= {c.name for c in self.clusters}):
+            return None
+        return self.chosen
+
     def narrow(self, namespaces: frozenset[str] | None) -> frozenset[str] | None:
         """The user's limit `namespaces` narrowed to the chosen clusters (unchanged when none is chosen)."""
         if self.chosen is None:

@@ -57,16 +57,18 @@ class ObjectiveReport:
 
 
 def departures(kind: str, phase: str, within_seconds: int, since: datetime, until: datetime, *,
-               namespaces: frozenset[str] | None = None) -> tuple[int, int]:
+               namespaces: frozenset[str] | None = None, clusters: frozenset[str] | None = None) -> tuple[int, int]:
     """(departures from `phase` of `kind` recorded in [since, until), those that left within `within_seconds` of
     entering it). A departure whose entry is not on record (retention) counts as good only if it could not have
     taken longer than the bound, which it cannot know: it is left out. `namespaces`: only those (a caller limited
-    to them)."""
+    to them); `clusters`: only the transitions of those (None: of every cluster)."""
     entered = Transition.objects.filter(resource_id=OuterRef("resource_id"), seq=OuterRef("seq") - 1) \
         .values("created_at")[:1]
     rows = Transition.objects.filter(kind=kind, from_phase=phase, created_at__gte=since, created_at__lt=until)
     if namespaces is not None:
         rows = rows.filter(namespace_q(namespaces))  # a Scope: by cluster too
+    if clusters is not None:
+        rows = rows.filter(cluster__in=sorted(clusters))
     found = (rows.annotate(entered=Subquery(entered)).filter(entered__isnull=False)
              .aggregate(total=Count("id"),
                         good=Count("id", filter=Q(created_at__lte=F("entered") + timedelta(seconds=within_seconds)))))
@@ -75,22 +77,24 @@ def departures(kind: str, phase: str, within_seconds: int, since: datetime, unti
 
 def attainment(kind: str, objective: PhaseObjective, *, now: datetime | None = None,
                windows: tuple[tuple[str, int], ...] = WINDOWS,
-               namespaces: frozenset[str] | None = None) -> ObjectiveReport:
-    """`objective` of `kind` over each window ending `now` (`namespaces`: over those only)."""
+               namespaces: frozenset[str] | None = None, clusters: frozenset[str] | None = None) -> ObjectiveReport:
+    """`objective` of `kind` over each window ending `now` (`namespaces`, `clusters`: over those only)."""
     now = now or timezone.now()
     out = []
     for name, seconds in windows:
         total, good = departures(kind, objective.phase, objective.within_seconds, now - timedelta(seconds=seconds),
-                                 now + timedelta(microseconds=1), namespaces=namespaces)
+                                 now + timedelta(microseconds=1), namespaces=namespaces, clusters=clusters)
         ratio = good / total if total else None
         burn = (1 - ratio) / (1 - objective.target) if ratio is not None else None
         out.append(WindowAttainment(name, seconds, total, good, ratio, burn))
     return ObjectiveReport(kind, objective, out)
 
 
-def report(*, now: datetime | None = None, namespaces: frozenset[str] | None = None) -> list[ObjectiveReport]:
+def report(*, now: datetime | None = None, namespaces: frozenset[str] | None = None,
+           clusters: frozenset[str] | None = None) -> list[ObjectiveReport]:
     """Every registered kind's objectives with their attainment (the console's SLO panel, the API); a caller
-    limited to `namespaces` sees them over those only."""
+    limited to `namespaces` sees them over those only, and over the transitions of `clusters` (None: every one:
+    the console's cluster picker)."""
     now = now or timezone.now()
-    return [attainment(rec.resource.kind, objective, now=now, namespaces=namespaces)
+    return [attainment(rec.resource.kind, objective, now=now, namespaces=namespaces, clusters=clusters)
             for rec in registry.registered() for objective in objectives_of(rec)]

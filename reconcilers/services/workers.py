@@ -1,6 +1,7 @@
 """The Celery workers now, as Flower shows them: each worker's host, pid, pool, concurrency, the reconcile it
 is running, tasks processed since it started, uptime and when it last answered; and, from the database, each
-worker's runs and failures over the last hour and its runs per minute.
+worker's runs and failures over the last hour and its runs per minute (of every cluster, or of some: the
+console's cluster picker).
 
 Workers are read through Celery's remote control (`inspect().stats()`, then `inspect().active()` addressed to
 the workers that answered, which returns as soon as they all have): bounded by a short timeout, and cached in
@@ -146,15 +147,23 @@ def _processes(workers: Iterable[dict[str, Any]]) -> dict[str, str]:
     return {f"{w['host']}:{pid}": w["name"] for w in workers for pid in w["processes"]}
 
 
-def worker_run_counts(workers: list[dict[str, Any]], *, minutes: int = WINDOW_MINUTES) -> dict[str, dict[str, int]]:
-    """Per worker name: {"runs", "failed"} of its pool processes' ReconcileRun rows over the last `minutes`
-    (one aggregate query on the started_at index; processes that were replaced are not counted)."""
+def _runs_of(clusters: frozenset[str] | None) -> Any:
+    """ReconcileRun rows of `clusters` (None: of every cluster)."""
+    runs = ReconcileRun.objects.all()
+    return runs if clusters is None else runs.filter(cluster__in=sorted(clusters))
+
+
+def worker_run_counts(workers: list[dict[str, Any]], *, minutes: int = WINDOW_MINUTES,
+                      clusters: frozenset[str] | None = None) -> dict[str, dict[str, int]]:
+    """Per worker name: {"runs", "failed"} of its pool processes' ReconcileRun rows over the last `minutes` (of
+    `clusters`; None: every one) (one aggregate query on the started_at index; processes that were replaced are
+    not counted)."""
     by_process = _processes(workers)
     counts: dict[str, dict[str, int]] = {w["name"]: {"runs": 0, "failed": 0} for w in workers}
     if not by_process:
         return counts
     since = timezone.now() - timedelta(minutes=minutes)
-    rows = (ReconcileRun.objects.filter(started_at__gte=since, worker__in=list(by_process))
+    rows = (_runs_of(clusters).filter(started_at__gte=since, worker__in=list(by_process))
             .values("worker").annotate(runs=Count("id"), failed=Count("id", filter=Q(result="error")))
             .order_by())
     for row in rows:
@@ -164,14 +173,15 @@ def worker_run_counts(workers: list[dict[str, Any]], *, minutes: int = WINDOW_MI
     return counts
 
 
-def throughput(workers: list[dict[str, Any]], *, minutes: int = WINDOW_MINUTES) -> list[dict[str, Any]]:
-    """Runs per minute over the last `minutes`, per worker (pool processes of a known worker are summed; other
-    recorders appear as their 'host:pid'): [{"worker", "per_minute": [n × minutes, oldest first], "total",
-    "peak", "last5"}], busiest first. One aggregate query (grouped by recorder and minute)."""
+def throughput(workers: list[dict[str, Any]], *, minutes: int = WINDOW_MINUTES,
+               clusters: frozenset[str] | None = None) -> list[dict[str, Any]]:
+    """Runs per minute over the last `minutes` (of `clusters`; None: every one), per worker (pool processes of a
+    known worker are summed; other recorders appear as their 'host:pid'): [{"worker", "per_minute": [n × minutes,
+    oldest first], "total", "peak", "last5"}], busiest first. One aggregate query (grouped by recorder and minute)."""
     by_process = _processes(workers)
     now = timezone.now().replace(second=0, microsecond=0)
     first = now - timedelta(minutes=minutes - 1)
-    rows = (ReconcileRun.objects.filter(started_at__gte=first)
+    rows = (_runs_of(clusters).filter(started_at__gte=first)
             .annotate(minute=TruncMinute("started_at")).values("worker", "minute")
             .annotate(n=Count("id")).order_by()[: MAX_PROCESSES * minutes])
     series: dict[str, list[int]] = {w["name"]: [0] * minutes for w in workers}

@@ -82,9 +82,10 @@ def audit_log(request: HttpRequest) -> HttpResponse:
         context["rows"] = p.rows
         context["next_url"] = "?" + urlencode({"view": "actions", **kept, "cursor": p.next_cursor}) \
             if p.next_cursor else ""
-    context["export_query"] = urlencode({k: (v if k not in ("after", "before") else
-                                             (after if k == "after" else before).isoformat())
-                                         for k, v in kept.items()}) if view == "transitions" and not errors else ""
+    context["export_query"] = urlencode({**choice.params,  # the API's exports take cluster= and cluster_label=
+                                         **{k: (v if k not in ("after", "before") else
+                                                (after if k == "after" else before).isoformat())
+                                            for k, v in kept.items()}}) if view == "transitions" and not errors else ""
     return page(request, "console/audit.html", context, FRAGMENTS)
 
 

@@ -1,9 +1,9 @@
 """The overview (narrowed to the clusters the navigation's picker chose, `opsconsole.console.clusters`): the clusters
 (resources by phase and connection health per cluster, and the total); each kind's state machine with counts, edge
 counts and dwell medians (the kinds with activity first, the quiet ones folded); recent transitions; the reconcile
-charts over a window the reader picks (`?window=`); the engine strip (the queue, the controller's leader, the
-workers alive, the healing counts: anomalous, suspended, rolling back, escalated) and the anomalies by kind and
-rule."""
+charts over a window the reader picks (`?window=`); the engine strip (the queue, the controller's leader, or each
+cluster's leader as its controller reports it when several clusters are registered, the workers alive, the healing
+counts: anomalous, suspended, rolling back, escalated) and the anomalies by kind and rule."""
 
 from __future__ import annotations
 
@@ -19,6 +19,7 @@ from opsconsole.console.clusters import ClusterChoice, cluster_choice
 from opsconsole.console.diagrams import state_machine_svg
 from opsconsole.console.live import page
 from opsconsole.console.security import console_page
+from reconcilers.core.clusters import DEFAULT_CLUSTER
 from reconcilers.services.healing import healing_overview
 from reconcilers.services.selectors import aggregates, kinds, queue, shards, stats, transitions
 from reconcilers.services.selectors.cluster_health import REMOVED, UNREACHABLE, ClusterHealth, cluster_health
@@ -83,26 +84,36 @@ def _href(name: str, query: str = "") -> str:
         return ""
 
 
-def _engine(namespaces: frozenset[str] | None, healing: dict[str, Any]) -> dict[str, object]:
-    """The strip across the top: queue, leader, the controller shards (when sharded), workers alive, anomalies
-    (each with the page it links to)."""
+def cluster_leaders(choice: ClusterChoice) -> list[ClusterHealth] | None:
+    """Each shown cluster's controller leader and last report (from its Cluster row, as its controller reports
+    them), when clusters other than the default one are registered and visible; None otherwise (the strip then
+    reads the default cluster's leader Lease)."""
+    if not any(c.name != DEFAULT_CLUSTER for c in choice.clusters):
+        return None
+    return [cluster_health(c) for c in choice.clusters if choice.chosen is None or c.name in choice.chosen]
+
+
+def _engine(namespaces: frozenset[str] | None, healing: dict[str, Any], choice: ClusterChoice) -> dict[str, object]:
+    """The strip across the top: queue, leader (or each cluster's, `cluster_leaders`), the controller shards (when
+    sharded), workers alive, anomalies (each with the page it links to, keeping the cluster `choice`)."""
+    leaders, keep = cluster_leaders(choice), choice.query
     try:
-        snap = queue.queue_snapshot(namespaces=namespaces, limit=0)
+        snap = queue.queue_snapshot(namespaces=namespaces, limit=0, clusters=choice.only)  # as the queue page
         q = {"depth": snap["depth"], "processing": snap["processing_count"], "delayed": snap["delayed_count"],
              "error": ""}
     except Exception as exc:  # Redis down: the page says so
         q = {"depth": None, "processing": None, "delayed": None, "error": f"Redis did not answer: {type(exc).__name__}"}
     anomalies = [
         {"key": key, "label": label, "count": healing.get(key, 0), "css": css,
-         "href": _href("console:resources", f"?healing={key}")}
+         "href": _href("console:resources", "?" + urlencode({**choice.params, "healing": key}))}
         for key, label, css in (("anomalous", "anomalous", "healing-anomalous"),
                                 ("suspended", "suspended", "healing-suspended"),
                                 ("rolling_back", "rolling back", "healing-rolling-back"),
                                 ("escalated", "escalated", "healing-escalated"))
     ]
-    return {"queue": q, "leader": stats.controller_leader(), "workers": stats.workers_alive(),
-            "shards": shards.controller_shards(),
-            "queue_href": _href("console:queue"), "workers_href": _href("console:workers"),
+    return {"queue": q, "leader": stats.controller_leader() if leaders is None else None,
+            "cluster_leaders": leaders, "workers": stats.workers_alive(), "shards": shards.controller_shards(),
+            "queue_href": _href("console:queue", keep), "workers_href": _href("console:workers", keep),
             "anomalies": anomalies, "healing_error": healing.get("error", "")}
 
 
@@ -140,7 +151,7 @@ def overview(request: HttpRequest) -> HttpResponse:
     if "recent" in wanted:
         context["recent"] = list(transitions.transition_list(namespaces=namespaces).order_by("-id")[:15])
     if "engine" in wanted:
-        context["engine"] = _engine(namespaces, healing)
+        context["engine"] = _engine(limit, healing, choice)  # the queue's keys by their prefix, as the queue page
     if "charts" in wanted:
         context["charts"] = overview_charts(window=window, namespaces=namespaces)
     if "healing" in wanted:

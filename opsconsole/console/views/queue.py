@@ -1,5 +1,6 @@
-"""The workqueue: pending, processing and backing-off keys with failure counts and next retry; admins can
-retry a key now or reset its backoff (the API's queue controls, recorded the same way)."""
+"""The workqueue: pending, processing and backing-off keys with failure counts and next retry (the keys of the
+clusters the navigation's picker chose: a key's cluster is its prefix); admins can retry a key now or reset its
+backoff (the API's queue controls, recorded the same way)."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from django.views.decorators.http import require_POST
 
 from opsconsole.accounts.roles import ADMIN, user_namespaces
 from opsconsole.console.access import Refused, audited_action
+from opsconsole.console.clusters import cluster_choice
 from opsconsole.console.live import page
 from opsconsole.console.security import console_action, console_page
 from reconcilers.services import queue_controls
@@ -25,10 +27,12 @@ FRAGMENTS = {"queue": "console/_queue_tables.html"}
 @console_page
 def queue_view(request: HttpRequest) -> HttpResponse:
     """The queue now: its keys link to their resources (one query for the page), a due time reads 'in 5 s' or
-    'overdue by 3 s'; an empty queue says what it would show and how many runs the last hour had."""
+    'overdue by 3 s'; an empty queue says what it would show and how many runs the last hour had. `?cluster=`
+    and `?cluster_label=` narrow it to those clusters' keys and runs."""
     namespaces = user_namespaces(request.user)
+    choice = cluster_choice(request)
     try:
-        snap, error = queue.queue_snapshot(namespaces=namespaces, limit=500), ""
+        snap, error = queue.queue_snapshot(namespaces=namespaces, limit=500, clusters=choice.only), ""
     except Exception as exc:  # Redis down
         snap, error = None, f"Redis did not answer: {type(exc).__name__}: {exc}"
     recent = None
@@ -40,8 +44,9 @@ def queue_view(request: HttpRequest) -> HttpResponse:
         for d in snap["backing_off"]:
             d["retry_wording"] = queue.due_wording(d["retry_due_in_seconds"])
         if not items:
-            recent = queue.runs_last_hour(namespaces=namespaces)
-    return page(request, "console/queue.html", {"snap": snap, "error": error, "recent": recent}, FRAGMENTS)
+            recent = queue.runs_last_hour(namespaces=namespaces, clusters=choice.only)
+    return page(request, "console/queue.html", {"snap": snap, "error": error, "recent": recent, "picker": choice,
+                                                "cluster_errors": choice.errors}, FRAGMENTS)
 
 
 def _control(request: HttpRequest, action: str, control: Any) -> HttpResponse:

@@ -1,5 +1,6 @@
 """Reads of the workqueue: pending, processing and backing-off keys with failure counts and next retry,
-as wall-clock times, limited to the namespaces the caller may see."""
+as wall-clock times, limited to the namespaces the caller may see and, when asked, to some clusters (a key's
+cluster is its prefix, `reconcilers.core.clusters.key_split`)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from typing import Any
 
 from django.utils import timezone
 
+from reconcilers.core.clusters import key_split
 from reconcilers.core.types import Request
 from reconcilers.engine import dispatch
 from reconcilers.services.selectors.filters import namespace_q
@@ -32,6 +34,16 @@ def key_visible(key: str, namespaces: frozenset[str] | None) -> bool:
     return scope_allows(namespaces, req.cluster, req.namespace)
 
 
+def key_in_clusters(key: str, clusters: frozenset[str] | None) -> bool:
+    """Whether `key` is of one of `clusters` (None: of every cluster; a key of no valid form is of none)."""
+    if clusters is None:
+        return True
+    try:
+        return key_split(key)[0] in clusters
+    except ValueError:
+        return False
+
+
 def _when(ts: float) -> str:
     return datetime.fromtimestamp(ts, UTC).isoformat().replace("+00:00", "Z")
 
@@ -40,15 +52,17 @@ def _when(ts: float) -> str:
 VISIBLE_COUNT_LIMIT = 1_000_000
 
 
-def queue_snapshot(*, namespaces: frozenset[str] | None = None, limit: int = 1000) -> dict[str, Any]:
-    """The queue's state now; the item lists hold only visible keys, at most `limit` each. Counts (depth,
-    processing, backing off) are the whole queue's for a caller with every namespace, and for a limited caller
-    the counts of the keys it may see (the whole lists are read from Redis to count them)."""
-    limited = namespaces is not None
+def queue_snapshot(*, namespaces: frozenset[str] | None = None, limit: int = 1000,
+                   clusters: frozenset[str] | None = None) -> dict[str, Any]:
+    """The queue's state now; the item lists hold only visible keys (of `clusters`, None: of every one), at most
+    `limit` each. Counts (depth, processing, backing off) are the whole queue's for a caller with every namespace
+    and every cluster, and otherwise the counts of the keys shown (the whole lists are read from Redis to count
+    them)."""
+    limited = namespaces is not None or clusters is not None
     snap = dispatch.get_queue().snapshot(limit=VISIBLE_COUNT_LIMIT if limited else limit)
 
     def visible(key: str) -> bool:
-        return key_visible(key, namespaces)
+        return key_visible(key, namespaces) and key_in_clusters(key, clusters)
 
     pending = [p for p in snap.pending if visible(p.key)]
     processing = [p for p in snap.processing if visible(p.key)]
@@ -95,9 +109,10 @@ def due_wording(seconds_until: float) -> str:
     return f"in {text}" if seconds_until > 0 else f"overdue by {text}"
 
 
-def runs_last_hour(*, namespaces: frozenset[str] | None = None, minutes: int = 60) -> dict[str, int]:
-    """{"runs", "failed"} of the reconciles that started in the last `minutes` (of the caller's namespaces):
-    one aggregate query on the started_at index."""
+def runs_last_hour(*, namespaces: frozenset[str] | None = None, minutes: int = 60,
+                   clusters: frozenset[str] | None = None) -> dict[str, int]:
+    """{"runs", "failed"} of the reconciles that started in the last `minutes` (of the caller's namespaces, and
+    of `clusters`: None, every one): one aggregate query on the started_at index."""
     from django.db.models import Count, Q
     from django.utils import timezone
 
@@ -106,6 +121,8 @@ def runs_last_hour(*, namespaces: frozenset[str] | None = None, minutes: int = 6
     runs = ReconcileRun.objects.filter(started_at__gte=timezone.now() - timedelta(minutes=minutes))
     if namespaces is not None:
         runs = runs.filter(namespace_q(namespaces, column="resource__namespace"))
+    if clusters is not None:
+        runs = runs.filter(cluster__in=sorted(clusters))
     return runs.aggregate(runs=Count("id"), failed=Count("id", filter=Q(result="error")))
 
 

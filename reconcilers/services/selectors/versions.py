@@ -3,7 +3,8 @@ versions at once, and promoting one is a decision on these figures (issue 40).
 
 `version_comparison` reads a window (default the last hour, up to now), optionally one kind, limited to the
 viewer's namespaces (runs and anomalies by their resource's namespace: a run whose object was never mirrored is
-left out for a limited viewer; transitions by their own), and gives per `ReconcileRun.operator_version`:
+left out for a limited viewer; transitions by their own) and, when asked, to some clusters (every row by its own
+cluster: the console's cluster picker), and gives per `ReconcileRun.operator_version`:
 
 * runs, error runs (result `error`) and the error rate (error runs / runs); p50 / p95 run duration (nearest rank
   over the runs read) and the objects touched (distinct resources, or keys for runs of an unmirrored object);
@@ -131,11 +132,17 @@ def _figures(by_version: dict[str, VersionFigures], version: str) -> VersionFigu
     return by_version[version]
 
 
+def _cluster_q(clusters: frozenset[str] | None) -> Q:
+    """Rows of `clusters` by their own cluster column (None: every cluster)."""
+    return Q() if clusters is None else Q(cluster__in=sorted(clusters))
+
+
 def _read_runs(since: datetime, until: datetime, kind: str, namespaces: frozenset[str] | None, cap: int,
-               by_version: dict[str, VersionFigures]) -> tuple[int, bool, dict[int, str]]:
+               by_version: dict[str, VersionFigures], clusters: frozenset[str] | None = None
+               ) -> tuple[int, bool, dict[int, str]]:
     """The window's runs, newest first, at most `cap`: the run figures per version; the number read, whether
     capped, and each resource's last run's version."""
-    qs = ReconcileRun.objects.filter(namespace_q(namespaces, column="resource__namespace"),
+    qs = ReconcileRun.objects.filter(namespace_q(namespaces, column="resource__namespace"), _cluster_q(clusters),
                                      started_at__gte=since, started_at__lt=until)
     if kind:
         qs = qs.filter(kind=kind)
@@ -169,20 +176,22 @@ def _finish_runs(by_version: dict[str, VersionFigures], durations: dict[str, lis
 
 
 def _count_failed_transitions(since: datetime, until: datetime, kind: str, namespaces: frozenset[str] | None,
-                              cap: int, by_version: dict[str, VersionFigures]) -> None:
+                              cap: int, by_version: dict[str, VersionFigures],
+                              clusters: frozenset[str] | None = None) -> None:
     failed = _phases_of_class("failed", kind)
     if not failed:
         return
-    rows = (Transition.objects.filter(_phase_q(failed), namespace_q(namespaces), run__isnull=False,
-                                      created_at__gte=since, created_at__lt=until)
+    rows = (Transition.objects.filter(_phase_q(failed), namespace_q(namespaces), _cluster_q(clusters),
+                                      run__isnull=False, created_at__gte=since, created_at__lt=until)
             .values_list("run__operator_version", flat=True)[:cap])
     for version in rows:
         _figures(by_version, version).failed_transitions += 1
 
 
 def _count_anomalies(since: datetime, until: datetime, kind: str, namespaces: frozenset[str] | None, cap: int,
-                     last_by_resource: dict[int, str], by_version: dict[str, VersionFigures]) -> None:
-    qs = Anomaly.objects.filter(namespace_q(namespaces, column="resource__namespace"),
+                     last_by_resource: dict[int, str], by_version: dict[str, VersionFigures],
+                     clusters: frozenset[str] | None = None) -> None:
+    qs = Anomaly.objects.filter(namespace_q(namespaces, column="resource__namespace"), _cluster_q(clusters),
                                 created_at__gte=since, created_at__lt=until)
     if kind:
         qs = qs.filter(resource__kind=kind)
@@ -198,12 +207,12 @@ def _chunks(items: list[int], size: int) -> Iterable[list[int]]:
 
 
 def _time_to_ready(since: datetime, until: datetime, kind: str, namespaces: frozenset[str] | None, cap: int,
-                   by_version: dict[str, VersionFigures]) -> None:
+                   by_version: dict[str, VersionFigures], clusters: frozenset[str] | None = None) -> None:
     ready = _phases_of_class("ready", kind)
     if not ready:
         return
-    firsts = (Transition.objects.filter(namespace_q(namespaces), seq=1, created_at__gte=since, created_at__lt=until,
-                                        kind__in=sorted(ready))
+    firsts = (Transition.objects.filter(namespace_q(namespaces), _cluster_q(clusters), seq=1, created_at__gte=since,
+                                        created_at__lt=until, kind__in=sorted(ready))
               .values_list("resource_id", "created_at")[:cap])
     born = dict(firsts)
     samples: dict[str, list[float]] = defaultdict(list)
@@ -241,16 +250,18 @@ def version_comparison(
     namespaces: frozenset[str] | None = None,
     now: datetime | None = None,
     cap: int = MAX_RUNS,
+    clusters: frozenset[str] | None = None,
 ) -> VersionComparison:
     """Each operator version's figures over [since, now) (default the last hour), of `kind` (a Kind name; '' for
-    all), over `namespaces` (None: all). See the module for what is counted and how the reads are bounded."""
+    all), over `namespaces` and `clusters` (None: all). See the module for what is counted and how the reads are
+    bounded."""
     until = now or timezone.now()
     start = since or until - DEFAULT_WINDOW
     by_version: dict[str, VersionFigures] = {}
-    read, capped, last_by_resource = _read_runs(start, until, kind, namespaces, cap, by_version)
-    _count_failed_transitions(start, until, kind, namespaces, cap, by_version)
-    _count_anomalies(start, until, kind, namespaces, cap, last_by_resource, by_version)
-    _time_to_ready(start, until, kind, namespaces, cap, by_version)
+    read, capped, last_by_resource = _read_runs(start, until, kind, namespaces, cap, by_version, clusters)
+    _count_failed_transitions(start, until, kind, namespaces, cap, by_version, clusters)
+    _count_anomalies(start, until, kind, namespaces, cap, last_by_resource, by_version, clusters)
+    _time_to_ready(start, until, kind, namespaces, cap, by_version, clusters)
     versions = sorted(by_version.values(), key=lambda v: (-v.runs, v.version))
     worst = _highest(versions)
     for v in versions:
