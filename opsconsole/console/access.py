@@ -30,10 +30,12 @@ class Me:
 
     @property
     def namespace_label(self) -> str:
-        """'all namespaces' or the sorted list."""
+        """'all namespaces' or the sorted list (`cluster/namespace` for a grant of one cluster)."""
         if self.namespaces is None:
             return "all namespaces"
-        return ", ".join(sorted(ns or "(cluster scope)" for ns in self.namespaces)) or "no namespace"
+        pairs = getattr(self.namespaces, "pairs", None) or {("", ns) for ns in self.namespaces}
+        named = sorted((f"{c}/" if c else "") + (ns or "(cluster scope)") for c, ns in pairs)
+        return ", ".join(named) or "no namespace"
 
 
 def me(request: HttpRequest) -> Me:

@@ -1,7 +1,7 @@
 """Actions asked by a cluster key reach that cluster: the session's kubesim plays cluster `prod` (registered with
 its kubeconfig context), a reconcile annotates the object there, is recorded with the cluster and enqueues the key
 with the cluster's prefix; a suspend writes there too; a registered cluster that cannot be reached answers 503
-(its own client is asked, never the default cluster's)."""
+(its own client is asked, never the default cluster's); the console's header names a grant with its cluster."""
 
 from __future__ import annotations
 
@@ -74,3 +74,9 @@ def test_the_consoles_reconcile_now_checks_the_grant_in_the_objects_cluster(kapi
     assert (req.cluster, req.key) == ("prod", res.key) and queue.sent.keys == [res.key]
     record = ActionRecord.objects.order_by("-id").first()
     assert (record.outcome, record.cluster) == ("allowed", "prod")
+
+
+@pytest.mark.django_db
+def test_the_consoles_header_names_a_grant_with_its_cluster(as_role):
+    page = as_role("viewer", ["prod/team-a", "team-b", "prod/"]).get("/tokens/").content.decode()
+    assert "prod/(cluster scope), prod/team-a, team-b" in page
