@@ -1,5 +1,10 @@
 """`manage.py reconcile <kind> <namespace>/<name> --reason "…" [--wait]`: a manual reconcile from the shell.
 
+Another cluster's object: `--cluster NAME` (a registered cluster, reached through its context), or the object's
+workqueue key alone (`manage.py reconcile prod/cache.example.com/v1alpha1/memcacheds/shop/web`; five parts: the
+default cluster's). A cluster this process cannot reach (not registered, removed, no context) is refused before
+anything is written, never answered by the default cluster's same-named object.
+
 It goes through `reconcile_request_create`, the same path the API uses (a ReconcileRequest row, the
 `opsconsole.io/reconcile-requested-at` annotation, an immediate enqueue). With `--wait` it follows the
 request until it succeeded or failed and prints its lifecycle; the exit status is 1 when it failed or did
@@ -8,12 +13,15 @@ not finish within `--timeout` seconds.
 
 from __future__ import annotations
 
+import dataclasses
 import getpass
 import time
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from reconcilers.core.clusters import DEFAULT_CLUSTER, cluster_name_check
+from reconcilers.core.types import Request
 from reconcilers.engine import apiclient, kube, registry
 from reconcilers.models import ReconcileRequest, RequestState
 from reconcilers.services.reconcile_requests import ReconcileRequestError, reconcile_request_create
@@ -23,8 +31,12 @@ class Command(BaseCommand):
     help = "Ask for a reconcile of one object now (annotation + immediate enqueue + a ReconcileRequest row)."
 
     def add_arguments(self, parser: CommandParser) -> None:
-        parser.add_argument("kind", help="the kind: Memcached, memcached, memcacheds or memcacheds.cache.example.com")
-        parser.add_argument("target", help="<namespace>/<name>, or <name> for a cluster-scoped kind")
+        parser.add_argument("kind", help="the kind: Memcached, memcached, memcacheds or memcacheds.cache.example.com; "
+                                         "or the object's key ([cluster/]group/version/plural/namespace/name) alone")
+        parser.add_argument("target", nargs="?", default=None,
+                            help="<namespace>/<name>, or <name> for a cluster-scoped kind")
+        parser.add_argument("--cluster", default=None,
+                            help=f"the object's cluster (default {DEFAULT_CLUSTER!r}, or the key's)")
         parser.add_argument("--reason", default="", help="why (kept with the request)")
         parser.add_argument("--actor", default=None, help="who asks (default: user:<login name>)")
         parser.add_argument("--idempotency-key", default=None)
@@ -33,30 +45,26 @@ class Command(BaseCommand):
         parser.add_argument("--interval", type=float, default=0.2, help="seconds between polls (default 0.2)")
 
     def handle(self, *args: Any, **options: Any) -> None:
+        req = self._request(options["kind"], options["target"], options["cluster"])
+        kind = registry.for_key(req.key()).resource
+        namespace, name = req.namespace, req.name
+        shown = req.namespaced_name + ("" if req.cluster == DEFAULT_CLUSTER else f" in cluster {req.cluster}")
         try:
-            reconciler = registry.for_name(options["kind"])
-        except registry.UnknownKind as exc:
-            known = ", ".join(r.resource.kind for r in registry.registered())
-            raise CommandError(f"{exc} (registered: {known or 'none'})") from exc
-        kind = reconciler.resource
-        namespace, _, name = options["target"].rpartition("/")
-        if kind.namespaced and not namespace:
-            raise CommandError(f"{kind.kind} is namespaced: give <namespace>/<name>")
-        if not kind.namespaced and namespace:
-            raise CommandError(f"{kind.kind} is cluster-scoped: give just <name>")
-        key = kind.request(namespace, name).key()
+            api = apiclient.get_api_client(req.cluster)  # one this process cannot reach: refused, nothing written
+        except apiclient.UnknownCluster as exc:
+            raise CommandError(str(exc)) from exc
         actor = options["actor"] or f"user:{getpass.getuser()}"
         try:
-            request = reconcile_request_create(key, actor=actor, reason=options["reason"],
+            request = reconcile_request_create(req.key(), actor=actor, reason=options["reason"],
                                                idempotency_key=options["idempotency_key"])
         except ReconcileRequestError as exc:
             raise CommandError(str(exc)) from exc
-        self.stdout.write(f"requested   {request.requested_at.isoformat()}  {kind.kind} {options['target']}  "
+        self.stdout.write(f"requested   {request.requested_at.isoformat()}  {kind.kind} {shown}  "
                           f"request {request.pk}  token {request.token}  by {request.actor}")
         if not options["wait"]:
             return
         finished = self._follow(request, options["timeout"], options["interval"])
-        live = kube.get_object(apiclient.get_api_client(), kind, namespace or None, name)
+        live = kube.get_object(api, kind, namespace or None, name)
         handled = ((live or {}).get("status") or {}).get("lastHandledReconcileAt")
         if handled:
             self.stdout.write(f"status      lastHandledReconcileAt {handled}  phase "
@@ -65,6 +73,37 @@ class Command(BaseCommand):
             raise CommandError(f"request {request.pk} did not finish within {options['timeout']:g}s")
         if finished.state == RequestState.FAILED:
             raise CommandError(f"request {request.pk} failed: {finished.error}")
+
+    @staticmethod
+    def _request(kind_or_key: str, target: str | None, cluster: str | None) -> Request:
+        """The object's Request: from a kind and `<namespace>/<name>` (in `cluster`, default the default one), or
+        from a workqueue key alone (its cluster its prefix's; a --cluster naming another is refused)."""
+        if cluster is not None:
+            try:
+                cluster_name_check(cluster)
+            except ValueError as exc:
+                raise CommandError(f"--cluster: {exc}") from exc
+        if target is None:
+            try:
+                req = Request.from_key(kind_or_key)
+                registry.for_key(req.key())
+            except (ValueError, registry.UnknownKind) as exc:
+                raise CommandError(f"give <kind> <namespace>/<name>, or an object's key: {exc}") from exc
+            if cluster is not None and cluster != req.cluster:
+                raise CommandError(f"--cluster {cluster} but the key names cluster {req.cluster}")
+            return req
+        try:
+            reconciler = registry.for_name(kind_or_key)
+        except registry.UnknownKind as exc:
+            known = ", ".join(r.resource.kind for r in registry.registered())
+            raise CommandError(f"{exc} (registered: {known or 'none'})") from exc
+        kind = reconciler.resource
+        namespace, _, name = target.rpartition("/")
+        if kind.namespaced and not namespace:
+            raise CommandError(f"{kind.kind} is namespaced: give <namespace>/<name>")
+        if not kind.namespaced and namespace:
+            raise CommandError(f"{kind.kind} is cluster-scoped: give just <name>")
+        return dataclasses.replace(kind.request(namespace, name), cluster=cluster or DEFAULT_CLUSTER)
 
     def _follow(self, request: ReconcileRequest, timeout: float, interval: float) -> ReconcileRequest | None:
         deadline = time.monotonic() + timeout
