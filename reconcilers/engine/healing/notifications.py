@@ -14,7 +14,9 @@ labels, annotations, startsAt, endsAt, generatorURL); `json` posts one JSON obje
 `budget` seconds per step, each POST bounded by the receiver's `timeout`: a 2xx is delivered; anything else is
 recorded on the row (`attempts`, `last_status`, `last_error`) and tried again after `backoff * 2**(attempts-1)`
 seconds (at most an hour), until `retries` retries have failed: then the row is `failed` and logged. A row is
-claimed by a conditional UPDATE before its POST, so two stepping controllers never send it twice at once.
+claimed by a conditional UPDATE before its POST, so two stepping controllers never send it twice at once: with
+several clusters every cluster's controller steps and calls it, and the outbox (of every cluster) needs no leader
+of its own.
 
 Headers (tokens) are never stored or logged: the row keeps the URL without its user info and query string, and an
 error text is scrubbed of the header values.
