@@ -208,8 +208,9 @@ def revision_row(resource: Resource, live: dict[str, Any], at: datetime, previou
     diff = spec_diff(previous, spec)
     writers = spec_writers(live, diff) or []
     top = writers[0] if writers else {}
-    actor, _admitted = provenance.revision_actor(provenance.kind_of(live), live, str(top.get("manager") or ""),
-                                                 resource.rollback)
+    with provenance.in_cluster(resource.cluster):  # the admitted writes of the row's cluster, whoever records it
+        actor, _admitted = provenance.revision_actor(provenance.kind_of(live), live, str(top.get("manager") or ""),
+                                                     resource.rollback)
     return link_row(
         resource, SpecRevision, generation=int(meta.get("generation") or 0),
         resource_version=str(meta.get("resourceVersion") or ""), spec=spec, diff=diff, actor=actor[:255],

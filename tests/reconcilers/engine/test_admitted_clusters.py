@@ -5,6 +5,7 @@ row of that cluster; an entry moved onto another cluster's list is not found the
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -14,9 +15,12 @@ from django.conf import settings
 from reconcilers.core import actors
 from reconcilers.core.clusters import DEFAULT_CLUSTER
 from reconcilers.engine import admitted, provenance
+from reconcilers.engine.recording_rows import revision_row
+from reconcilers.models import Resource
 from tests.reconcilers.audit_support import KIND
 
 B = "b"
+NOW = datetime(2026, 12, 7, 12, 0, tzinfo=UTC)
 
 
 @pytest.fixture
@@ -91,3 +95,13 @@ def test_a_spec_admitted_in_the_other_cluster_stays_a_claim_here(admitted_redis)
     assert provenance.spec_actor(KIND, obj(), "kubectl")[0] == actors.manager_claim("kubectl")
     with provenance.in_cluster(B):
         assert provenance.spec_actor(KIND, obj(), "kubectl")[0] == actors.kube_actor("bob")
+
+
+def test_a_spec_revision_recorded_for_a_row_of_cluster_b_reads_bs_admitted_writes(admitted_redis):
+    note(admitted_redis, B, "bob", operation="UPDATE")
+    live = {**obj(), "apiVersion": f"{KIND.group}/{KIND.version}", "kind": KIND.kind}
+    live["metadata"] = {**live["metadata"], "generation": 2}
+    row_b = Resource(cluster=B, uid="u-1", kind=KIND.kind, namespace="shop", name="web")
+    row_default = Resource(uid="u-1", kind=KIND.kind, namespace="shop", name="web")
+    assert revision_row(row_b, live, NOW, {}).actor == actors.kube_actor("bob")  # not inside a run of b: the row's
+    assert revision_row(row_default, live, NOW, {}).actor != actors.kube_actor("bob")
