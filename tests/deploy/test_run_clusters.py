@@ -25,6 +25,7 @@ def test_the_sandbox_starts_a_second_cluster_with_its_own_controller_and_context
     assert "--cluster" not in lines["controller"]
     assert f"--cluster {SANDBOX_2} --context {SANDBOX_2}" in lines["controller-2"]
     assert lines["webhooks-2"].startswith(f"KUBECONFIG={shlex.quote(str(second))} ")  # installed into sandbox-2
+    assert f"--cluster {SANDBOX_2} " in lines["webhooks-2"] and "--cluster" not in lines["webhooks"]  # its notes
     assert "--webhook-client-cert" in lines["kubesim-2"]
     assert lines["demo"].startswith(f"KUBECONFIG={shlex.quote(str(first))} ")
     assert sorted(p.name for p in sandbox_samples(tmp_path).iterdir()) == sorted(SANDBOX_SAMPLES)
