@@ -13,7 +13,8 @@ rather than as it last was.
 `HealthReporter` is the controller's heartbeat: every `interval` seconds (OPSCONSOLE_CLUSTER_HEALTH_SECONDS, 5)
 the replica that leads writes its identity, the time, the last complete list of its informers, the watch lag (how
 late its informers' last events arrived, `watch_lag`) and the API requests (and failed ones) since its last report
-on the row; when the API server does not answer, the replica
+on the row; when the API server does not answer its probe (the identity read, so credentials it no longer accepts
+count too), the replica
 recorded as the leader writes since when (`unreachable_since`, cleared when it answers again) and stops
 heartbeating, so the console shows the cluster unreachable. A standby writes nothing. It also sets the
 `opsconsole_cluster_*` gauges (label `cluster`).
@@ -165,7 +166,9 @@ class HealthReporter:
         self.api, self.cluster, self.identity, self.leading, self.listed_at = api, cluster, identity, leading, listed_at
         self.last_events = last_events or (lambda: ())
         self.interval = default_health_seconds() if interval is None else interval
-        self.probe = probe or (lambda: kube.server_version(api, timeout=min(5.0, max(self.interval, 1.0))))
+        # the identity read, not /version: an API server that answers but refuses the controller's credentials
+        # (revoked, expired: 401) is as lost to it as one that does not answer
+        self.probe = probe or (lambda: cluster_identity(api, timeout=min(5.0, max(self.interval, 1.0))))
         self.host = kube._host(api)
         self._counted = requests_seen(self.host)
         self._stop = threading.Event()

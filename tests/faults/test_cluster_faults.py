@@ -12,6 +12,8 @@ PostgreSQL):
 - **wrong credentials**: `runcontroller --cluster b --context bad` (a token the API server refuses) exits non-zero
   at once with an error naming the cluster, the server and 401, no traceback; the row is unreachable and the
   console's overview shows it so (a cluster never registered too: its row is made, unreachable).
+  A running controller whose credentials the API server stops accepting (its ServiceAccount deleted) reports its
+  cluster unreachable too: the health probe is the identity read, not the unauthenticated /version.
 - **an object moved between clusters**: deleted from b, created under the same namespace/name in the default
   cluster: two rows, two chains (b's ends Deleted, the default's begins), each history its own; the chains verify.
 """
@@ -24,6 +26,7 @@ import sys
 import time
 import uuid
 from collections.abc import Callable, Iterator
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -35,8 +38,9 @@ from django.utils import timezone
 from kubesim.testing import KubesimHandle, running_kubesim
 from opsconsole.testing.cluster import CrdInstaller
 from reconcilers.core.clusters import DEFAULT_CLUSTER
+from reconcilers.core.reconciler import ResourceKind
 from reconcilers.engine import apiclient, dispatch, kube, registry
-from reconcilers.engine.clusters import cluster_identity, cluster_register
+from reconcilers.engine.clusters import HealthReporter, cluster_identity, cluster_register, cluster_unreachable
 from reconcilers.engine.kubeconfig import kubeconfig_with_context
 from reconcilers.models import Cluster, Resource, Transition
 from tests.fixtures.cluster import NAMESPACE, POD_DELAYS, package_kubesim
@@ -165,15 +169,16 @@ def test_a_cluster_away_for_many_health_intervals_comes_back_without_a_ghost_del
 
     # b's API server away (connections refused), its controller running on
     persistent_b.stop()
-    away = until(lambda: Cluster.objects.filter(name="b", unreachable_since__isnull=False).first(),
+    lost = until(lambda: Cluster.objects.filter(name="b", unreachable_since__isnull=False).first(),
                  "cluster b recorded unreachable", timeout=10 * HEALTH_SECONDS + 10)
     health = admin.get("/api/v1/clusters/b").json()["health"]
     assert (health["state"], health["reachable"]) == ("unreachable", False)
     assert health["unknown_since"] is not None
-    default_health = admin.get(f"/api/v1/clusters/{DEFAULT_CLUSTER}").json()["health"]
-    assert default_health["state"] == "ok"
+    # the default cluster's controller goes on reporting (eventually: a report late under load reads stale a moment)
+    until(lambda: admin.get(f"/api/v1/clusters/{DEFAULT_CLUSTER}").json()["health"]["state"] == "ok",
+          "the default cluster ok")
     time.sleep(away)  # the outage lasts: the informers' reconnects back off, the reports keep failing
-    assert Cluster.objects.get(name="b").unreachable_since == away.unreachable_since  # since the loss, not since now
+    assert Cluster.objects.get(name="b").unreachable_since == lost.unreachable_since  # since the loss, not since now
     assert b.proc.poll() is None  # the controller waits for its API server, it does not exit
     assert not Resource.objects.filter(deleted=True).exists()
     assert (chains("b"), chains(DEFAULT_CLUSTER)) == (before_b, before_a)
@@ -272,3 +277,52 @@ def test_wrong_credentials_are_a_clear_error_at_start_and_a_red_cluster_in_the_c
     for name in ("b", "c"):
         assert f'id="cluster-{name}" class="cluster-row cluster-unreachable"' in html, html
     assert html.count('<span class="badge badge-bad">unreachable</span>') == 2
+
+
+SERVICE_ACCOUNTS = ResourceKind("", "v1", "serviceaccounts", "ServiceAccount")
+
+
+def test_credentials_revoked_under_a_running_controller_make_its_cluster_unreachable(
+        persistent_b, transactional_db, settings, tmp_path, admin):
+    settings.OPSCONSOLE_CLUSTER_HEALTH_SECONDS = HEALTH_SECONDS
+    api_admin = kube.build_api_client(persistent_b.kubeconfig)
+    kube.create_object(api_admin, SERVICE_ACCOUNTS, {"metadata": {"name": "ctl", "namespace": "default"}})
+    token = kube.request_json(api_admin, "POST", "/api/v1/namespaces/default/serviceaccounts/ctl/token",
+                              body={"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": {}},
+                              )["status"]["token"]
+    api = kube.build_api_client(persistent_b.kubeconfig_for(token, str(tmp_path / "sa.yaml")))
+    try:
+        cluster_register("b", identity=cluster_identity(api), server=persistent_b.url)
+        reporter = HealthReporter(api, "b", identity="ctl-1", leading=lambda: True, listed_at=lambda: [],
+                                  interval=HEALTH_SECONDS)
+        assert reporter.report()
+        assert admin.get("/api/v1/clusters/b").json()["health"]["state"] == "ok"
+
+        kube.delete_object(api_admin, SERVICE_ACCOUNTS, "default", "ctl")  # its token is refused from now on (401)
+        assert kube.server_version(api)  # /version still answers: it needs no credentials
+        assert reporter.report()
+        b = Cluster.objects.get(name="b")
+        assert b.unreachable_since is not None and b.leader == "ctl-1"
+        assert admin.get("/api/v1/clusters/b").json()["health"]["state"] == "unreachable"
+    finally:
+        api.close()
+        api_admin.close()
+
+
+def test_a_failed_start_leaves_a_removed_cluster_and_one_reported_lately_as_they_are(transactional_db, settings):
+    settings.OPSCONSOLE_CLUSTER_HEALTH_SECONDS = HEALTH_SECONDS
+    now = timezone.now()
+    Cluster.objects.create(name="gone", identity="u-1", removed_at=now)
+    Cluster.objects.create(name="live", identity="u-2", leader="ctl", heartbeat_at=now)
+    Cluster.objects.create(name="stale", identity="u-3", leader="ctl", heartbeat_at=now - timedelta(minutes=5))
+    assert not cluster_unreachable("gone", server="https://x")
+    assert not cluster_unreachable("live", server="https://x")  # another replica reaches it: its report stands
+    assert cluster_unreachable("stale", server="https://x", context="bad")
+    assert not cluster_unreachable("stale")  # since the first failure, not the latest
+    assert cluster_unreachable("new", server="https://x", context="bad")
+    rows = {c.name: c for c in Cluster.objects.all()}
+    assert rows["gone"].unreachable_since is None and rows["live"].unreachable_since is None
+    assert rows["stale"].unreachable_since is not None and rows["stale"].context == ""  # its registration kept
+    assert (rows["new"].identity, rows["new"].server, rows["new"].context) == ("", "https://x", "bad")
+    with pytest.raises(ValueError):
+        cluster_unreachable("Not_A_Name")
