@@ -29,6 +29,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from reconcilers.core.meta import parse_rfc3339
+from reconcilers.core.types import Request
 
 #: the Redis hash of the settings, beside its workqueue's keys: `<queue name>:verbosity`
 HASH_SUFFIX = ":verbosity"
@@ -89,12 +90,23 @@ def parse_modules(text: str) -> dict[str, str]:
     return out
 
 
+def _is_key(key: str) -> bool:
+    """Whether `key` is a workqueue key, of the default cluster (five parts) or another (six)."""
+    try:
+        Request.from_key(key)
+    except ValueError:
+        return False
+    return True
+
+
 def scope_check(scope: str) -> str:
-    """A scope: `object:<workqueue key>`, `kind:<Kind>` or `all`."""
+    """A scope: `object:<workqueue key>` (either form: `[cluster/]group/version/plural/namespace/name`),
+    `kind:<Kind>` or `all`."""
     if scope == "all" or (scope.startswith("kind:") and 0 < len(scope) - 5 <= 63) or (
-            scope.startswith("object:") and scope.count("/") == 4 and len(scope) <= 1100):
+            scope.startswith("object:") and len(scope) <= 1100 and _is_key(scope[7:])):
         return scope
-    raise VerbosityError("scope must be object:<group/version/plural/namespace/name>, kind:<Kind> or all", "scope")
+    raise VerbosityError("scope must be object:<[cluster/]group/version/plural/namespace/name>, kind:<Kind> or all",
+                         "scope")
 
 
 @dataclass(frozen=True)

@@ -60,3 +60,15 @@ def test_a_verbose_runs_lines_are_read_within_ones_namespaces(as_user):
     assert answer.status_code == 200 and answer.json() == {"run_id": run.pk, "level": "debug", "lines": ["a", "b"],
                                                            "dropped": 3}
     assert as_user("viewer", ["elsewhere"]).get(f"/api/v1/runs/{run.pk}/log").status_code == 404
+
+
+def test_an_object_of_another_cluster_is_turned_verbose_by_its_own_key(clean, as_user):
+    res = f.resource("mc", "apps", cluster="prod")
+    assert res.key.startswith("prod/")
+    answer = as_user("operator", ["apps"]).post(f"/api/v1/resources/{res.pk}/verbosity",
+                                                {"modules": "reconcile=debug", "minutes": 5}, format="json")
+    assert answer.status_code == 200, answer.content
+    assert answer.json()["scope"] == f"object:{res.key}"
+    settings = verbosity.settings_read(verbosity.Store.of(clean))
+    assert verbosity.levels_for(settings, res.key, "Memcached", None).modules["reconcile"] == "debug"
+    assert ActionRecord.objects.get(action="verbosity.set").cluster == "prod"

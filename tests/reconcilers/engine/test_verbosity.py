@@ -29,6 +29,12 @@ def test_modules_and_scopes_are_checked_by_name():
         assert refused.value.field == field
     with pytest.raises(verbosity.VerbosityError, match="scope"):
         verbosity.scope_check("object:not-a-key")
+    # an object of another cluster: its key carries the cluster (issue 41)
+    assert verbosity.scope_check("object:prod/apps.example.com/v1/things/ns/x") == \
+        "object:prod/apps.example.com/v1/things/ns/x"
+    for bad in ("object:Prod/g/v1/things/ns/x", "object:a/b/g/v1/things/ns/x", "object:g/v1/things/ns/"):
+        with pytest.raises(verbosity.VerbosityError, match="scope"):
+            verbosity.scope_check(bad)
 
 
 def run_once(kapi, namespace, rec, recorded, queue):
