@@ -234,13 +234,13 @@ def test_an_object_moved_between_clusters_is_two_histories(two_clusters, admin):
 
 
 def test_wrong_credentials_are_a_clear_error_at_start_and_a_red_cluster_in_the_console(
-        persistent_b, transactional_db, settings, tmp_path, as_role):
+        kubesim, transactional_db, settings, tmp_path, as_role):
     settings.OPSCONSOLE_CLUSTER_HEALTH_SECONDS = HEALTH_SECONDS
-    api_b = kube.build_api_client(persistent_b.kubeconfig)
+    api_b = kube.build_api_client(kubesim.kubeconfig)
     identity = cluster_identity(api_b)
     api_b.close()
-    cluster_register("b", identity=identity, server=persistent_b.url, context="b")  # a controller ran there before
-    persistent_b.kubeconfig_for("not-the-token", str(tmp_path / "wrong.yaml"))
+    cluster_register("b", identity=identity, server=kubesim.url, context="b")  # a controller ran there before
+    kubesim.kubeconfig_for("not-the-token", str(tmp_path / "wrong.yaml"))
     kubeconfig_with_context(tmp_path / "wrong.yaml", "bad", tmp_path / "bad.yaml")
     env = {**os.environ, "DATABASE_URL": workers.test_database_url(), "KUBECONFIG": str(tmp_path / "bad.yaml"),
            "OPSCONSOLE_CONTROLLER_METRICS_PORT": "0", "OPSCONSOLE_TRACING": "off",
@@ -253,7 +253,7 @@ def test_wrong_credentials_are_a_clear_error_at_start_and_a_red_cluster_in_the_c
     took = time.monotonic() - started
     assert done.returncode != 0, done.stdout
     assert "Traceback" not in done.stderr, done.stderr
-    assert "cluster b" in done.stderr and persistent_b.url in done.stderr, done.stderr
+    assert "cluster b" in done.stderr and kubesim.url in done.stderr, done.stderr
     assert "401" in done.stderr and "Unauthorized" in done.stderr and "context bad" in done.stderr, done.stderr
     assert took < api_timeout, f"{took:.1f} s"  # refused at once: a 401 is not waited out
     b = Cluster.objects.get(name="b")
@@ -268,7 +268,7 @@ def test_wrong_credentials_are_a_clear_error_at_start_and_a_red_cluster_in_the_c
     finally:
         apiclient.reset()
     c = Cluster.objects.get(name="c")
-    assert c.unreachable_since is not None and c.identity == "" and c.server == persistent_b.url
+    assert c.unreachable_since is not None and c.identity == "" and c.server == kubesim.url
     assert not Resource.objects.exists()
 
     page = as_role("viewer").get(reverse("console:overview"), {"_live": "clusters"})
@@ -283,22 +283,23 @@ SERVICE_ACCOUNTS = ResourceKind("", "v1", "serviceaccounts", "ServiceAccount")
 
 
 def test_credentials_revoked_under_a_running_controller_make_its_cluster_unreachable(
-        persistent_b, transactional_db, settings, tmp_path, admin):
+        kubesim, transactional_db, settings, tmp_path, admin):
     settings.OPSCONSOLE_CLUSTER_HEALTH_SECONDS = HEALTH_SECONDS
-    api_admin = kube.build_api_client(persistent_b.kubeconfig)
-    kube.create_object(api_admin, SERVICE_ACCOUNTS, {"metadata": {"name": "ctl", "namespace": "default"}})
-    token = kube.request_json(api_admin, "POST", "/api/v1/namespaces/default/serviceaccounts/ctl/token",
+    api_admin = kube.build_api_client(kubesim.kubeconfig)
+    account = f"ctl-{uuid.uuid4().hex[:6]}"
+    kube.create_object(api_admin, SERVICE_ACCOUNTS, {"metadata": {"name": account, "namespace": "default"}})
+    token = kube.request_json(api_admin, "POST", f"/api/v1/namespaces/default/serviceaccounts/{account}/token",
                               body={"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": {}},
                               )["status"]["token"]
-    api = kube.build_api_client(persistent_b.kubeconfig_for(token, str(tmp_path / "sa.yaml")))
+    api = kube.build_api_client(kubesim.kubeconfig_for(token, str(tmp_path / "sa.yaml")))
     try:
-        cluster_register("b", identity=cluster_identity(api), server=persistent_b.url)
+        cluster_register("b", identity=cluster_identity(api), server=kubesim.url)
         reporter = HealthReporter(api, "b", identity="ctl-1", leading=lambda: True, listed_at=lambda: [],
                                   interval=HEALTH_SECONDS)
         assert reporter.report()
         assert admin.get("/api/v1/clusters/b").json()["health"]["state"] == "ok"
 
-        kube.delete_object(api_admin, SERVICE_ACCOUNTS, "default", "ctl")  # its token is refused from now on (401)
+        kube.delete_object(api_admin, SERVICE_ACCOUNTS, "default", account)  # its token is refused from now on (401)
         assert kube.server_version(api)  # /version still answers: it needs no credentials
         assert reporter.report()
         b = Cluster.objects.get(name="b")
