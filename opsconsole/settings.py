@@ -350,6 +350,9 @@ OPSCONSOLE_LEADER_RENEW_DEADLINE_SECONDS = env_number("OPSCONSOLE_LEADER_RENEW_D
 OPSCONSOLE_LEADER_RETRY_SECONDS = env_number("OPSCONSOLE_LEADER_RETRY_SECONDS", 1)
 # hot: a controller that does not lead keeps its informers listed and watching (reconcilers.engine.controller.standby)
 OPSCONSOLE_STANDBY = os.environ.get("OPSCONSOLE_STANDBY", "hot")
+# How often a cluster's leading controller reports its health on the cluster's row (reconcilers.engine.clusters); the
+# console shows a cluster unreachable after three intervals without a report, so every process needs the same value
+OPSCONSOLE_CLUSTER_HEALTH_SECONDS = env_number("OPSCONSOLE_CLUSTER_HEALTH_SECONDS", 5.0)
 
 # Signed checkpoints of the audit record (reconcilers.engine.checkpoint): the Ed25519 key's PEM file (not in the
 # database; in Kubernetes a mounted Secret; created with mode 0600 when missing), the directory of checkpoint
