@@ -201,11 +201,14 @@ def test_web_worker_and_controller_export_traces_over_otlp_http_to_jaeger(servic
 
 def test_state_lives_in_declared_named_volumes(resolved: dict[str, Any], services: dict[str, Any]) -> None:
     declared = set(resolved.get("volumes") or {})
-    named = {(n, s, t) for n, svc in services.items() for s, t, _ in mounts_of(svc) if not s.startswith("/")}
-    assert {s for _, s, _ in named} == declared
-    data_dirs = {(n, t) for n, _, t in named}
+    named = {(n, s, t, ro) for n, svc in services.items() for s, t, ro in mounts_of(svc) if not s.startswith("/")}
+    assert {s for _, s, _, _ in named} == declared
+    data_dirs = {(n, t) for n, _, t, ro in named if not ro}
     assert data_dirs == {("postgres", "/var/lib/postgresql/data"), ("redis", "/data"), ("prometheus", "/prometheus"),
                          ("grafana", "/var/lib/grafana"), ("webhooks", "/webhook-certs")}
+    # read only: the other clusters' kubeconfigs, which the `clusters` profile's kubesim-2 writes
+    assert {(n, s, t) for n, s, t, ro in named if ro} == {(n, "clusterconfigs", "/clusters")
+                                                         for n in (*OPSCONSOLE, "migrate")}
 
 
 def test_every_image_tag_is_pinned_and_secrets_come_from_the_environment(services: dict[str, Any]) -> None:
