@@ -11,6 +11,8 @@ from typing import Any
 
 import pytest
 
+from kubesim.testing import running_kubesim
+from reconcilers.engine import kube
 from tests.deploy.kustomize import build
 from tests.deploy.test_helm_chart import _one, _pod_spec, chart, render
 
@@ -108,3 +110,20 @@ def test_the_in_cluster_kubeconfig_is_the_one_the_helm_chart_renders(two: Docs, 
     assert ours == _one(docs, "ConfigMap", "opsconsole-in-cluster-kubeconfig")["data"]["kubeconfig"]
     helm_worker = _pod_spec(_one(docs, "Deployment", "opsconsole-worker"))
     assert _env(helm_worker["containers"][0])["KUBECONFIG"] == f"{IN_CLUSTER}:{CLUSTER_2}"  # the same paths
+
+
+def test_an_api_server_accepts_what_the_component_adds_and_patches(two: Docs) -> None:
+    patched = {("Deployment", "opsconsole-worker"), ("Deployment", "opsconsole-web")}
+    wanted = ADDED | patched | {("Namespace", "opsconsole")}
+    docs = [d for d in two if (d["kind"], d["metadata"]["name"]) in wanted]
+    assert len(docs) == len(wanted)
+    with running_kubesim() as k:
+        api = k.api_client()
+        for doc in sorted(docs, key=lambda d: d["kind"] != "Namespace"):
+            kind = kube.kind_for(api, doc["apiVersion"], doc["kind"], refresh=True)
+            assert kind is not None, doc["kind"]
+            created = kube.create_object(api, kind, doc)
+            assert created["metadata"]["name"] == doc["metadata"]["name"]
+            if doc["kind"] == "Deployment":  # served back as written: the patched lists kept their entries
+                assert _pod_spec(created)["volumes"] == _pod_spec(doc)["volumes"]
+                assert _env(_pod_spec(created)["containers"][0]) == _env(_pod_spec(doc)["containers"][0])
