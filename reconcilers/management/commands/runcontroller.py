@@ -245,10 +245,12 @@ class Command(BaseCommand):
             row = cluster_register(cluster, identity=cluster_identity(api), server=server, context=context)
         except kube.ApiException as exc:  # its credentials refused (401), or no right to read its identity (403)
             self._unreachable(cluster, server, context)
-            why = (f"the credentials of {f'context {context}' if context else 'its configuration'} are not accepted"
-                   if exc.status == 401 else f"it may not read the {IDENTITY_NAMESPACE} namespace (its identity)")
-            raise CommandError(f"cluster {cluster}: the API server at {server} answered {exc.status} {exc.reason}: "
-                               f"{why}") from None
+            whose = f"context {context}" if context else "its configuration"
+            why = {401: f"the credentials of {whose} are not accepted",
+                   403: f"{whose} may not read the {IDENTITY_NAMESPACE} namespace (its identity)"}.get(
+                exc.status, f"the read of the {IDENTITY_NAMESPACE} namespace (its identity) failed")
+            answer = f"answered {exc.status} {exc.reason}" if exc.status else f"failed: {exc.reason}"  # 0: TLS
+            raise CommandError(f"cluster {cluster}: the API server at {server} {answer}: {why}") from None
         except (ClusterRefused, ValueError) as exc:
             raise CommandError(f"cluster {cluster}: {exc}") from exc
         self.stdout.write(f"runcontroller: cluster {row.name} (identity {row.identity}) at {row.server}"
