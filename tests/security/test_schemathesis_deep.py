@@ -5,7 +5,7 @@ is JSON, an admin's conform to the schema, and every request an action view answ
 (one row each, with its status).
 
 Default: ACTIONS_EXAMPLES valid and invalid cases per action operation for the admin, a third of that for the
-others; an operation that addresses the same view by uid or key gets a quarter of that (schema_sample.py).
+others; an operation that addresses the same view by uid or key gets an eighth of that (schema_sample.py).
 The long form runs every operation, reads too, with more cases:
 `OPSCONSOLE_SCHEMATHESIS_EXAMPLES=200 .venv/bin/pytest tests/security/test_schemathesis_deep.py -s`
 (N valid and N invalid cases per operation and identity)."""

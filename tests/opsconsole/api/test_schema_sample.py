@@ -32,9 +32,9 @@ def test_an_operation_without_an_id_form_or_of_another_method_is_its_own():
     assert canonical("get", "/api/v1/resources", SERVED) is None
 
 
-def test_an_alias_gets_a_quarter_and_at_least_two():
+def test_an_alias_gets_an_eighth_and_at_least_one():
     ops = [SimpleNamespace(method=m.lower(), path=p) for m, p in SERVED]
     alias = SimpleNamespace(method="post", path="/api/v1/resources/by-uid/{uid}/reconcile")
     sample = Sample([*ops, alias])
     assert sample.examples(ops[0], 8) == 8
-    assert sample.examples(alias, 12) == 3 and sample.examples(alias, 3) == 2
+    assert sample.examples(alias, 24) == 3 and sample.examples(alias, 8) == 1 and sample.examples(alias, 3) == 1
