@@ -8,7 +8,8 @@ at another cluster than the one registered under NAME is refused (`ClusterRefuse
 one of a removed cluster: it would file that cluster's objects under this name, and its ghost sweep would record
 this cluster's objects deleted. A controller that cannot use its API server at start (no answer, or its credentials
 refused: 401) records the cluster unreachable before it exits (`cluster_unreachable`), so the console shows it red
-rather than as it last was.
+rather than as it last was. `cluster_adopt` (`runcontroller --adopt-identity`) is the one way past the identity
+check: an operator's statement, on the action record, that the cluster under NAME was rebuilt.
 
 `HealthReporter` is the controller's heartbeat: every `interval` seconds (OPSCONSOLE_CLUSTER_HEALTH_SECONDS, 5)
 the replica that leads writes its identity, the time, the last complete list of its informers, the watch lag (how
@@ -98,6 +99,24 @@ def cluster_register(name: str, *, identity: str, server: str = "", context: str
         row.identity, row.server, row.context = identity, server[:1024], context
         row.save(update_fields=["identity", "server", "context"])
     return row
+
+
+def cluster_adopt(name: str, *, identity: str) -> str | None:
+    """Record `identity` as the cluster `name`'s even where another is recorded (`runcontroller --adopt-identity`:
+    the cluster was rebuilt, or a sandbox started afresh, and its history in this database is to go on under its
+    name); the identity recorded before, None when there was none or it was this one. A removed cluster stays
+    refused (`cluster_register`). The caller records the adoption in the action record."""
+    cluster_name_check(name)
+    if not identity:
+        raise ValueError("a cluster's identity (its kube-system namespace's uid) is required")
+    with transaction.atomic():
+        row = Cluster.objects.select_for_update().filter(name=name).first()
+        if row is None or not row.identity or row.identity == identity or row.removed_at is not None:
+            return None
+        before, row.identity = row.identity, identity
+        row.save(update_fields=["identity"])
+    log.warning("cluster %s: identity %s adopted in place of %s", name, identity, before)
+    return before
 
 
 #: a heartbeat younger than this many report intervals is a live controller's: a failed start does not overrule it

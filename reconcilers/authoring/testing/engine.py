@@ -114,7 +114,10 @@ class Engine:
             self.dir / "worker.log")
         self.controller = EngineProcess(
             "controller",
-            [py, "-m", "django", "runcontroller", *SHORT_LEADER_ELECTION], env, self.cwd, self.dir / "controller.log")
+            # the session's kubesim is a cluster started afresh: its identity is adopted as the default cluster's,
+            # where a database kept from an earlier session recorded another's
+            [py, "-m", "django", "runcontroller", "--adopt-identity", *SHORT_LEADER_ELECTION], env, self.cwd,
+            self.dir / "controller.log")
         self.started_in: float | None = None
 
     def start(self, timeout: float = 60.0) -> Engine:

@@ -1,12 +1,13 @@
-"""`manage.py runcontroller [--cluster NAME [--context CTX]] [--bootstrap] [--identity X]`: run the controller
-of one cluster until SIGINT/SIGTERM.
+"""`manage.py runcontroller [--cluster NAME [--context CTX]] [--adopt-identity] [--bootstrap] [--identity X]`: run the
+controller of one cluster until SIGINT/SIGTERM.
 
 With `--cluster NAME` (env OPSCONSOLE_CLUSTER; default `default`, the single cluster of an install that watches
 one) it is that cluster's controller, reaching it through the kubeconfig context `--context CTX` (env
 OPSCONSOLE_CLUSTER_CONTEXT; default: the process's own configuration). Before anything else it registers the
 cluster (`reconcilers.engine.clusters.cluster_register`: the `Cluster` row, its identity — the kube-system
 namespace's uid — recorded the first time and checked every later time, its server and context) and refuses to start
-when the API server is another cluster than the one registered under NAME, or NAME was removed; one whose API server
+when the API server is another cluster than the one registered under NAME (unless `--adopt-identity` says the
+cluster was rebuilt: the new identity is recorded, on the action record), or NAME was removed; one whose API server
 does not answer within --api-timeout, or refuses its credentials (401), exits with an error naming the cluster, the
 server and the status, having recorded the cluster unreachable (`cluster_unreachable`). Every key it
 enqueues, every mirror row it writes and every sweep it runs is of its cluster only; while it leads it reports the
@@ -63,6 +64,7 @@ from reconcilers.engine.clusters import (
     ClusterRefused,
     HealthReporter,
     api_server,
+    cluster_adopt,
     cluster_identity,
     cluster_register,
     cluster_unreachable,
@@ -109,6 +111,9 @@ class Command(BaseCommand):
         parser.add_argument("--context", default=os.environ.get("OPSCONSOLE_CLUSTER_CONTEXT") or "",
                             help="the kubeconfig context that reaches it (env OPSCONSOLE_CLUSTER_CONTEXT; default: "
                                  "the process's own configuration); the workers use the same context")
+        parser.add_argument("--adopt-identity", action="store_true",
+                            help="the cluster was rebuilt (or a sandbox started afresh): record its API server's "
+                                 "identity as this cluster's where another is recorded (on the action record)")
         parser.add_argument("--bootstrap", action="store_true", help="apply CRDs and samples before starting")
         parser.add_argument("--install-crds", action="store_true",
                             help="apply the CRDs generated from the registered kinds before starting")
@@ -165,7 +170,7 @@ class Command(BaseCommand):
         try:
             reconcilers = registry.registered()
             generated = [crd_manifest(r) for r in reconcilers] if options["install_crds"] else None
-            api = self._register(cluster, context, options["api_timeout"])
+            api = self._register(cluster, context, options["api_timeout"], adopt=options["adopt_identity"])
             if options["bootstrap"]:
                 try:
                     report = bootstrap(api, options["crds"], options["samples"], generated=generated,
@@ -227,7 +232,7 @@ class Command(BaseCommand):
             for sig, handler in previous.items():
                 signal.signal(sig, handler)
 
-    def _register(self, cluster: str, context: str, api_timeout: float) -> Any:
+    def _register(self, cluster: str, context: str, api_timeout: float, *, adopt: bool = False) -> Any:
         """The API client of `cluster` (through `context`), once its API answers, with the cluster registered
         (`cluster_register`); CommandError when it cannot be reached or may not run under this name."""
         def build() -> Any:
@@ -242,7 +247,10 @@ class Command(BaseCommand):
             raise CommandError(f"cluster {cluster}: {exc}") from exc
         server = api_server(api)
         try:
-            row = cluster_register(cluster, identity=cluster_identity(api), server=server, context=context)
+            identity = cluster_identity(api)
+            if adopt:
+                self._adopt(cluster, identity, server)
+            row = cluster_register(cluster, identity=identity, server=server, context=context)
         except kube.ApiException as exc:  # its credentials refused (401), or no right to read its identity (403)
             self._unreachable(cluster, server, context)
             whose = f"context {context}" if context else "its configuration"
@@ -256,6 +264,20 @@ class Command(BaseCommand):
         self.stdout.write(f"runcontroller: cluster {row.name} (identity {row.identity}) at {row.server}"
                           + (f" through context {context}" if context else ""))
         return api
+
+    def _adopt(self, cluster: str, identity: str, server: str) -> None:
+        """`--adopt-identity`: the cluster's identity recorded afresh where another was, on the action record
+        (`cluster.adopt`, the operating-system user, both identities)."""
+        before = cluster_adopt(cluster, identity=identity)
+        if before is None:
+            return
+        from opsconsole.accounts.management.commands.token import _actor
+        from opsconsole.accounts.services import action_record
+
+        action_record(action="cluster.adopt", method="CLI", path=f"manage.py runcontroller --cluster {cluster} "
+                      "--adopt-identity", status_code=200, actor=_actor(), auth="command", target=f"cluster:{cluster}",
+                      detail={"identity": identity, "before": before, "server": server}, cluster=cluster)
+        self.stdout.write(f"runcontroller: cluster {cluster}: identity {identity} adopted in place of {before}")
 
 
     def _unreachable(self, cluster: str, server: str, context: str) -> None:

@@ -14,7 +14,13 @@ from reconcilers.core.clusters import DEFAULT_CLUSTER
 from reconcilers.core.reconciler import Reconciler, ResourceKind
 from reconcilers.core.types import Result
 from reconcilers.engine import apiclient, objectcache
-from reconcilers.engine.clusters import ClusterRefused, HealthReporter, cluster_identity, cluster_register
+from reconcilers.engine.clusters import (
+    ClusterRefused,
+    HealthReporter,
+    cluster_adopt,
+    cluster_identity,
+    cluster_register,
+)
 from reconcilers.engine.controller.events import ADDED, InformerEvent, object_key, owner_keys
 from reconcilers.engine.kubeconfig import kubeconfig_with_context
 from reconcilers.engine.recording import resource_mirror_sweep, resource_mirror_write
@@ -64,6 +70,27 @@ def test_the_default_cluster_row_of_the_migration_takes_its_identity_from_the_fi
     assert cluster_register(DEFAULT_CLUSTER, identity="uid-d").identity == "uid-d"
     with pytest.raises(ClusterRefused):
         cluster_register(DEFAULT_CLUSTER, identity="uid-other")
+
+
+def test_an_adopted_identity_replaces_the_recorded_one_on_the_action_record():
+    """`runcontroller --adopt-identity`: a rebuilt cluster (a sandbox started afresh) goes on under its name; the
+    adoption is on the action record with both identities; without the flag the new identity stays refused."""
+    from reconcilers.management.commands.runcontroller import Command
+    from reconcilers.models import ActionRecord
+
+    cluster_register("eu-1", identity="uid-a")
+    assert cluster_adopt("eu-1", identity="uid-a") is None  # the same cluster: nothing to adopt
+    assert cluster_adopt("never", identity="uid-n") is None and not Cluster.objects.filter(name="never").exists()
+    Command()._adopt("eu-1", "uid-b", "https://eu-1:6443")
+    assert cluster_register("eu-1", identity="uid-b").identity == "uid-b"
+    record = ActionRecord.objects.get(action="cluster.adopt")
+    assert (record.target, record.cluster, record.status_code) == ("cluster:eu-1", "eu-1", 200)
+    assert record.detail["before"] == "uid-a" and record.detail["identity"] == "uid-b"
+    with pytest.raises(ClusterRefused):
+        cluster_register("eu-1", identity="uid-a")
+    Cluster.objects.filter(name="eu-1").update(removed_at=timezone.now())
+    assert cluster_adopt("eu-1", identity="uid-c") is None  # a removed cluster stays as it was
+    assert Cluster.objects.get(name="eu-1").identity == "uid-b"
 
 
 def test_a_removed_cluster_and_a_bad_name_are_refused():
