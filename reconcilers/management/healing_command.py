@@ -13,6 +13,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from opsconsole.accounts.services import action_record
 from reconcilers.engine import registry
+from reconcilers.management.naming import named_request
 from reconcilers.models import HealingRecord, Resource
 from reconcilers.services import healing
 
@@ -53,21 +54,10 @@ class HealingCommand(BaseCommand):
 
     def resource(self, kind_name: str, target: str) -> Resource:
         """The mirrored resource named like `manage.py reconcile` names it (the live row, else the newest)."""
-        try:
-            reconciler = registry.for_name(kind_name)
-        except registry.UnknownKind as exc:
-            known = ", ".join(r.resource.kind for r in registry.registered())
-            raise CommandError(f"{exc} (registered: {known or 'none'})") from exc
-        kind = reconciler.resource
-        namespace, _, name = target.rpartition("/")
-        if kind.namespaced and not namespace:
-            raise CommandError(f"{kind.kind} is namespaced: give <namespace>/<name>")
-        if not kind.namespaced and namespace:
-            raise CommandError(f"{kind.kind} is cluster-scoped: give just <name>")
-        key = kind.request(namespace, name).key()
+        key = named_request(kind_name, target).key()
         row = Resource.objects.filter(key=key).order_by("deleted", "-created_at", "-id").first()
         if row is None:
-            raise CommandError(f"no {kind.kind} {target} on record")
+            raise CommandError(f"no {registry.for_name(kind_name).resource.kind} {target} on record")
         return row
 
     def handle(self, *args: Any, **options: Any) -> None:

@@ -25,7 +25,7 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -46,7 +46,6 @@ from reconcilers.models import Cluster, Resource, Transition
 from tests.fixtures.cluster import NAMESPACE, POD_DELAYS, package_kubesim
 from tests.fixtures.engines import (
     INTEGRATION_RECONCILERS,
-    ControllerProcess,
     Engine,
     audit_intact,
     engine_running,
@@ -55,7 +54,8 @@ from tests.fixtures.engines import (
 from tests.reconcilers import testkinds
 from tests.reconcilers.testkinds import GADGET, gadget
 from tests.support import workers
-from tests.support.workers import ROOT, GroupProcess
+from tests.support.clusters import ClusterController, until
+from tests.support.workers import ROOT
 
 pytestmark = [pytest.mark.integration]
 
@@ -63,24 +63,6 @@ kubesim = package_kubesim("module")  # the default cluster: this module's own (n
 
 HEALTH_SECONDS = 0.5  # the controllers' report interval here (production: 5 s)
 GADGET_PATH = f"{GADGET.group}/{GADGET.kind}"
-
-
-class ClusterController(ControllerProcess):
-    """`runcontroller --cluster NAME --context NAME` (through its environment), logging to a file of its own."""
-
-    def __init__(self, queue: str, extra_env: dict[str, str], cluster: str) -> None:
-        GroupProcess.__init__(self, f"controller-{queue}-{cluster}.log")
-        self.queue = queue
-        self.extra_env = {**extra_env, "OPSCONSOLE_CLUSTER": cluster, "OPSCONSOLE_CLUSTER_CONTEXT": cluster}
-
-
-def until(check: Callable[[], Any], what: str, timeout: float = 30.0) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if value := check():
-            return value
-        time.sleep(0.1)
-    raise AssertionError(f"not within {timeout} s: {what}")
 
 
 def row(cluster: str, name: str) -> Resource | None:

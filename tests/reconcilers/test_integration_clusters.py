@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -23,29 +23,11 @@ from reconcilers.engine.clusters import cluster_identity, cluster_register
 from reconcilers.engine.kubeconfig import kubeconfig_with_context
 from reconcilers.models import Cluster, Resource, Transition
 from tests.fixtures.cluster import NAMESPACE, kubesim_with_crds, package_kubesim
-from tests.fixtures.engines import INTEGRATION_RECONCILERS, ControllerProcess, Engine, engine_running, wait_idle
+from tests.fixtures.engines import INTEGRATION_RECONCILERS, Engine, engine_running, wait_idle
 from tests.reconcilers.testkinds import GADGET, gadget
-from tests.support.workers import GroupProcess
+from tests.support.clusters import ClusterController, until
 
 kubesim = package_kubesim("module")  # the default cluster: a kubesim of this module's own (no other test's objects)
-
-
-class ClusterController(ControllerProcess):
-    """`runcontroller --cluster NAME --context NAME` (through its environment), logging to a file of its own."""
-
-    def __init__(self, queue: str, extra_env: dict[str, str], cluster: str) -> None:
-        GroupProcess.__init__(self, f"controller-{queue}-{cluster}.log")
-        self.queue = queue
-        self.extra_env = {**extra_env, "OPSCONSOLE_CLUSTER": cluster, "OPSCONSOLE_CLUSTER_CONTEXT": cluster}
-
-
-def until(check: Callable[[], Any], what: str, timeout: float = 30.0) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if value := check():
-            return value
-        time.sleep(0.1)
-    raise AssertionError(f"not within {timeout} s: {what}")
 
 
 def row(cluster: str, name: str) -> Resource | None:

@@ -23,6 +23,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from reconcilers.core.clusters import DEFAULT_CLUSTER, cluster_name_check
 from reconcilers.core.types import Request
 from reconcilers.engine import apiclient, kube, registry
+from reconcilers.management.naming import named_request
 from reconcilers.models import ReconcileRequest, RequestState
 from reconcilers.services.reconcile_requests import ReconcileRequestError, reconcile_request_create
 
@@ -92,18 +93,7 @@ class Command(BaseCommand):
             if cluster is not None and cluster != req.cluster:
                 raise CommandError(f"--cluster {cluster} but the key names cluster {req.cluster}")
             return req
-        try:
-            reconciler = registry.for_name(kind_or_key)
-        except registry.UnknownKind as exc:
-            known = ", ".join(r.resource.kind for r in registry.registered())
-            raise CommandError(f"{exc} (registered: {known or 'none'})") from exc
-        kind = reconciler.resource
-        namespace, _, name = target.rpartition("/")
-        if kind.namespaced and not namespace:
-            raise CommandError(f"{kind.kind} is namespaced: give <namespace>/<name>")
-        if not kind.namespaced and namespace:
-            raise CommandError(f"{kind.kind} is cluster-scoped: give just <name>")
-        return dataclasses.replace(kind.request(namespace, name), cluster=cluster or DEFAULT_CLUSTER)
+        return dataclasses.replace(named_request(kind_or_key, target), cluster=cluster or DEFAULT_CLUSTER)
 
     def _follow(self, request: ReconcileRequest, timeout: float, interval: float) -> ReconcileRequest | None:
         deadline = time.monotonic() + timeout
