@@ -43,7 +43,7 @@ from reconcilers.engine import apiclient, dispatch, kube, registry
 from reconcilers.engine.clusters import HealthReporter, cluster_identity, cluster_register, cluster_unreachable
 from reconcilers.engine.kubeconfig import kubeconfig_with_context
 from reconcilers.models import Cluster, Resource, Transition
-from tests.fixtures.cluster import NAMESPACE, POD_DELAYS, package_kubesim
+from tests.fixtures.cluster import POD_DELAYS, package_kubesim
 from tests.fixtures.engines import (
     INTEGRATION_RECONCILERS,
     Engine,
@@ -54,7 +54,7 @@ from tests.fixtures.engines import (
 from tests.reconcilers import testkinds
 from tests.reconcilers.testkinds import GADGET, gadget
 from tests.support import workers
-from tests.support.clusters import ClusterController, until
+from tests.support.clusters import ClusterController, default_and_b, until
 from tests.support.workers import ROOT
 
 pytestmark = [pytest.mark.integration]
@@ -102,17 +102,10 @@ def two_clusters(kubesim: Any, persistent_b: KubesimHandle, redis_client: Any, d
     settings.OPSCONSOLE_RECONCILERS = INTEGRATION_RECONCILERS
     settings.OPSCONSOLE_CLUSTER_HEALTH_SECONDS = HEALTH_SECONDS  # the API's staleness rule reads the same interval
     registry.reset()
-    kubeconfig_with_context(persistent_b.kubeconfig, "b", tmp_path / "b.yaml")
-    merged = f"{kubesim.kubeconfig}:{tmp_path / 'b.yaml'}"
-    settings.KUBECONFIG = merged
-    apiclient.reset()
-    api_a, api_b = kube.build_api_client(kubesim.kubeconfig), kube.build_api_client(persistent_b.kubeconfig)
-    namespace = f"t-{uuid.uuid4().hex[:8]}"
-    for api in (api_a, api_b):
-        kube.create_object(api, NAMESPACE, {"metadata": {"name": namespace}})
-    env = {"KUBECONFIG": merged, "OPSCONSOLE_CLUSTER_HEALTH_SECONDS": str(HEALTH_SECONDS)}
     try:
-        with engine_running(kubesim, django_db_blocker, prefix="test-cluster-faults", extra_env=env) as engine:
+        with default_and_b(settings, kubesim.kubeconfig, persistent_b.kubeconfig, tmp_path, HEALTH_SECONDS) as (
+                env, api_a, api_b, namespace), \
+                engine_running(kubesim, django_db_blocker, prefix="test-cluster-faults", extra_env=env) as engine:
             settings.OPSCONSOLE_WORKQUEUE_NAME = engine.queue_name
             b = ClusterController(engine.queue_name, engine.env, "b")
             try:
@@ -124,9 +117,6 @@ def two_clusters(kubesim: Any, persistent_b: KubesimHandle, redis_client: Any, d
                 b.stop()
             engine.stop()
     finally:
-        for api in (api_a, api_b):
-            api.close()
-        apiclient.reset()
         registry.reset()
     audit_intact()
 

@@ -8,7 +8,6 @@ deletion, no transition more); a controller started as `default` against b's API
 from __future__ import annotations
 
 import time
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -20,12 +19,11 @@ from django.utils import timezone
 from reconcilers.core.clusters import DEFAULT_CLUSTER
 from reconcilers.engine import apiclient, dispatch, kube, registry
 from reconcilers.engine.clusters import cluster_identity, cluster_register
-from reconcilers.engine.kubeconfig import kubeconfig_with_context
 from reconcilers.models import Cluster, Resource, Transition
 from tests.fixtures.cluster import NAMESPACE, kubesim_with_crds, package_kubesim
 from tests.fixtures.engines import INTEGRATION_RECONCILERS, Engine, engine_running, wait_idle
 from tests.reconcilers.testkinds import GADGET, gadget
-from tests.support.clusters import ClusterController, until
+from tests.support.clusters import ClusterController, default_and_b, until
 
 kubesim = package_kubesim("module")  # the default cluster: a kubesim of this module's own (no other test's objects)
 
@@ -45,27 +43,17 @@ def two_clusters(kubesim: Any, redis_client: Any, django_db_setup: None, django_
     kubeconfig), b's controller not started; the test's clients of both; a namespace in both."""
     settings.OPSCONSOLE_RECONCILERS = INTEGRATION_RECONCILERS
     registry.reset()
-    with kubesim_with_crds() as sim_b:
-        kubeconfig_with_context(sim_b.kubeconfig, "b", tmp_path / "b.yaml")
-        merged = f"{kubesim.kubeconfig}:{tmp_path / 'b.yaml'}"
-        settings.KUBECONFIG = merged
-        apiclient.reset()
-        api_a, api_b = kube.build_api_client(kubesim.kubeconfig), kube.build_api_client(sim_b.kubeconfig)
-        namespace = f"t-{uuid.uuid4().hex[:8]}"
-        for api in (api_a, api_b):
-            kube.create_object(api, NAMESPACE, {"metadata": {"name": namespace}})
-        env = {"KUBECONFIG": merged, "OPSCONSOLE_CLUSTER_HEALTH_SECONDS": "0.5"}
-        try:
-            with engine_running(kubesim, django_db_blocker, prefix="test-clusters", extra_env=env) as engine:
-                settings.OPSCONSOLE_WORKQUEUE_NAME = engine.queue_name
-                yield engine, api_a, api_b, namespace
-                wait_idle(dispatch.get_queue(), timeout=30)
-                engine.stop()
-        finally:
-            for api in (api_a, api_b):
-                api.close()
-            apiclient.reset()
-            registry.reset()
+    try:
+        with kubesim_with_crds() as sim_b, \
+                default_and_b(settings, kubesim.kubeconfig, sim_b.kubeconfig, tmp_path, 0.5) as (
+                    env, api_a, api_b, namespace), \
+                engine_running(kubesim, django_db_blocker, prefix="test-clusters", extra_env=env) as engine:
+            settings.OPSCONSOLE_WORKQUEUE_NAME = engine.queue_name
+            yield engine, api_a, api_b, namespace
+            wait_idle(dispatch.get_queue(), timeout=30)
+            engine.stop()
+    finally:
+        registry.reset()
 
 
 def test_two_clusters_one_database_and_a_controller_away_deletes_nothing_of_the_other(two_clusters, django_db_blocker):
