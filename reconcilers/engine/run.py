@@ -1,8 +1,9 @@
 """One run of one claimed key: `Run(claim, …).execute()` → its result label; the caller holds the lease
 (`reconcilers.engine.claimed`). It orchestrates; each decision is made by the module that owns it:
 
-1. Read: the object and its state on record (`objectcache.read`: the claim's cached object, or a GET); gone →
-   the mirror marked deleted; suspended → not reconciled, looked at again at expiry (`healing.suspend`).
+1. Read (`run_read.ObjectRead`): the object and its state on record (`objectcache.read`: the claim's cached
+   object, or a GET); gone → the mirror marked deleted; suspended → not reconciled, looked at again at expiry
+   (`healing.suspend`).
 2. Step (`step.reconcile_step`): the reconcile and the status write → an `Outcome` with one queue action; a
    manual request (`annotation_requests.request_annotations`) gets its row first.
 3. Record (`recording.reconcile_record`, one transaction): the run, transitions, the mirror, requests, a
@@ -12,13 +13,14 @@
 5. Queue (`run_queue.QueueActions`): the outcome's `QueueAction`; a forget or RequeueAfter goes with the lease's
    release. A run that breaks outside the reconcile (the database away: nothing recorded) is an error retried with
    backoff too.
-6. Telemetry: the span `reconcile <Kind>` (tail sampling: `sampling.keep_notable`), the object read and the child
-   applies (`metrics.child_applies_observed`), controller-runtime's metrics at the end. The span starts when the
-   run does (its claim) and each part is its child: `read`, `step`, `record` (holding `record reconcile`, the
-   transaction), `complete`, `keep` (a kept run's inputs), `queue`; the wait before the claim is its `queued`
-   and `claimed` events and `opsconsole.queue.wait_seconds`. The run's recorded duration is the span's start to
-   the start of `record reconcile` (read, step, the row prepared: what a reconcile took until it was recorded),
-   named on the span as `opsconsole.run.duration_seconds`; the span goes on through record, complete, keep, queue.
+6. Telemetry (`run_telemetry.RunTelemetry`): the span `reconcile <Kind>` (tail sampling:
+   `sampling.keep_notable`), the object read and the child applies (`metrics.child_applies_observed`),
+   controller-runtime's metrics at the end. The span starts when the run does (its claim) and each part is its
+   child: `read`, `step`, `record` (holding `record reconcile`, the transaction), `complete`, `keep` (a kept run's
+   inputs), `queue`; the wait before the claim is its `queued` and `claimed` events and
+   `opsconsole.queue.wait_seconds`. The run's recorded duration is the span's start to the start of `record
+   reconcile` (read, step, the row prepared: what a reconcile took until it was recorded), named on the span as
+   `opsconsole.run.duration_seconds`; the span goes on through record, complete, keep, queue.
 
 Why it ran: the triggers the claim took (`reconcilers.engine.triggers`) are completed from the record
 (`trigger_actors.resolve`), set on the span and recorded with the run; a trigger the controller marked as a loop
@@ -27,7 +29,6 @@ gets its anomaly; a run that puts its key back notes why (a `requeue` trigger fo
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import os
 import socket
@@ -41,7 +42,6 @@ from opentelemetry.trace import Status, StatusCode
 from reconcilers.core.types import Request
 from reconcilers.engine import (
     apiclient,
-    kube,
     metrics,
     objectcache,
     provenance,
@@ -60,6 +60,8 @@ from reconcilers.engine.healing import state as healing_state
 from reconcilers.engine.healing import suspend
 from reconcilers.engine.lease_renewal import LeaseRenewer
 from reconcilers.engine.run_queue import QueueActions
+from reconcilers.engine.run_read import NotRead, ObjectRead
+from reconcilers.engine.run_telemetry import RunTelemetry
 from reconcilers.engine.step import QueueAction
 from reconcilers.engine.workqueue import Claim, WorkQueue
 
@@ -73,15 +75,7 @@ def worker() -> str:
     return f"{socket.gethostname()}:{os.getpid()}"
 
 
-class _NotRead(Exception):
-    """The run ends before its reconcile: its object could not be read (`result` 'error') or is gone ('success')."""
-
-    def __init__(self, result: str) -> None:
-        super().__init__(result)
-        self.result = result
-
-
-class Run(QueueActions):
+class Run(ObjectRead, RunTelemetry, QueueActions):
     """One run of one key (see the module docstring for the steps)."""
 
     def __init__(self, key: str, claim: Claim, queue: WorkQueue, renewer: LeaseRenewer) -> None:
@@ -140,7 +134,7 @@ class Run(QueueActions):
                 return self._unreachable_cluster(exc)
             try:
                 obj, state = self._read(api)
-            except _NotRead as stop:
+            except NotRead as stop:
                 return stop.result
             span.set_attributes({**self._attributes(obj), "opsconsole.read": self.read_from})
             if state is None and suspend.annotated(obj) is not None:  # a suspension needs a record to be on
@@ -211,65 +205,6 @@ class Run(QueueActions):
             self.queue.add(self.key)  # the next run writes the rollback's conditions
         return outcome.result
 
-    @staticmethod
-    def _part(span: Any, name: str) -> Any:
-        """A child span of the run's for one of its parts; nothing when the run is not traced in full."""
-        if not span.is_recording():
-            return contextlib.nullcontext()
-        return sampling.tracer("opsconsole.reconcilers").start_as_current_span(name)
-
-    def _queue_wait(self, span: Any) -> None:
-        """The time before the run on its span: when its key became dirty and when this run claimed it (Redis's
-        clock, seconds), and the wait between."""
-        if not span.is_recording() or self.claim.claimed_at <= 0:
-            return
-        if self.claim.queued_at > 0:
-            span.add_event("queued", timestamp=int(self.claim.queued_at * 1e9))
-            span.set_attribute("opsconsole.queue.wait_seconds",
-                               round(max(0.0, self.claim.claimed_at - self.claim.queued_at), 6))
-        span.add_event("claimed", timestamp=int(self.claim.claimed_at * 1e9))
-
-    def _attributes(self, obj: dict[str, Any]) -> dict[str, Any]:
-        """The span attributes naming the object."""
-        meta = obj["metadata"]
-        return {"opsconsole.kind": self.reconciler.resource.kind, "opsconsole.namespace": self.request.namespace,
-                "opsconsole.name": self.request.name, "opsconsole.uid": meta.get("uid") or "",
-                "opsconsole.generation": int(meta.get("generation") or 0)}
-
-    def _read(self, api: Any) -> tuple[dict[str, Any], healing_state.RecordedState | None]:
-        """The object and its state on record (`objectcache.read`: the cache's object, or a GET, `_get`)."""
-        obj, state, self.read_from = objectcache.read(
-            self.claim.cached, lambda: self._get(api), lambda uid: healing_state.resource_state(uid, head=True))
-        metrics.OBJECT_READS.labels(self.reconciler.name, self.read_from).inc()
-        return obj, state
-
-    def _get(self, api: Any) -> dict[str, Any]:
-        """GET the live object: a failure is recorded and retried, a 404 marks the mirror deleted (`_NotRead`)."""
-        rec = self.reconciler
-        try:
-            obj = kube.get_object(api, rec.resource, self.request.namespace or None, self.request.name)
-        except Exception as exc:
-            self.error_class = "ApiError" if isinstance(exc, kube.ApiException) else type(exc).__name__
-            delay = self._retry(QueueAction.BACKOFF)
-            log.warning("GET %s failed (%s); retrying in %.3fs", self.key, exc, delay)
-            self._record_unobserved(f"GET failed: {exc}"[:2000])
-            raise _NotRead("error") from exc
-        if obj is None:
-            recording.resource_mirror_gone(self.key)
-            self.queue.forget(self.key)
-            raise _NotRead("success")
-        return obj
-
-    def _unreachable_cluster(self, exc: Exception) -> str:
-        """The key's cluster is not registered, was removed or cannot be reached through its context: the run is
-        recorded failed with why, and the key forgotten (no retry: a new event of that cluster enqueues it again
-        once its controller runs)."""
-        self.error_class = "UnknownCluster"
-        log.error("%s: %s", self.key, exc)
-        self._record_unobserved(f"cluster {self.request.cluster!r}: {exc}"[:2000])
-        self.queue.forget(self.key)
-        return "error"
-
     def _failed(self, exc: Exception) -> str:
         """The run broke outside the reconcile itself (the database or Redis away): nothing of it was recorded
         (the recording is one transaction), so the key is retried with backoff, as an error would be."""
@@ -283,14 +218,6 @@ class Run(QueueActions):
         log.warning("%s: the run failed (%s: %s); retrying in %.3fs", self.key, self.error_class, exc, delay)
         return "error"
 
-    def _keep_notable(self, result: str, error_class: str, token: str | None, attributes: dict[str, Any]) -> None:
-        """Tail sampling (`sampling.keep_notable`); the record links to the span kept."""
-        self.trace_id = sampling.keep_notable(
-            f"reconcile {self.reconciler.resource.kind}", self.t0_ns, time.monotonic() - self.t0,
-            float(getattr(settings, "OPSCONSOLE_TRACE_SLOW_SECONDS", 1.0)), result, error_class, token,
-            {**attributes, "opsconsole.key": self.key, "opsconsole.result": result,
-             "opsconsole.attempt": self.claim.failures + 1}) or self.trace_id
-
     def _run_record(self, result: str, error_class: str, error_message: str, token: str | None = None
                     ) -> recording.RunRecord:
         version = versions.operator_version(self.reconciler)  # the first of a process looks it up (~0.1 s)
@@ -301,11 +228,3 @@ class Run(QueueActions):
                                    request_token=token, operator_version=version,
                                    triggers=self.triggers, triggers_dropped=self.triggers_dropped)
 
-    def _record_unobserved(self, message: str) -> None:
-        """The run that could not read its object is on record too (best effort: the database may be away)."""
-        if not self.trace_id:
-            self._keep_notable("error", self.error_class, None, {"opsconsole.error": message[:500]})
-        try:
-            recording.run_record_unobserved(self._run_record("error", self.error_class, message))
-        except Exception:
-            log.warning("could not record the failed run of %s", self.key, exc_info=True)
