@@ -60,7 +60,7 @@ def test_the_resolver_reads_a_burst_s_pods_and_their_owners_with_one_list_each(k
     """Against the API server: LIST_AT Pods, each owned by an object of its own, owned by an object the informer
     told the resolver about, resolve with one LIST of Pods and one of their owners' kind, no GET. (ConfigMaps stand
     in for the ReplicaSets and the Deployment: no controller of kubesim's acts on them.)"""
-    from reconcilers.engine.healing import owners
+    from reconcilers.engine.healing import owner_reads
     from reconcilers.engine.healing.archive import LIST_AT, ObjectRef, OwnerResolver
     from reconcilers.models import Resource
 
@@ -85,10 +85,10 @@ def test_the_resolver_reads_a_burst_s_pods_and_their_owners_with_one_list_each(k
     resolver.remember(top.uid, root.uid)  # as an owned kind's informer does
     assert resolver.resolve(pods) == {p.uid: root.pk for p in pods}
     assert resolver.api_calls == 2  # a LIST of Pods, a LIST of ConfigMaps
-    monkeypatch.setattr(owners, "LIST_PAGE", 3)  # a LIST in pages (continue tokens): the same objects
-    listed = OwnerResolver(kapi)._list_live(ObjectRef("v1", "Pod", namespace, "", ""), 500)
+    monkeypatch.setattr(owner_reads, "LIST_PAGE", 3)  # a LIST in pages (continue tokens): the same objects
+    listed = owner_reads.OwnerReads(kapi)._list_live(ObjectRef("v1", "Pod", namespace, "", ""), 500)
     assert sorted(o["metadata"]["uid"] for o in listed) == sorted(p.uid for p in pods)
-    assert len(OwnerResolver(kapi)._list_live(ObjectRef("v1", "Pod", namespace, "", ""), 4)) == 4
+    assert len(owner_reads.OwnerReads(kapi)._list_live(ObjectRef("v1", "Pod", namespace, "", ""), 4)) == 4
 
 
 def test_a_forged_event_about_a_memcacheds_deployment_is_one_occurrence_seen_now_and_raises_nothing(

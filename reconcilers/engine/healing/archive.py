@@ -40,7 +40,8 @@ from reconcilers.core.clusters import DEFAULT_CLUSTER
 from reconcilers.engine.healing.attribution import Attribution, attribute
 from reconcilers.engine.healing.event_bounds import observed_occurrences, observed_times
 from reconcilers.engine.healing.lineage import ObjectRef
-from reconcilers.engine.healing.owners import LIST_AT, LIST_PAGE_MIN, MAX_DEPTH, OwnerResolver
+from reconcilers.engine.healing.owner_reads import LIST_AT, LIST_PAGE_MIN
+from reconcilers.engine.healing.owners import MAX_DEPTH, OwnerResolver
 from reconcilers.engine.sqljson import insert_rows, pairs_by_key
 from reconcilers.models import KubeEvent
 

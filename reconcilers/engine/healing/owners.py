@@ -3,46 +3,36 @@ and where it sits under it (`lineage.Lineage`: hops from the root, the workload 
 
 An involved object that is itself mirrored resolves at once (one query per batch); any other is walked up its
 controller ownerReferences, GETting each object not known yet, at most MAX_DEPTH hops, and every object on the way is
-remembered (negative answers too) in a bounded LRU cache with a TTL, so that steady state costs no API call per
-Event. After a burst, the many new Pods and ReplicaSets of one kind in one namespace are read with one LIST instead
-of a GET each. The current revision of the workloads the lineages name (`attribution.CurrentRevisions`) is read
-through the same GET.
+remembered (negative answers too) in a bounded LRU cache with a TTL (`lineage_cache.LineageCache`), so that steady
+state costs no API call per Event. After a burst, the many new Pods and ReplicaSets of one kind in one namespace are
+read with one LIST instead of a GET each (`owner_reads.OwnerReads`). The current revision of the workloads the
+lineages name (`attribution.CurrentRevisions`) is read through the same GET.
 """
 
 from __future__ import annotations
 
-import logging
-import threading
 import time
-from collections import OrderedDict
 from collections.abc import Callable, Iterable
 from typing import Any
 
 from reconcilers.core.meta import controller_ref
-from reconcilers.engine import kube
 from reconcilers.engine.healing.attribution import CurrentRevisions
-from reconcilers.engine.healing.lineage import Anchor, Lineage, ObjectRef, anchor_of
+from reconcilers.engine.healing.lineage import Lineage, ObjectRef, anchor_of
+from reconcilers.engine.healing.lineage_cache import (
+    CACHE_ENTRIES,
+    CACHE_TTL_SECONDS,
+    NEGATIVE_TTL_SECONDS,
+    LineageCache,
+)
+from reconcilers.engine.healing.owner_reads import LIST_AT, Fetched, OwnerReads
 from reconcilers.engine.sqljson import pairs_by_key
 from reconcilers.models import Resource
 
-log = logging.getLogger(__name__)
-
 #: how many ownerReference hops the resolver follows (Pod → ReplicaSet → Deployment → CR is 3)
 MAX_DEPTH = 5
-#: resolver cache bounds: entries, and how long an answer is trusted (a negative one shorter)
-CACHE_ENTRIES = 20000
-CACHE_TTL_SECONDS = 600.0
-NEGATIVE_TTL_SECONDS = 60.0
-#: from this many unknown objects of one kind in one namespace on one hop of a batch, the resolver reads them with
-#: one LIST (at most LIST_PAGE_FACTOR times as many objects, LIST_PAGE_MIN at least, in pages of LIST_PAGE; what it
-#: lacks is GET) instead of a GET each: after a burst, the Events of hundreds of new Pods and ReplicaSets
-LIST_AT = 8
-LIST_PAGE_FACTOR = 4
-LIST_PAGE_MIN = 500
-LIST_PAGE = 100
 
 
-class OwnerResolver:
+class OwnerResolver(LineageCache):
     """Which registered (mirrored) object an Event's involved object belongs to, by uid.
 
     `resolve(refs)` answers involved uid → the `Resource` id it is filed under (a deleted resource's row counts:
@@ -51,7 +41,7 @@ class OwnerResolver:
     yet, at most MAX_DEPTH hops. Every object on the way is cached uid → its `Lineage` (the root uid, or None: no
     registered root; its hops from the root; the workload revision it belongs to; the namespace it was read in),
     in an LRU of `max_entries` with a TTL (`negative_ttl` for None); thread-safe. Hop by hop, the unknown objects
-    of one kind in one namespace are read with one LIST when there are LIST_AT of them or more (`_prefetch`).
+    of one kind in one namespace are read with one LIST when there are LIST_AT of them or more (`_prefetch_hops`).
     """
 
     def __init__(
@@ -65,133 +55,26 @@ class OwnerResolver:
         get: Callable[[ObjectRef], dict[str, Any] | None] | None = None,
         list_page: Callable[[ObjectRef, int], list[dict[str, Any]]] | None = None,
     ) -> None:
+        super().__init__(max_entries=max_entries, ttl=ttl, negative_ttl=negative_ttl, clock=clock)
         self.api = api
-        self.max_entries = max_entries
-        self.ttl = ttl
-        self.negative_ttl = negative_ttl
-        self.clock = clock
-        self._get = get or self._get_live
-        self._list = list_page or self._list_live
-        self._cache: OrderedDict[str, tuple[Lineage, float]] = OrderedDict()
-        self._lock = threading.Lock()
-        self.api_calls = 0  # objects read from the API (tests, logs)
+        self.reads = OwnerReads(api, get=get, list_page=list_page)
         #: the current revision of the workloads lineages name (`attribution`), read through the same GET
         self.revisions = CurrentRevisions(self._read_workload, clock=clock)
         self._clusters: dict[int, str] = {}  # Resource id -> its cluster (a row's cluster never changes)
 
-    # -- the cache -----------------------------------------------------------------------------------------
+    @property
+    def api_calls(self) -> int:
+        """Objects read from the API (tests, logs)."""
+        return self.reads.api_calls
 
-    def cached(self, uid: str) -> tuple[bool, str | None]:
-        """(known, root uid or None) for one uid; an expired entry is unknown."""
-        lineage = self.lineage(uid)
-        return (False, None) if lineage is None else (True, lineage.root)
-
-    def lineage(self, uid: str) -> Lineage | None:
-        """The cached lineage of one uid (None: not known, or expired)."""
-        with self._lock:
-            entry = self._cache.get(uid)
-            if entry is None:
-                return None
-            if entry[1] <= self.clock():
-                del self._cache[uid]
-                return None
-            self._cache.move_to_end(uid)
-            return entry[0]
-
-    def remember(self, uid: str, root: str | None, *, hops: int | None = None, anchor: Anchor | None = None,
-                 namespace: str | None = None) -> None:
-        """Cache uid → root (None: leads to no registered object), `hops` from it (default: 0 for the root
-        itself, else 1, a child the controller's informer names), the revision `anchor` it belongs to and the
-        `namespace` it was read in, evicting the least recently used."""
-        ttl = self.ttl if root is not None else self.negative_ttl
-        lineage = Lineage(root, (0 if uid == root else 1) if hops is None else hops, anchor, namespace)
-        with self._lock:
-            self._cache[uid] = (lineage, self.clock() + ttl)
-            self._cache.move_to_end(uid)
-            while len(self._cache) > self.max_entries:
-                self._cache.popitem(last=False)
-
-    def __len__(self) -> int:
-        with self._lock:
-            return len(self._cache)
-
-    # -- resolving -----------------------------------------------------------------------------------------
-
-    def _get_live(self, ref: ObjectRef) -> dict[str, Any] | None:
-        kind = kube.kind_for(self.api, ref.api_version, ref.kind)
-        if kind is None:
-            return None
-        return kube.get_object(self.api, kind, ref.namespace if kind.namespaced else None, ref.name,
-                               timeout=(2.0, 5.0))
-
-    def _list_live(self, ref: ObjectRef, limit: int) -> list[dict[str, Any]]:
-        """Up to `limit` objects of `ref`'s kind in its namespace (`ref`'s name and uid unused), in pages of
-        LIST_PAGE (the API server serves each page without holding up the others' requests for long)."""
-        kind = kube.kind_for(self.api, ref.api_version, ref.kind)
-        if kind is None:
-            return []
-        items: list[dict[str, Any]] = []
-        token: str | None = None
-        while len(items) < limit:
-            page = kube.list_objects(self.api, kind, ref.namespace if kind.namespaced else None,
-                                     limit=min(LIST_PAGE, limit - len(items)), continue_token=token,
-                                     timeout=(2.0, 10.0))
-            items.extend(page.items)
-            token = page.continue_token
-            if not token:
-                break
-        return items
-
-    def _prefetch(self, level: list[ObjectRef], fetched: dict[str, dict[str, Any] | None]) -> None:
-        """Read with one LIST per kind and namespace the objects of `level` not `fetched` yet, where LIST_AT or more
-        of them share both; every object the page holds goes into `fetched` by uid. A LIST not granted or not
-        served leaves them to their GETs."""
-        groups: dict[tuple[str, str, str], list[ObjectRef]] = {}
-        for ref in level:
-            if ref.uid not in fetched:
-                groups.setdefault((ref.api_version, ref.kind, ref.namespace), []).append(ref)
-        for (api_version, kind, namespace), members in groups.items():
-            if len(members) < LIST_AT:
-                continue
-            self.api_calls += 1
-            try:
-                items = self._list(ObjectRef(api_version, kind, namespace, "", ""),
-                                   max(LIST_PAGE_MIN, LIST_PAGE_FACTOR * len(members)))
-            except kube.ApiException as exc:
-                if exc.status not in (403, 404, 405):
-                    raise
-                log.debug("event archive: %s in %s not listed: HTTP %s", kind, namespace, exc.status)
-                continue
-            for obj in items:
-                uid = str((obj.get("metadata") or {}).get("uid") or "")
-                if uid:
-                    fetched[uid] = obj
-
-    def _read(self, ref: ObjectRef, fetched: dict[str, dict[str, Any] | None] | None = None) -> dict[str, Any] | None:
-        if fetched is not None and ref.uid in fetched:
-            return fetched[ref.uid]
-        self.api_calls += 1
-        try:
-            obj = self._get(ref)
-        except kube.ApiException as exc:
-            if exc.status not in (403, 404, 405):  # the API in trouble: the batch is tried again later
-                raise
-            # not granted, or nothing serves it: this object leads nowhere
-            log.debug("event archive: %s %s/%s not read: HTTP %s", ref.kind, ref.namespace, ref.name, exc.status)
-            return None
-        if obj is None or str((obj.get("metadata") or {}).get("uid") or "") != ref.uid:
-            return None  # gone, or another object under the same name now
-        return obj
-
-    def _walk(self, ref: ObjectRef, mirrored: Callable[[str], bool],
-              fetched: dict[str, dict[str, Any] | None] | None = None) -> str | None:
+    def _walk(self, ref: ObjectRef, mirrored: Callable[[str], bool], fetched: Fetched | None = None) -> str | None:
         """Root uid of one object not mirrored itself (API reads unless `fetched` has it; caches the lineage of every
         object passed)."""
         path: list[tuple[ObjectRef, dict[str, Any] | None]] = []
         current = ref
         top: Lineage | None = None  # the lineage of the owner the walk stopped at
         for _ in range(MAX_DEPTH):
-            obj = self._read(current, fetched)
+            obj = self.reads.read(current, fetched)
             path.append((current, obj))
             owner = controller_ref(obj) if obj is not None else None
             if owner is None or not owner.get("uid"):
@@ -218,17 +101,17 @@ class OwnerResolver:
 
     def _read_workload(self, ref: ObjectRef) -> dict[str, Any] | None:
         """A workload as it is now, for its current revision (None: gone, replaced, or not granted)."""
-        return self._read(ref)
+        return self.reads.read(ref)
 
     def _prefetch_hops(self, level: list[ObjectRef], ids: dict[str, int],
-                       looked_up: set[str]) -> dict[str, dict[str, Any] | None]:
-        """The objects the walks of `level` will read, hop by hop, where `_prefetch` lists them; the owners met on
-        the way are looked up in the mirror in one query per hop (into `ids`, their uids into `looked_up`)."""
-        fetched: dict[str, dict[str, Any] | None] = {}
+                       looked_up: set[str]) -> Fetched:
+        """The objects the walks of `level` will read, hop by hop, where `OwnerReads.prefetch` lists them; the owners
+        met on the way are looked up in the mirror in one query per hop (into `ids`, their uids into `looked_up`)."""
+        fetched: Fetched = {}
         for _ in range(MAX_DEPTH):
             if len(level) < LIST_AT:
                 break
-            self._prefetch(level, fetched)
+            self.reads.prefetch(level, fetched)
             owners: dict[str, ObjectRef] = {}
             for ref in level:
                 obj = fetched.get(ref.uid)
