@@ -6,9 +6,11 @@ from __future__ import annotations
 import copy
 import tracemalloc
 
+import pytest
+
 from reconcilers.core.meta import AUTO_ROLLBACK, RECONCILE_REQUESTED_AT
 from reconcilers.engine.controller.events import MODIFIED, InformerEvent, child_changed
-from reconcilers.engine.controller.slim import LAST_APPLIED, event_stub, pack, slim, unpack
+from reconcilers.engine.controller.slim import LAST_APPLIED, Packer, event_stub, pack, slim, unpack
 from tests.reconcilers.engine.controller.kinds import DEPLOYMENT
 
 MANAGED = [{"manager": "kubectl-client-side-apply", "operation": "Update", "apiVersion": "apps/v1",
@@ -106,3 +108,22 @@ def test_a_packed_object_holds_no_more_memory_than_its_own_bytes():
     finally:
         tracemalloc.stop()
     assert held < 2 * len(packed[0]) + 64  # not the encoder's 4 KiB buffer
+
+
+def test_a_packer_packs_objects_of_one_kind_against_the_first_one_far_tighter_than_json():
+    packer = Packer()
+    first = slim(deployment())
+    others = [slim(deployment(name=f"web-{i}", uid=f"u-{i}", resourceVersion=str(100 + i))) for i in range(50)]
+    packed = [packer.pack(first)] + [packer.pack(obj) for obj in others]
+    assert [packer.unpack(data) for data in packed] == [first, *others]
+    assert packer.unpack(packed[1]) is not packer.unpack(packed[1])
+    # the dictionary is the first object: the others cost little beyond what differs
+    assert max(len(data) for data in packed[1:]) * 4 < len(pack(others[0]))
+    # a differently shaped object still packs and unpacks whole (only tighter where it shares bytes)
+    odd = {"metadata": {"name": "x"}, "data": {"k": "v" * 300}}
+    assert packer.unpack(packer.pack(odd)) == odd
+
+
+def test_a_packer_unpacks_only_what_it_packed():
+    with pytest.raises(ValueError):
+        Packer().unpack(b"x")
