@@ -102,7 +102,7 @@ def decisions_per_second(count: int) -> float:
 def page_query_ms(count: int) -> float:
     """A resource page's admission decisions (`admission_decisions`, 20 newest) for `count` objects that have
     some; milliseconds per page."""
-    from opsconsole.accounts.services import admission_decisions
+    from opsconsole.accounts.action_records import admission_decisions
 
     started = time.perf_counter()
     for i in range(count):

@@ -206,7 +206,7 @@ def main() -> None:
     from django.db import connection
     from django.test import Client
 
-    from opsconsole.accounts.services import token_create
+    from opsconsole.accounts.tokens import token_create
     from reconcilers.models import Resource, Transition
 
     if args.reload or Resource.objects.count() != RESOURCES or Transition.objects.count() != RESOURCES * PER_RESOURCE:

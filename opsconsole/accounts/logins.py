@@ -16,9 +16,9 @@ from django.db.models import Max
 from django.dispatch import receiver
 from django.utils import timezone
 
+from opsconsole.accounts.action_records import action_record
 from opsconsole.accounts.client_address import client_address
 from opsconsole.accounts.login_throttle import login_address_failed
-from opsconsole.accounts.services import action_record
 
 
 def _address(request: Any) -> str:

@@ -5,7 +5,8 @@ namespaces, in one cluster or every one).
 the other chained tables in `reconcilers.models.actions` (table `accounts_actionrecord`, unchanged); they are
 re-exported here for the code that imports them from the accounts app.
 
-No logic lives here: `opsconsole.accounts.services` creates, checks and revokes tokens and writes records.
+No logic lives here: `opsconsole.accounts.tokens` creates, checks and revokes tokens and
+`opsconsole.accounts.action_records` writes and reads the action record.
 """
 
 from __future__ import annotations

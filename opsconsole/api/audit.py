@@ -12,9 +12,9 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from opsconsole.accounts.action_records import action_record
 from opsconsole.accounts.client_address import client_address
 from opsconsole.accounts.models import ApiToken
-from opsconsole.accounts.services import action_record
 
 log = logging.getLogger(__name__)
 

@@ -1,5 +1,5 @@
 """Token authentication for scripts: `Authorization: Bearer oc_…` (or `Token oc_…`), checked against the
-stored sha256 (see `opsconsole.accounts.services`). A refused token answers 401 with a code saying why
+stored sha256 (see `opsconsole.accounts.tokens`). A refused token answers 401 with a code saying why
 (`token_invalid`, `token_expired`, `token_revoked`); a token with a role acts with at most that role. The
 console uses Django sessions (DRF's SessionAuthentication, with its CSRF check)."""
 
@@ -11,7 +11,7 @@ from drf_spectacular.extensions import OpenApiAuthenticationExtension
 from rest_framework import authentication, exceptions
 from rest_framework.request import Request
 
-from opsconsole.accounts.services import token_authenticate, token_refusal, token_role_cap
+from opsconsole.accounts.tokens import token_authenticate, token_refusal, token_role_cap
 
 
 class BearerTokenAuthentication(authentication.BaseAuthentication):

@@ -17,16 +17,10 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from opsconsole.accounts.action_records import action_record_list
 from opsconsole.accounts.models import ApiToken
 from opsconsole.accounts.roles import ADMIN, user_covers, user_has_role, user_namespaces, user_role
-from opsconsole.accounts.services import (
-    TokenError,
-    action_record_list,
-    token_create,
-    token_list,
-    token_may_manage,
-    token_revoke,
-)
+from opsconsole.accounts.tokens import TokenError, token_create, token_list, token_may_manage, token_revoke
 from opsconsole.api import serializers as s
 from opsconsole.api.actions import ACTION_ERRORS
 from opsconsole.api.audit import AuditedActionView

@@ -11,9 +11,9 @@ from typing import Any
 
 from django.http import HttpRequest
 
+from opsconsole.accounts.action_records import action_record, target_cluster
 from opsconsole.accounts.client_address import client_address
 from opsconsole.accounts.roles import ADMIN, OPERATOR, namespace_allowed, user_has_role, user_namespaces, user_role
-from opsconsole.accounts.services import action_record, target_cluster
 from reconcilers.models import Resource
 from reconcilers.services.selectors.filters import namespace_q
 

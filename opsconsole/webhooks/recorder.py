@@ -45,7 +45,7 @@ import redis
 from django.conf import settings
 from django.db import DatabaseError, close_old_connections, connections
 
-from opsconsole.accounts.services import action_record
+from opsconsole.accounts.action_records import action_record
 from reconcilers.engine.admission import Decision
 from reconcilers.models import ActionRecord
 

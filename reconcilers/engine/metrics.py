@@ -102,6 +102,16 @@ SHARD_HANDOVERS = Counter(
     "leaves, and keys placed on another shard as the key set changed)", ["shard"],
 )
 
+SHARD_LABEL_PATCHES = Counter(
+    "opsconsole_shard_label_patches_total", "Label patches of reconciled objects by the controller shards' label "
+    "mode (action=label: a new object; relabel: an owner not live, or forged; drain: a live owner asked to let go; "
+    "release: a shard letting go of a drained object), by the shard that sent them", ["shard", "action"],
+)
+SHARD_CACHED = Gauge(
+    "opsconsole_shard_cached_objects", "Objects of the reconciled kinds in a controller shard's informer caches (with "
+    "--shard-informers labels, its own only)", ["shard"], multiprocess_mode="livemax",
+)
+
 INFORMER_RESTARTS = Counter(
     "opsconsole_informer_restarts_total",
     "Times an informer had to watch or list again, by why its last request ended: ended (the server closed the "

@@ -11,7 +11,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from opsconsole.accounts.services import action_record
+from opsconsole.accounts.action_records import action_record
 from reconcilers.engine import registry
 from reconcilers.management.naming import named_request
 from reconcilers.models import HealingRecord, Resource

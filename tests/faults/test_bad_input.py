@@ -20,7 +20,7 @@ from django.test import Client
 from rest_framework.test import APIClient
 
 from kubesim.testing import wait_for
-from opsconsole.accounts.services import token_create
+from opsconsole.accounts.tokens import token_create
 from reconcilers.core.meta import RECONCILE_REQUESTED_AT as ANNOTATION
 from reconcilers.engine import kube
 from reconcilers.kinds.memcached import DEPLOYMENT, MEMCACHED

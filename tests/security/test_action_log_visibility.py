@@ -13,7 +13,8 @@ import pytest
 from django.contrib.auth.models import User
 from django.test import Client
 
-from opsconsole.accounts.services import action_record, token_create
+from opsconsole.accounts.action_records import action_record
+from opsconsole.accounts.tokens import token_create
 from tests.opsconsole.api import factories as f
 
 pytestmark = pytest.mark.django_db

@@ -54,7 +54,7 @@ def targets(as_user, queue):
     """An admin (token auth) and the ids the action paths need."""
     client = as_user("admin", token=True)
     res = f.resource("bad-input")
-    from opsconsole.accounts.services import token_create
+    from opsconsole.accounts.tokens import token_create
 
     token = token_create(client.user, name="victim").token
     return client, res, token

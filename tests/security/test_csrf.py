@@ -151,7 +151,7 @@ def test_a_cross_origin_post_with_a_valid_token_is_refused(site):
 
 def test_api_session_actions_need_the_csrf_header_tokens_do_not_and_bad_tokens_never_fall_back(site):
     res, root = site
-    from opsconsole.accounts.services import token_create
+    from opsconsole.accounts.tokens import token_create
 
     session = APIClient(enforce_csrf_checks=True)
     session.force_login(root)

@@ -10,7 +10,7 @@ import pytest
 from axes.models import AccessAttempt
 from django.test import Client
 
-from opsconsole.accounts.services import token_create
+from opsconsole.accounts.tokens import token_create
 from reconcilers.models import ActionRecord
 from tests.opsconsole.api import factories as f
 

@@ -17,7 +17,7 @@ from django.test import Client
 from rest_framework.test import APIClient
 
 from opsconsole.accounts.models import ApiToken, NamespaceGrant
-from opsconsole.accounts.services import token_create
+from opsconsole.accounts.tokens import token_create
 from reconcilers.core.meta import RECONCILE_REQUESTED_AT as ANNOTATION
 from reconcilers.core.reconciler import ResourceKind
 from reconcilers.engine import kube

@@ -20,7 +20,7 @@ from django.test import Client
 from rest_framework.test import APIClient
 
 from kubesim.testing import wait_for
-from opsconsole.accounts.services import token_create
+from opsconsole.accounts.tokens import token_create
 from reconcilers.engine import dispatch, kube, registry
 from reconcilers.engine.controller.bootstrap import CRD, wait_for_crds
 from reconcilers.models import ReconcileRun, Resource, Span

@@ -16,8 +16,8 @@ from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 from django.views.decorators.http import require_POST
 
+from opsconsole.accounts.action_records import action_record_list
 from opsconsole.accounts.roles import ADMIN, user_has_role, user_namespaces
-from opsconsole.accounts.services import action_record_list
 from opsconsole.accounts.targets import target_example
 from opsconsole.console.access import Refused, audited_action
 from opsconsole.console.clusters import cluster_choice

@@ -15,8 +15,8 @@ from django.shortcuts import redirect
 from django.urls import reverse
 from django.views.decorators.http import require_POST
 
+from opsconsole.accounts.action_records import admission_decisions
 from opsconsole.accounts.roles import ADMIN, OPERATOR, user_has_role, user_namespaces
-from opsconsole.accounts.services import admission_decisions
 from opsconsole.console.access import Refused, audited_action, resource_for_action
 from opsconsole.console.diagrams import state_machine_svg
 from opsconsole.console.live import page

@@ -13,10 +13,10 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.urls import reverse
 
+from opsconsole.accounts.action_records import action_record
 from opsconsole.accounts.client_address import client_address
 from opsconsole.accounts.login_throttle import login_address_wait
 from opsconsole.accounts.logins import lockout_minutes_left
-from opsconsole.accounts.services import action_record
 from opsconsole.console.security import CSP
 
 

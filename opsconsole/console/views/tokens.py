@@ -16,7 +16,7 @@ from django.views.decorators.http import require_POST
 
 from opsconsole.accounts.models import ApiToken
 from opsconsole.accounts.roles import ADMIN, ROLES, VIEWER, user_has_role, user_role
-from opsconsole.accounts.services import (
+from opsconsole.accounts.tokens import (
     IssuedToken,
     TokenError,
     token_create,

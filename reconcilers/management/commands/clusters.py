@@ -19,8 +19,8 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from opsconsole.accounts.action_records import action_record
 from opsconsole.accounts.management.commands.token import _actor
-from opsconsole.accounts.services import action_record
 from reconcilers.core.clusters import DEFAULT_CLUSTER, cluster_name_check
 from reconcilers.models import Cluster
 from reconcilers.services.cluster_admin import (

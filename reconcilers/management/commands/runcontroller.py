@@ -271,8 +271,8 @@ class Command(BaseCommand):
         before = cluster_adopt(cluster, identity=identity)
         if before is None:
             return
+        from opsconsole.accounts.action_records import action_record
         from opsconsole.accounts.management.commands.token import _actor
-        from opsconsole.accounts.services import action_record
 
         action_record(action="cluster.adopt", method="CLI", path=f"manage.py runcontroller --cluster {cluster} "
                       "--adopt-identity", status_code=200, actor=_actor(), auth="command", target=f"cluster:{cluster}",

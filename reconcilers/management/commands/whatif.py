@@ -15,7 +15,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from opsconsole.accounts.services import action_record
+from opsconsole.accounts.action_records import action_record
 from reconcilers.engine.whatif import WhatIf
 from reconcilers.management.healing_command import HealingCommand, login_name
 from reconcilers.models import Resource

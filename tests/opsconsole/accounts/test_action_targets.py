@@ -10,7 +10,7 @@ import uuid
 
 import pytest
 
-from opsconsole.accounts.services import action_record, action_record_list, admission_decisions
+from opsconsole.accounts.action_records import action_record, action_record_list, admission_decisions
 from opsconsole.accounts.targets import target_example, target_forms
 from opsconsole.webhooks.recorder import decision_record
 from reconcilers.engine.admission import review_validate

@@ -14,7 +14,7 @@ from django.utils import timezone
 from rest_framework.test import APIClient
 
 from opsconsole.accounts.models import ApiToken
-from opsconsole.accounts.services import TokenError, token_create, token_expiry_parse
+from opsconsole.accounts.tokens import TokenError, token_create, token_expiry_parse
 from reconcilers.models import ActionRecord
 from tests.opsconsole.api import factories as f
 

@@ -23,7 +23,7 @@ def test_a_manual_reconcile_through_the_api_is_handled_by_a_real_worker(integrat
                         timeout=60, interval=0.2)
     client = APIClient()
     user = f.user("e2e-operator", "operator", [namespace])
-    from opsconsole.accounts.services import token_create
+    from opsconsole.accounts.tokens import token_create
 
     client.credentials(HTTP_AUTHORIZATION=f"Bearer {token_create(user, name='e2e').secret}")
     response = client.post(f"/api/v1/resources/{resource.pk}/reconcile", {"reason": "end to end"}, format="json")

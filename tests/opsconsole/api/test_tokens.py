@@ -52,7 +52,7 @@ def test_a_token_is_shown_once_stored_hashed_used_and_revoked(viewer):
 
 
 def test_an_expired_token_is_refused(viewer):
-    from opsconsole.accounts.services import token_create
+    from opsconsole.accounts.tokens import token_create
 
     issued = token_create(viewer.user, name="old", expires_at=timezone.now() - timedelta(seconds=1))
     assert bearer(issued.secret).get("/api/v1/me").status_code == 401

@@ -260,7 +260,7 @@ def test_the_audit_log_filters_transitions_and_links_the_exports(as_role):
 
 
 def test_the_audit_log_shows_actions_to_admins_only(as_role):
-    from opsconsole.accounts.services import action_record
+    from opsconsole.accounts.action_records import action_record
 
     action_record(action="resource.reconcile", method="POST", path="/x", status_code=403, actor="mallory",
                   target="k", reason="why")

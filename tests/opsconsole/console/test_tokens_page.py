@@ -12,7 +12,7 @@ from django.utils import timezone
 from rest_framework.test import APIClient
 
 from opsconsole.accounts.models import ApiToken
-from opsconsole.accounts.services import token_create
+from opsconsole.accounts.tokens import token_create
 from reconcilers.models import ActionRecord
 from tests.opsconsole.api import factories
 from tests.opsconsole.console.conftest import csrf_post

@@ -54,7 +54,7 @@ def web_tracing() -> Iterator[None]:
 def test_a_manual_reconcile_over_http_is_one_trace_from_the_request_to_the_status_write(
     engine, kapi, namespace, web_tracing
 ):
-    from opsconsole.accounts.services import token_create
+    from opsconsole.accounts.tokens import token_create
     from opsconsole.telemetry.tracing import span_store
 
     kube.create_object(kapi, GADGET, gadget(namespace, "traced", mode="ok"))

@@ -19,9 +19,9 @@ from typing import Any
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from opsconsole.accounts.action_records import action_record
 from opsconsole.accounts.grants import GrantError, grant_parse, grants_add, grants_of, grants_remove
 from opsconsole.accounts.management.commands.token import _actor
-from opsconsole.accounts.services import action_record
 from reconcilers.services.selectors.scope import grant_text
 
 

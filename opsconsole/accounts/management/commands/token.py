@@ -19,16 +19,10 @@ from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.utils import timezone
 
+from opsconsole.accounts.action_records import action_record
 from opsconsole.accounts.models import ApiToken
 from opsconsole.accounts.roles import ROLES, user_role
-from opsconsole.accounts.services import (
-    TokenError,
-    action_record,
-    token_create,
-    token_expiry_parse,
-    token_list,
-    token_revoke,
-)
+from opsconsole.accounts.tokens import TokenError, token_create, token_expiry_parse, token_list, token_revoke
 
 
 def _actor() -> str:
