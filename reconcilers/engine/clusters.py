@@ -38,7 +38,7 @@ from prometheus_client import Gauge
 from reconcilers.core.clusters import cluster_name_check
 from reconcilers.core.meta import parse_rfc3339
 from reconcilers.core.reconciler import ResourceKind
-from reconcilers.engine import kube
+from reconcilers.engine import kube, kube_rest
 from reconcilers.engine.controller.dbconn import close_old_db_connections
 from reconcilers.engine.metrics import REST_CLIENT_REQUESTS
 from reconcilers.models import Cluster
@@ -188,7 +188,7 @@ class HealthReporter:
         # the identity read, not /version: an API server that answers but refuses the controller's credentials
         # (revoked, expired: 401) is as lost to it as one that does not answer
         self.probe = probe or (lambda: cluster_identity(api, timeout=min(5.0, max(self.interval, 1.0))))
-        self.host = kube._host(api)
+        self.host = kube_rest.api_host(api)
         self._counted = requests_seen(self.host)
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None

@@ -1,4 +1,4 @@
-"""kube._send: a request as the official client's `call_api` would send it, through the client's own pool."""
+"""kube_client._send: a request as the official client's `call_api` would send it, through the client's own pool."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from reconcilers.engine import kube
+from reconcilers.engine import kube, kube_client
 
 
 class Response:
@@ -45,7 +45,7 @@ class Api:
 def test_headers_auth_query_and_body_are_the_client_s():
     api = Api()
     when = datetime(2026, 12, 4, 12, 0, tzinfo=UTC)
-    kube._send(api, "PATCH", "/apis/g/v1/namespaces/a/things/x", {"fieldManager": "m", "force": True},
+    kube_client._send(api, "PATCH", "/apis/g/v1/namespaces/a/things/x", {"fieldManager": "m", "force": True},
                {"at": when}, kube.APPLY_PATCH, (5.0, 30.0))
     method, url, body, headers, timeout = api.sent[0]
     assert method == "PATCH"
@@ -59,14 +59,14 @@ def test_headers_auth_query_and_body_are_the_client_s():
 
 def test_a_json_patch_that_is_not_a_list_goes_as_a_strategic_merge_patch_as_with_the_client():
     api = Api()
-    kube._send(api, "PATCH", "/api/v1/x", None, {"a": 1}, "application/json-patch+json", None)
+    kube_client._send(api, "PATCH", "/api/v1/x", None, {"a": 1}, "application/json-patch+json", None)
     assert api.sent[0][3]["Content-Type"] == "application/strategic-merge-patch+json"
 
 
 def test_an_answer_outside_2xx_is_the_client_s_api_exception_with_its_body_decoded():
     api = Api(status=409, data=b'{"reason": "Conflict"}')
     with pytest.raises(kube.ApiException) as caught:
-        kube._send(api, "PUT", "/api/v1/x", None, {"a": 1}, None, 5.0)
+        kube_client._send(api, "PUT", "/api/v1/x", None, {"a": 1}, None, 5.0)
     assert caught.value.status == 409 and json.loads(caught.value.body)["reason"] == "Conflict"
 
 

@@ -103,7 +103,7 @@ class FakeResponse:
 
 
 class FakeApi:
-    """What kube._send uses of an ApiClient, answering every request with FakeResponse."""
+    """What kube_client._send uses of an ApiClient, answering every request with FakeResponse."""
 
     default_headers: dict = {}
     cookie = None
