@@ -16,10 +16,17 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from opsconsole.accounts.roles import namespace_allowed, user_namespaces
-from opsconsole.api import serializers as s
 from opsconsole.api.audit import AuditedActionView
 from opsconsole.api.exceptions import Conflict, Unavailable
 from opsconsole.api.permissions import IsAdmin, IsOperator
+from opsconsole.api.serializers.common import ErrorSerializer
+from opsconsole.api.serializers.reconcile_requests import (
+    BulkOutcomeSerializer,
+    BulkReconcileInputSerializer,
+    ReconcileInputSerializer,
+    ReconcileRequestSerializer,
+)
+from opsconsole.api.serializers.workqueue import QueueControlSerializer, QueueKeyInputSerializer
 from opsconsole.api.throttling import ActionThrottle
 from reconcilers.models import Resource
 from reconcilers.services import queue_controls
@@ -36,7 +43,7 @@ IDEMPOTENCY_HEADER = OpenApiParameter(
     "Idempotency-Key", str, OpenApiParameter.HEADER, required=False,
     description="repeat a request safely: the same key from the same user returns the first answer")
 _IDEMPOTENCY_RE = re.compile(r"^[\x21-\x7e]{1,200}$")
-ACTION_ERRORS = {code: OpenApiResponse(s.ErrorSerializer, description=text) for code, text in (
+ACTION_ERRORS = {code: OpenApiResponse(ErrorSerializer, description=text) for code, text in (
     (400, "invalid input: `fields` names each bad field"), (401, "not authenticated"),
     (403, "the role or namespace does not allow it"), (404, "not found"),
     (409, "conflict (idempotency key used for another object)"), (429, "throttled: see Retry-After"),
@@ -88,12 +95,12 @@ class ResourceReconcileView(AuditedActionView):
         self._target = resource.key
         return resource
 
-    @extend_schema(summary="Request a reconcile of one resource", request=s.ReconcileInputSerializer,
+    @extend_schema(summary="Request a reconcile of one resource", request=ReconcileInputSerializer,
                    operation_id="resources_reconcile",
                    parameters=[IDEMPOTENCY_HEADER],
-                   responses={202: s.ReconcileRequestSerializer, **ACTION_ERRORS})
+                   responses={202: ReconcileRequestSerializer, **ACTION_ERRORS})
     def post(self, request: Request, pk: str | None = None) -> Response:
-        data = _valid(s.ReconcileInputSerializer, request)
+        data = _valid(ReconcileInputSerializer, request)
         key = idempotency_key(request)
         resource = self.resource(request, pk)
         self._target = resource.key
@@ -108,7 +115,7 @@ class ResourceReconcileView(AuditedActionView):
         except Exception as exc:  # the Kubernetes API or Redis did not answer
             raise Unavailable(f"{type(exc).__name__}: {exc}") from exc
         self.audit_detail = {"request_id": str(req.pk), "token": req.token}
-        return Response(s.ReconcileRequestSerializer(req).data, status=status.HTTP_202_ACCEPTED)
+        return Response(ReconcileRequestSerializer(req).data, status=status.HTTP_202_ACCEPTED)
 
 
 class BulkReconcileView(AuditedActionView):
@@ -123,10 +130,10 @@ class BulkReconcileView(AuditedActionView):
 
     @extend_schema(summary="Request reconciles in bulk (partial failures reported)",
                    operation_id="resources_reconcile_bulk",
-                   request=s.BulkReconcileInputSerializer, parameters=[IDEMPOTENCY_HEADER],
-                   responses={202: s.BulkOutcomeSerializer, **ACTION_ERRORS})
+                   request=BulkReconcileInputSerializer, parameters=[IDEMPOTENCY_HEADER],
+                   responses={202: BulkOutcomeSerializer, **ACTION_ERRORS})
     def post(self, request: Request) -> Response:
-        data = _valid(s.BulkReconcileInputSerializer, request)
+        data = _valid(BulkReconcileInputSerializer, request)
         key = idempotency_key(request)
         where = f" cluster={data['cluster']}" if data["cluster"] else ""  # before ns=: the record's visibility
         self._target = (f"kind={data['kind']}{where} selector={data['selector']} phase={data['phase']} "
@@ -149,7 +156,7 @@ class BulkReconcileView(AuditedActionView):
             "failed": [{"resource_id": f.resource.pk, "key": f.resource.key, "code": f.code, "error": f.error}
                        for f in outcome.failed],
         }
-        return Response(s.BulkOutcomeSerializer(body).data, status=status.HTTP_202_ACCEPTED)
+        return Response(BulkOutcomeSerializer(body).data, status=status.HTTP_202_ACCEPTED)
 
 
 class _QueueControlView(AuditedActionView):
@@ -163,14 +170,14 @@ class _QueueControlView(AuditedActionView):
         raise NotImplementedError
 
     def post(self, request: Request) -> Response:
-        data = _valid(s.QueueKeyInputSerializer, request)
+        data = _valid(QueueKeyInputSerializer, request)
         self._target = data["key"]
         req = queue_controls.queue_key_parse(data["key"])
         if not namespace_allowed(request.user, req.namespace, req.cluster):
             raise PermissionDenied(f"Namespace {req.namespace or '(cluster scope)'} is outside your namespaces.")
         result = self.control(data["key"])
         self.audit_detail = {"changed": result.changed, "failures_before": result.failures_before}
-        return Response(s.QueueControlSerializer(result).data)
+        return Response(QueueControlSerializer(result).data)
 
 
 class QueueRetryNowView(_QueueControlView):
@@ -181,8 +188,8 @@ class QueueRetryNowView(_QueueControlView):
     def control(self, key: str) -> queue_controls.QueueControlResult:
         return queue_controls.queue_retry_now(key)
 
-    @extend_schema(summary="Retry a backing-off key now (admin)", request=s.QueueKeyInputSerializer,
-                   responses={200: s.QueueControlSerializer, **ACTION_ERRORS})
+    @extend_schema(summary="Retry a backing-off key now (admin)", request=QueueKeyInputSerializer,
+                   responses={200: QueueControlSerializer, **ACTION_ERRORS})
     def post(self, request: Request) -> Response:
         return super().post(request)
 
@@ -195,7 +202,7 @@ class QueueResetBackoffView(_QueueControlView):
     def control(self, key: str) -> queue_controls.QueueControlResult:
         return queue_controls.queue_reset_backoff(key)
 
-    @extend_schema(summary="Reset a key's backoff (admin)", request=s.QueueKeyInputSerializer,
-                   responses={200: s.QueueControlSerializer, **ACTION_ERRORS})
+    @extend_schema(summary="Reset a key's backoff (admin)", request=QueueKeyInputSerializer,
+                   responses={200: QueueControlSerializer, **ACTION_ERRORS})
     def post(self, request: Request) -> Response:
         return super().post(request)

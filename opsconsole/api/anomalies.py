@@ -23,7 +23,7 @@ from opsconsole.accounts.assignees import assignee_refusal
 from opsconsole.api import by_key
 from opsconsole.api.actions import ACTION_ERRORS
 from opsconsole.api.healing import _ActionByAddress, _HealingActionView
-from opsconsole.api.healing_serializers import HealingRecordSerializer
+from opsconsole.api.serializers.healing import HealingRecordSerializer
 from reconcilers.models import HealingRecord, Resource
 from reconcilers.services import escalation
 

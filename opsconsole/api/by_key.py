@@ -28,7 +28,7 @@ from rest_framework.request import Request
 
 from opsconsole.accounts.roles import user_namespaces
 from opsconsole.api import actions, reads, revisions
-from opsconsole.api import serializers as s
+from opsconsole.api.serializers.resources import EventQuerySerializer
 from reconcilers.core.clusters import DEFAULT_CLUSTER
 from reconcilers.models import Cluster, Resource
 from reconcilers.services.selectors.filters import namespace_q
@@ -200,7 +200,7 @@ def _views(form: str) -> tuple[type, type, type]:
         events=extend_schema(operation_id=f"{op}_events",
                              summary=f"Kubernetes Events about the resource and its descendants, from the archive, "
                                      f"{how}",
-                             **{**common, "parameters": [*common["parameters"], s.EventQuerySerializer]}),
+                             **{**common, "parameters": [*common["parameters"], EventQuerySerializer]}),
     )(type(f"ResourceBy{form.title()}ViewSet", (_ResourceByAddress,), {"__doc__": f"Resource endpoints {how}."}))
     reconcile_view = extend_schema_view(
         post=extend_schema(operation_id=f"{op}_reconcile", summary=f"Request a reconcile of one resource, {how}",

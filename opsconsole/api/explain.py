@@ -17,7 +17,7 @@ from rest_framework.views import APIView
 from opsconsole.accounts.roles import user_namespaces
 from opsconsole.api import by_key
 from opsconsole.api.reads import ERRORS
-from opsconsole.api.serializers import ReconcileRunSerializer
+from opsconsole.api.serializers.history import ReconcileRunSerializer
 from reconcilers.models import ReconcileRun, Resource
 from reconcilers.services import explain, slo
 from reconcilers.services.selectors.resources import resource_get

@@ -29,7 +29,8 @@ from rest_framework.views import APIView
 from opsconsole.api import by_key
 from opsconsole.api.actions import ACTION_ERRORS, ResourceReconcileView, _valid, actor_of
 from opsconsole.api.exceptions import Unavailable, error_body
-from opsconsole.api.healing_serializers import (
+from opsconsole.api.reads import ERRORS, NamespacedMixin
+from opsconsole.api.serializers.healing import (
     RECORDS_DEFAULT,
     GenerationInputSerializer,
     HealingOverviewSerializer,
@@ -39,7 +40,6 @@ from opsconsole.api.healing_serializers import (
     ReasonInputSerializer,
     SuspendInputSerializer,
 )
-from opsconsole.api.reads import ERRORS, NamespacedMixin
 from reconcilers.models import HealingRecord, Resource
 from reconcilers.services import escalation, healing
 from reconcilers.services.selectors import resources

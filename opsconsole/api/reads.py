@@ -24,15 +24,32 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from opsconsole.accounts.roles import user_namespaces
-from opsconsole.api import serializers as s
 from opsconsole.api.pagination import IdCursorPagination, NewestFirstPagination
+from opsconsole.api.serializers.common import ClusterQuerySerializer, ErrorSerializer
+from opsconsole.api.serializers.history import (
+    ExportQuerySerializer,
+    ReconcileRunSerializer,
+    TransitionQuerySerializer,
+    TransitionSerializer,
+)
+from opsconsole.api.serializers.metrics import MetricsQuerySerializer, MetricsSummarySerializer
+from opsconsole.api.serializers.reconcile_requests import ReconcileRequestSerializer
+from opsconsole.api.serializers.resources import (
+    EventListSerializer,
+    EventQuerySerializer,
+    KindSerializer,
+    ResourceDetailSerializer,
+    ResourceQuerySerializer,
+    ResourceSerializer,
+)
+from opsconsole.api.serializers.workqueue import QueueSerializer
 from reconcilers.models import ReconcileRequest, Resource
 from reconcilers.services.metrics_source import metrics_source_for, metrics_summary
 from reconcilers.services.selectors import kinds, queue, resources, transitions
 from reconcilers.services.selectors.cluster_filters import cluster_filter_q
 from reconcilers.services.selectors.filters import namespace_q
 
-ERRORS = {code: OpenApiResponse(s.ErrorSerializer, description=text) for code, text in (
+ERRORS = {code: OpenApiResponse(ErrorSerializer, description=text) for code, text in (
     (400, "invalid input: `fields` names each bad field"), (401, "not authenticated"),
     (403, "the role or namespace does not allow it"), (404, "not found (or not visible)"),
 )}
@@ -59,30 +76,30 @@ class NamespacedMixin:
 
 
 @extend_schema_view(list=extend_schema(summary="Registered kinds with their state machines",
-                                       responses={200: s.KindSerializer(many=True), **ERRORS}))
+                                       responses={200: KindSerializer(many=True), **ERRORS}))
 class KindViewSet(viewsets.ViewSet):
     """Each registered reconciler's kind, resource and state machine."""
 
     def list(self, request: Request) -> Response:
-        return Response(s.KindSerializer(kinds.kind_list(), many=True).data)
+        return Response(KindSerializer(kinds.kind_list(), many=True).data)
 
 
 @extend_schema_view(
-    list=extend_schema(summary="Resources", parameters=[s.ResourceQuerySerializer],
-                       responses={200: s.ResourceSerializer(many=True), **ERRORS}),
+    list=extend_schema(summary="Resources", parameters=[ResourceQuerySerializer],
+                       responses={200: ResourceSerializer(many=True), **ERRORS}),
     retrieve=extend_schema(summary="One resource with spec and status",
-                           responses={200: s.ResourceDetailSerializer, **ERRORS}),
+                           responses={200: ResourceDetailSerializer, **ERRORS}),
 )
 class ResourceViewSet(NamespacedMixin, viewsets.ReadOnlyModelViewSet):
     """Mirrored resources: filter by kind, namespace, phase, label selector, name, stuck, generation lag."""
 
-    serializer_class = s.ResourceSerializer
+    serializer_class = ResourceSerializer
     pagination_class = IdCursorPagination
     queryset = Resource.objects.none()
 
     def get_queryset(self) -> Any:
         if self.action == "list":
-            q = _query(s.ResourceQuerySerializer, self.request)
+            q = _query(ResourceQuerySerializer, self.request)
             return resources.resource_list(resources.ResourceFilters(**q), namespaces=self.namespaces)
         return Resource.objects.filter(namespace_q(self.namespaces))
 
@@ -97,55 +114,55 @@ class ResourceViewSet(NamespacedMixin, viewsets.ReadOnlyModelViewSet):
         page = self.paginate_queryset(self.get_queryset())
         context = {**self.get_serializer_context(), "now": timezone.now(),
                    "children": resources.resource_children_map(page)}
-        return self.get_paginated_response(s.ResourceSerializer(page, many=True, context=context).data)
+        return self.get_paginated_response(ResourceSerializer(page, many=True, context=context).data)
 
     def retrieve(self, request: Request, *args: Any, **kwargs: Any) -> Response:
         obj = self.get_object()
         live, error = resources.resource_live_children(obj)
         context = {**self.get_serializer_context(), "children": resources.resource_children_map([obj]),
                    "live_children": live, "live_children_error": error}
-        return Response(s.ResourceDetailSerializer(obj, context=context).data)
+        return Response(ResourceDetailSerializer(obj, context=context).data)
 
     @extend_schema(summary="The resource's transitions (newest first)",
-                   responses={200: s.TransitionSerializer(many=True), **ERRORS})
+                   responses={200: TransitionSerializer(many=True), **ERRORS})
     @action(detail=True, methods=["get"], pagination_class=NewestFirstPagination)
     def transitions(self, request: Request, pk: str | None = None) -> Response:
         page = self.paginate_queryset(resources.resource_transitions(self.get_object()))
-        return self.get_paginated_response(s.TransitionSerializer(page, many=True).data)
+        return self.get_paginated_response(TransitionSerializer(page, many=True).data)
 
     @extend_schema(summary="The resource's reconcile runs (newest first)",
-                   responses={200: s.ReconcileRunSerializer(many=True), **ERRORS})
+                   responses={200: ReconcileRunSerializer(many=True), **ERRORS})
     @action(detail=True, methods=["get"], pagination_class=NewestFirstPagination)
     def reconciles(self, request: Request, pk: str | None = None) -> Response:
         page = self.paginate_queryset(resources.resource_runs(self.get_object()))
-        return self.get_paginated_response(s.ReconcileRunSerializer(page, many=True).data)
+        return self.get_paginated_response(ReconcileRunSerializer(page, many=True).data)
 
     @extend_schema(summary="Kubernetes Events about the resource and its descendants, from the archive",
                    description="One entry per Event (its latest count), most recently seen first; Events stay after "
                                "Kubernetes expires them, until retention (OPSCONSOLE_EVENT_RETENTION_DAYS).",
-                   parameters=[s.EventQuerySerializer], responses={200: s.EventListSerializer, **ERRORS})
+                   parameters=[EventQuerySerializer], responses={200: EventListSerializer, **ERRORS})
     @action(detail=True, methods=["get"], pagination_class=None)
     def events(self, request: Request, pk: str | None = None) -> Response:
         obj = self.get_object()
-        query = s.EventQuerySerializer(data=request.query_params)
+        query = EventQuerySerializer(data=request.query_params)
         query.is_valid(raise_exception=True)
         q = query.validated_data
         items = resources.resource_events(obj, limit=q["limit"], event_type=q.get("type", ""), since=q.get("since"))
-        return Response(s.EventListSerializer({"items": items}).data)
+        return Response(EventListSerializer({"items": items}).data)
 
 
 @extend_schema_view(list=extend_schema(
     summary="The transition feed",
     description="Newest first; with `since`, the transitions after that id, oldest first (resume a feed).",
-    parameters=[s.TransitionQuerySerializer], responses={200: s.TransitionSerializer(many=True), **ERRORS}))
+    parameters=[TransitionQuerySerializer], responses={200: TransitionSerializer(many=True), **ERRORS}))
 class TransitionViewSet(NamespacedMixin, mixins.ListModelMixin, viewsets.GenericViewSet):
     """The global audit feed of transitions."""
 
-    serializer_class = s.TransitionSerializer
+    serializer_class = TransitionSerializer
     queryset = Resource.objects.none()
 
     def get_queryset(self) -> Any:
-        self._filters = _query(s.TransitionQuerySerializer, self.request)
+        self._filters = _query(TransitionQuerySerializer, self.request)
         return transitions.transition_list(transitions.TransitionFilters(**self._filters), namespaces=self.namespaces)
 
     @property
@@ -163,7 +180,7 @@ class _ExportView(NamespacedMixin, APIView):
     extension = "txt"
 
     def rows(self, request: Request) -> Iterator[dict[str, Any]]:
-        q = _query(s.ExportQuerySerializer, request)
+        q = _query(ExportQuerySerializer, request)
         cap = int(getattr(settings, "OPSCONSOLE_API_EXPORT_MAX_ROWS", 100_000))
         limit = min(q.pop("limit", cap), cap)
         qs = transitions.transition_list(transitions.TransitionFilters(**q), namespaces=self.namespaces)
@@ -180,7 +197,7 @@ class _ExportView(NamespacedMixin, APIView):
         return response
 
 
-@extend_schema(summary="Export the transition feed as CSV", parameters=[s.ExportQuerySerializer],
+@extend_schema(summary="Export the transition feed as CSV", parameters=[ExportQuerySerializer],
                responses={(200, "text/csv"): OpenApiTypes.STR, **ERRORS})
 class TransitionCsvExportView(_ExportView):
     """CSV with a header row; one line per transition, oldest first."""
@@ -202,7 +219,7 @@ class TransitionCsvExportView(_ExportView):
         yield buffer.getvalue()
 
 
-@extend_schema(summary="Export the transition feed as JSON lines", parameters=[s.ExportQuerySerializer],
+@extend_schema(summary="Export the transition feed as JSON lines", parameters=[ExportQuerySerializer],
                responses={(200, "application/x-ndjson"): OpenApiTypes.STR, **ERRORS})
 class TransitionJsonlExportView(_ExportView):
     """One JSON object per line per transition, oldest first."""
@@ -221,27 +238,27 @@ class TransitionJsonlExportView(_ExportView):
 
 
 @extend_schema_view(
-    list=extend_schema(summary="Manual reconcile requests (newest first)", parameters=[s.ClusterQuerySerializer],
-                       responses={200: s.ReconcileRequestSerializer(many=True), **ERRORS}),
+    list=extend_schema(summary="Manual reconcile requests (newest first)", parameters=[ClusterQuerySerializer],
+                       responses={200: ReconcileRequestSerializer(many=True), **ERRORS}),
     retrieve=extend_schema(summary="A manual reconcile request's lifecycle",
-                           responses={200: s.ReconcileRequestSerializer, **ERRORS}),
+                           responses={200: ReconcileRequestSerializer, **ERRORS}),
 )
 class ReconcileRequestViewSet(NamespacedMixin, viewsets.ReadOnlyModelViewSet):
     """Manual reconcile requests: requested → picked up → succeeded / failed, with the run and transition."""
 
-    serializer_class = s.ReconcileRequestSerializer
+    serializer_class = ReconcileRequestSerializer
     pagination_class = None
 
     def get_queryset(self) -> Any:
         qs = ReconcileRequest.objects.select_related("run", "transition").order_by("-requested_at", "-id")
         if self.action == "list":
-            q = _query(s.ClusterQuerySerializer, self.request)
+            q = _query(ClusterQuerySerializer, self.request)
             qs = qs.filter(cluster_filter_q(q.get("cluster", ""), q.get("cluster_label", "")))
         return qs.filter(namespace_q(self.namespaces, column="resource__namespace"))
 
     def list(self, request: Request, *args: Any, **kwargs: Any) -> Response:
         page = list(self.get_queryset()[:200])
-        return Response(s.ReconcileRequestSerializer(page, many=True).data)
+        return Response(ReconcileRequestSerializer(page, many=True).data)
 
     def get_object(self) -> ReconcileRequest:
         try:
@@ -253,19 +270,19 @@ class ReconcileRequestViewSet(NamespacedMixin, viewsets.ReadOnlyModelViewSet):
 class QueueView(NamespacedMixin, APIView):
     """The workqueue: pending, processing and backing-off keys."""
 
-    @extend_schema(summary="The workqueue now", responses={200: s.QueueSerializer, 503: s.ErrorSerializer, **ERRORS})
+    @extend_schema(summary="The workqueue now", responses={200: QueueSerializer, 503: ErrorSerializer, **ERRORS})
     def get(self, request: Request) -> Response:
-        return Response(s.QueueSerializer(queue.queue_snapshot(namespaces=self.namespaces)).data)
+        return Response(QueueSerializer(queue.queue_snapshot(namespaces=self.namespaces)).data)
 
 
 class MetricsSummaryView(NamespacedMixin, APIView):
     """Rates, errors, latencies and phase counts from the metrics source (for a caller limited to namespaces:
     from the database, over its namespaces only)."""
 
-    @extend_schema(summary="Metrics summary over a time range", parameters=[s.MetricsQuerySerializer],
-                   responses={200: s.MetricsSummarySerializer, **ERRORS})
+    @extend_schema(summary="Metrics summary over a time range", parameters=[MetricsQuerySerializer],
+                   responses={200: MetricsSummarySerializer, **ERRORS})
     def get(self, request: Request) -> Response:
-        q = _query(s.MetricsQuerySerializer, request)
+        q = _query(MetricsQuerySerializer, request)
         kind = resources.kind_names(q["kind"])[0] if q.get("kind") else None
         summary = metrics_summary(metrics_source_for(self.namespaces), q["start"], q["end"], kind)
-        return Response(s.MetricsSummarySerializer(summary).data)
+        return Response(MetricsSummarySerializer(summary).data)

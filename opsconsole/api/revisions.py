@@ -15,7 +15,7 @@ from rest_framework.views import APIView
 
 from opsconsole.api.pagination import NewestFirstPagination
 from opsconsole.api.reads import ERRORS, NamespacedMixin
-from opsconsole.api.serializers import ActorEstablishedField
+from opsconsole.api.serializers.common import ActorEstablishedField
 from reconcilers.models import Resource, SpecRevision
 from reconcilers.services.revisions import resource_revisions, revision_compare
 from reconcilers.services.selectors import resources

@@ -21,12 +21,20 @@ from opsconsole.accounts.action_records import action_record_list
 from opsconsole.accounts.models import ApiToken
 from opsconsole.accounts.roles import ADMIN, user_covers, user_has_role, user_namespaces, user_role
 from opsconsole.accounts.tokens import TokenError, token_create, token_list, token_may_manage, token_revoke
-from opsconsole.api import serializers as s
 from opsconsole.api.actions import ACTION_ERRORS
 from opsconsole.api.audit import AuditedActionView
 from opsconsole.api.pagination import NewestFirstPagination
 from opsconsole.api.permissions import IsAdmin
 from opsconsole.api.reads import ERRORS, _query
+from opsconsole.api.serializers.accounts import (
+    ActionQuerySerializer,
+    ActionRecordSerializer,
+    IssuedTokenSerializer,
+    MeSerializer,
+    TokenCreateInputSerializer,
+    TokenQuerySerializer,
+    TokenSerializer,
+)
 from opsconsole.api.throttling import ActionThrottle
 from reconcilers.services.selectors.scope import grant_text
 
@@ -34,7 +42,7 @@ from reconcilers.services.selectors.scope import grant_text
 class MeView(APIView):
     """The caller: username, role, namespace limit, how authenticated."""
 
-    @extend_schema(summary="Who am I", responses={200: s.MeSerializer, **ERRORS})
+    @extend_schema(summary="Who am I", responses={200: MeSerializer, **ERRORS})
     def get(self, request: Request) -> Response:
         limit = user_namespaces(request.user)
         body = {
@@ -43,7 +51,7 @@ class MeView(APIView):
             "namespaces": sorted(grant_text(c, ns) for c, ns in limit.pairs) if limit is not None else None,
             "auth": "token" if isinstance(request.auth, ApiToken) else "session",
         }
-        return Response(s.MeSerializer(body).data)
+        return Response(MeSerializer(body).data)
 
 
 class TokenListCreateView(AuditedActionView):
@@ -63,23 +71,23 @@ class TokenListCreateView(AuditedActionView):
     def audit_target(self, request: Request, **kwargs: Any) -> str:
         return getattr(self, "_target", "")
 
-    @extend_schema(summary="API tokens", parameters=[s.TokenQuerySerializer],
-                   responses={200: s.TokenSerializer(many=True), **ERRORS})
+    @extend_schema(summary="API tokens", parameters=[TokenQuerySerializer],
+                   responses={200: TokenSerializer(many=True), **ERRORS})
     def get(self, request: Request) -> Response:
-        q = _query(s.TokenQuerySerializer, request)
+        q = _query(TokenQuerySerializer, request)
         if (q["all"] or q.get("username")) and not user_has_role(request.user, ADMIN):
             raise PermissionDenied("Listing other users' tokens needs the admin role.")
         qs = token_list(None if q["all"] else request.user, covered_by=request.user)
         if q.get("username") and not q["all"]:
             qs = token_list(None, covered_by=request.user).filter(user__username=q["username"])
-        return Response(s.TokenSerializer(qs[:500], many=True).data)
+        return Response(TokenSerializer(qs[:500], many=True).data)
 
-    @extend_schema(summary="Create an API token (shown once)", request=s.TokenCreateInputSerializer,
-                   responses={201: s.IssuedTokenSerializer, **ACTION_ERRORS})
+    @extend_schema(summary="Create an API token (shown once)", request=TokenCreateInputSerializer,
+                   responses={201: IssuedTokenSerializer, **ACTION_ERRORS})
     def post(self, request: Request) -> Response:
         if not isinstance(request.data, dict):
             raise ValidationError({"non_field_errors": ["the body must be a JSON object"]})
-        ser = s.TokenCreateInputSerializer(data=request.data)
+        ser = TokenCreateInputSerializer(data=request.data)
         ser.is_valid(raise_exception=True)
         data = ser.validated_data
         user = request.user
@@ -104,7 +112,7 @@ class TokenListCreateView(AuditedActionView):
                 raise PermissionDenied({exc.field: [exc.message]} if exc.field else exc.message) from exc
             raise ValidationError({exc.field or "non_field_errors": [exc.message]}) from exc
         self.audit_detail = {"token_id": issued.token.pk, "prefix": issued.token.prefix}
-        body = {**s.TokenSerializer(issued.token).data, "token": issued.secret}
+        body = {**TokenSerializer(issued.token).data, "token": issued.secret}
         return Response(body, status=status.HTTP_201_CREATED)
 
 
@@ -132,15 +140,15 @@ class ActionRecordListView(generics.ListAPIView):
     sees the records about objects in them and about themselves (`action_record_visible`)."""
 
     permission_classes = [IsAdmin]
-    serializer_class = s.ActionRecordSerializer
+    serializer_class = ActionRecordSerializer
     pagination_class = NewestFirstPagination
 
     def get_queryset(self) -> Any:
-        q = _query(s.ActionQuerySerializer, self.request)
+        q = _query(ActionQuerySerializer, self.request)
         return action_record_list(**{k: v for k, v in q.items() if v}, namespaces=user_namespaces(self.request.user),
                                   username=self.request.user.get_username())
 
-    @extend_schema(summary="The action record (admin)", parameters=[s.ActionQuerySerializer],
-                   responses={200: s.ActionRecordSerializer(many=True), **ERRORS})
+    @extend_schema(summary="The action record (admin)", parameters=[ActionQuerySerializer],
+                   responses={200: ActionRecordSerializer(many=True), **ERRORS})
     def get(self, request: Request, *args: Any, **kwargs: Any) -> Response:
         return super().get(request, *args, **kwargs)

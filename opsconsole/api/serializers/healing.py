@@ -11,7 +11,7 @@ from django.utils import timezone
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from opsconsole.api.serializers import ActorEstablishedField
+from opsconsole.api.serializers.common import ActorEstablishedField
 from reconcilers.models import HealingRecord
 from reconcilers.services import escalation
 
