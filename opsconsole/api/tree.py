@@ -16,12 +16,13 @@ from rest_framework.views import APIView
 from opsconsole.api.reads import ERRORS, NamespacedMixin
 from reconcilers.models import Resource
 from reconcilers.services.selectors import health_tree, resources
+from reconcilers.services.selectors.object_health import CURRENT, FAILED, IN_PROGRESS
 
 
 class HealthSerializer(serializers.Serializer):
     """kstatus-like health: Current, InProgress or Failed; a message; "2/3 ready"; a Pod's waiting reason."""
 
-    status = serializers.ChoiceField(choices=[health_tree.CURRENT, health_tree.IN_PROGRESS, health_tree.FAILED])
+    status = serializers.ChoiceField(choices=[CURRENT, IN_PROGRESS, FAILED])
     message = serializers.CharField()
     ready = serializers.CharField()
     reason = serializers.CharField()

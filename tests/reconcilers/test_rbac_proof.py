@@ -34,7 +34,7 @@ from reconcilers.kinds.tenant import NAMESPACE, TENANT, TenantReconciler
 from reconcilers.models import Resource
 from reconcilers.services import healing
 from reconcilers.services.reconcile_requests import reconcile_request_create
-from reconcilers.services.selectors import health_tree
+from reconcilers.services.selectors import generic_objects, health_tree
 from tests.fixtures.cluster import POD_DELAYS
 from tests.fixtures.engines import INTEGRATION_RECONCILERS, Engine, engine_running, wait_idle
 from tests.reconcilers.testkinds import GADGET, GadgetReconciler, gadget
@@ -174,7 +174,7 @@ def test_the_generated_role_is_enough_for_everything_the_engine_does_and_no_more
     for uid in (m_uid, t_uid):  # the health trees, and the object page of every node in them
         for node in health_tree.resource_tree(_row(uid)).rows()[1:]:
             kind = ResourceKind(node.group, node.version, node.plural, node.kind, namespaced=bool(node.namespace))
-            page = health_tree.object_page(kind, node.namespace, node.name)
+            page = generic_objects.object_page(kind, node.namespace, node.name)
             assert page.obj["metadata"]["name"] == node.name and not page.error
             kinds.add(node.kind)
     assert kinds >= {"Deployment", "ReplicaSet", "Pod", "Service", "Namespace", "ResourceQuota", "RoleBinding"}

@@ -12,7 +12,7 @@ import uuid
 
 import pytest
 
-from reconcilers.engine import kube
+from reconcilers.engine import apiclient, kube
 from reconcilers.services.selectors import health_tree as ht
 from tests.opsconsole.api import factories as f
 from tests.security import keyring
@@ -62,9 +62,9 @@ def cluster(monkeypatch, reconcilers, db):
     inside = f.resource("vault", "team-a", kind=KEYRING_KIND)
     outside = f.resource("vault", "team-b", kind=KEYRING_KIND)
     fake = FakeCluster(inside.uid, outside.uid)
-    monkeypatch.setattr(ht.kube, "get_object", fake.get)
-    monkeypatch.setattr(ht.kube, "list_objects", fake.list)
-    monkeypatch.setattr(ht.apiclient, "get_api_client", lambda: object())
+    monkeypatch.setattr(kube, "get_object", fake.get)
+    monkeypatch.setattr(kube, "list_objects", fake.list)
+    monkeypatch.setattr(apiclient, "get_api_client", lambda: object())
     yield inside
     ht.cache_clear()
 

@@ -5,7 +5,7 @@ ones when it belongs to a mirrored resource) and its owner chain up to that reso
 Why only some kinds: the console reads with its own identity, which may read more than its users should see (the
 engine's ClusterRole covers Pods, ReplicaSets, Events and every owned kind, and a future grant might cover
 Secrets). So the page shows only what the health tree can lead to: a registered kind's `owns`, ReplicaSets,
-Pods and Events (`health_tree.viewable_kinds`), and of those only an object in the owner chain of a mirrored
+Pods and Events (`generic_objects.viewable_kinds`), and of those only an object in the owner chain of a mirrored
 resource the user may read (an Event: the object it is about); any other address or object (another kind, a
 Secret no registered resource owns) is a 404, as is an object outside the user's namespaces (the same login,
 role and namespace limit as the resource pages; a cluster-scoped object needs the cluster scope ''). A Secret a
@@ -25,7 +25,7 @@ from opsconsole.console.live import page
 from opsconsole.console.security import console_page
 from reconcilers.core.clusters import DEFAULT_CLUSTER
 from reconcilers.engine import apiclient
-from reconcilers.services.selectors import health_tree
+from reconcilers.services.selectors import generic_objects
 from reconcilers.services.selectors.scope import scope_allows
 
 NOT_FOUND = "No such object, or it is outside your namespaces or not shown by the console."
@@ -35,7 +35,7 @@ NOT_FOUND = "No such object, or it is outside your namespaces or not shown by th
 def object_detail(request: HttpRequest, group: str, version: str, plural: str, name: str,
                   namespace: str = "") -> HttpResponse:
     """One object (namespaced when `namespace` is given, cluster-scoped otherwise)."""
-    kind = health_tree.viewable_kind(group, version, plural)
+    kind = generic_objects.viewable_kind(group, version, plural)
     if kind is None or kind.namespaced != bool(namespace):
         raise Http404(NOT_FOUND)
     limit = user_namespaces(request.user)
@@ -45,10 +45,10 @@ def object_detail(request: HttpRequest, group: str, version: str, plural: str, n
         raise Http404(NOT_FOUND)
     try:
         api = None if cluster == DEFAULT_CLUSTER else apiclient.get_api_client(cluster)
-        view = health_tree.object_page(kind, namespace, name, namespaces=limit, api=api)
+        view = generic_objects.object_page(kind, namespace, name, namespaces=limit, api=api)
         if view.resource is not None and view.resource.cluster != cluster:
-            raise health_tree.ObjectMissing(name)
-    except health_tree.ObjectMissing as exc:
+            raise generic_objects.ObjectMissing(name)
+    except generic_objects.ObjectMissing as exc:
         raise Http404(NOT_FOUND) from exc
     except Exception as exc:  # the Kubernetes API did not answer: say so, never a 500
         return page(request, "console/object.html",

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from reconcilers.engine import kube
+from reconcilers.engine import apiclient, kube
 from reconcilers.services.selectors import health_tree as ht
 from tests.opsconsole.api import factories as f
 
@@ -63,9 +63,9 @@ def cluster(monkeypatch, builtin_kinds_only):
 
     def make(mc_uid: str) -> FakeCluster:
         fake = FakeCluster(mc_uid)
-        monkeypatch.setattr(ht.kube, "get_object", fake.get)
-        monkeypatch.setattr(ht.kube, "list_objects", fake.list)
-        monkeypatch.setattr(ht.apiclient, "get_api_client", lambda *_: object())
+        monkeypatch.setattr(kube, "get_object", fake.get)
+        monkeypatch.setattr(kube, "list_objects", fake.list)
+        monkeypatch.setattr(apiclient, "get_api_client", lambda *_: object())
         return fake
 
     yield make
@@ -86,8 +86,8 @@ def test_the_detail_page_shows_the_tree_with_the_pods_waiting_reason_and_links(a
 
 def test_the_detail_page_says_when_the_api_does_not_answer(as_role, monkeypatch, builtin_kinds_only):
     ht.cache_clear()
-    monkeypatch.setattr(ht.apiclient, "get_api_client", lambda *_: object())
-    monkeypatch.setattr(ht.kube, "list_objects", lambda *a, **k: (_ for _ in ()).throw(OSError("refused")))
+    monkeypatch.setattr(apiclient, "get_api_client", lambda *_: object())
+    monkeypatch.setattr(kube, "list_objects", lambda *a, **k: (_ for _ in ()).throw(OSError("refused")))
     res = f.resource("mc", "team-a")
     response = as_role("viewer").get(f"/resources/{res.pk}/")
     assert response.status_code == 200 and "Children not read: the Kubernetes API did not answer" in \
@@ -127,8 +127,8 @@ def test_a_secret_or_an_unknown_kind_is_a_404(as_role, cluster):
 
 
 def test_the_object_page_says_when_the_api_does_not_answer(as_role, monkeypatch, builtin_kinds_only):
-    monkeypatch.setattr(ht.apiclient, "get_api_client", lambda *_: object())
-    monkeypatch.setattr(ht.kube, "get_object", lambda *a, **k: (_ for _ in ()).throw(OSError("refused")))
+    monkeypatch.setattr(apiclient, "get_api_client", lambda *_: object())
+    monkeypatch.setattr(kube, "get_object", lambda *a, **k: (_ for _ in ()).throw(OSError("refused")))
     response = as_role("viewer").get(POD_PATH.format(ns="team-a"))
     assert response.status_code == 503 and "The Kubernetes API did not answer" in response.content.decode()
 
@@ -151,7 +151,7 @@ def test_an_object_of_another_cluster_is_read_through_that_clusters_client(as_ro
     res = f.resource("mc", "team-a", cluster="prod")
     fake = cluster(res.uid)
     asked = []
-    monkeypatch.setattr(ht.apiclient, "get_api_client", lambda *a: asked.append(a) or object())
+    monkeypatch.setattr(apiclient, "get_api_client", lambda *a: asked.append(a) or object())
     viewer = as_role("viewer", ["prod/team-a"])
     detail = viewer.get(f"/resources/{res.pk}/").content.decode()
     assert f'href="{POD_PATH.format(ns="team-a")}?cluster=prod"' in detail  # the tree's links name the cluster

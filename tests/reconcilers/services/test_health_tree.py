@@ -6,7 +6,9 @@ from __future__ import annotations
 import pytest
 
 from reconcilers.engine import kube
+from reconcilers.services.selectors import generic_objects
 from reconcilers.services.selectors import health_tree as ht
+from reconcilers.services.selectors import object_health as oh
 from tests.opsconsole.api import factories as f
 
 
@@ -29,55 +31,55 @@ def pod(phase="Running", ready=True, waiting=""):
 
 
 def test_a_deployment_with_all_replicas_available_is_current_with_its_ready_count():
-    h = ht.object_health(deployment(desired=3, ready=3))
-    assert (h.status, h.ready) == (ht.CURRENT, "3/3 ready")
+    h = oh.object_health(deployment(desired=3, ready=3))
+    assert (h.status, h.ready) == (oh.CURRENT, "3/3 ready")
 
 
 def test_a_deployment_rolling_out_is_in_progress_judged_by_the_kinds_rollout_rules():
-    assert ht.object_health(deployment(desired=3, ready=2)).status == ht.IN_PROGRESS
+    assert oh.object_health(deployment(desired=3, ready=2)).status == oh.IN_PROGRESS
     # the broken-image case: 3 old replicas ready, 1 new one not: no replica of the current spec is ready
     broken = deployment(desired=3, ready=3, updated=1)
     broken["status"]["replicas"] = 4
-    h = ht.object_health(broken)
-    assert (h.status, h.reason, h.ready) == (ht.IN_PROGRESS, "ReplicasNotUpdated", "0/3 ready")
+    h = oh.object_health(broken)
+    assert (h.status, h.reason, h.ready) == (oh.IN_PROGRESS, "ReplicasNotUpdated", "0/3 ready")
     assert h.message == "1 out of 3 new replicas have been updated"
-    behind = ht.object_health(deployment(generation=3, observed=2))
-    assert behind.status == ht.IN_PROGRESS and "spec update to be observed" in behind.message
+    behind = oh.object_health(deployment(generation=3, observed=2))
+    assert behind.status == oh.IN_PROGRESS and "spec update to be observed" in behind.message
 
 
 def test_a_deployment_past_its_progress_deadline_is_failed():
     cond = {"type": "Progressing", "status": "False", "reason": "ProgressDeadlineExceeded", "message": "too slow"}
-    h = ht.object_health(deployment(desired=2, ready=1, conditions=[cond]))
-    assert (h.status, h.reason, h.ready) == (ht.FAILED, "ProgressDeadlineExceeded", "1/2 ready")
+    h = oh.object_health(deployment(desired=2, ready=1, conditions=[cond]))
+    assert (h.status, h.reason, h.ready) == (oh.FAILED, "ProgressDeadlineExceeded", "1/2 ready")
 
 
 def test_a_statefulset_is_judged_by_its_own_rules_partition_included():
     sts = {"apiVersion": "apps/v1", "kind": "StatefulSet", "metadata": {"generation": 1},
            "spec": {"replicas": 3, "updateStrategy": {"type": "RollingUpdate", "rollingUpdate": {"partition": 1}}},
            "status": {"observedGeneration": 1, "replicas": 3, "readyReplicas": 3, "updatedReplicas": 1}}
-    h = ht.object_health(sts)
-    assert (h.status, h.reason) == (ht.IN_PROGRESS, "PartitionNotUpdated")
+    h = oh.object_health(sts)
+    assert (h.status, h.reason) == (oh.IN_PROGRESS, "PartitionNotUpdated")
     sts["status"]["updatedReplicas"] = 2
-    assert ht.object_health(sts).status == ht.CURRENT
+    assert oh.object_health(sts).status == oh.CURRENT
 
 
 @pytest.mark.parametrize("reason", ["ImagePullBackOff", "ErrImagePull", "CrashLoopBackOff"])
 def test_a_pod_whose_container_waits_on_a_lasting_error_is_failed_with_the_reason(reason):
-    h = ht.object_health(pod(phase="Pending", ready=False, waiting=reason))
-    assert (h.status, h.reason, h.ready) == (ht.FAILED, reason, "0/1 ready")
+    h = oh.object_health(pod(phase="Pending", ready=False, waiting=reason))
+    assert (h.status, h.reason, h.ready) == (oh.FAILED, reason, "0/1 ready")
 
 
 def test_a_running_ready_pod_is_current_and_a_starting_one_in_progress():
-    assert ht.object_health(pod()).status == ht.CURRENT
-    starting = ht.object_health(pod(phase="Pending", ready=False, waiting="ContainerCreating"))
-    assert (starting.status, starting.reason) == (ht.IN_PROGRESS, "ContainerCreating")
-    assert ht.object_health(pod(phase="Running", ready=False)).status == ht.IN_PROGRESS
+    assert oh.object_health(pod()).status == oh.CURRENT
+    starting = oh.object_health(pod(phase="Pending", ready=False, waiting="ContainerCreating"))
+    assert (starting.status, starting.reason) == (oh.IN_PROGRESS, "ContainerCreating")
+    assert oh.object_health(pod(phase="Running", ready=False)).status == oh.IN_PROGRESS
 
 
 def test_a_replicaset_with_a_replica_failure_is_failed():
     rs = {"apiVersion": "apps/v1", "kind": "ReplicaSet", "spec": {"replicas": 1}, "status": {"conditions": [
         {"type": "ReplicaFailure", "status": "True", "reason": "FailedCreate", "message": "quota"}]}}
-    assert ht.object_health(rs).status == ht.FAILED
+    assert oh.object_health(rs).status == oh.FAILED
 
 
 class FakeApi:
@@ -102,7 +104,7 @@ def _meta(name, uid, owner="", namespace="ns"):
 @pytest.fixture
 def fake(monkeypatch, builtin_kinds_only):
     ht.cache_clear()
-    yield lambda objects: monkeypatch.setattr(ht.kube, "list_objects", FakeApi(objects)) or ht.kube.list_objects
+    yield lambda objects: monkeypatch.setattr(kube, "list_objects", FakeApi(objects)) or kube.list_objects
     ht.cache_clear()
 
 
@@ -122,11 +124,11 @@ def test_the_tree_lists_each_kind_once_follows_owners_by_uid_and_is_cached(fake)
     tree = ht.resource_tree(res, api=object())
     assert sorted(api.calls) == [("deployments", "ns"), ("pods", "ns"), ("replicasets", "ns"), ("services", "ns")]
     rows = [(n.depth, n.kind, n.name, n.health.status) for n in tree.rows()]
-    assert rows == [(0, "Memcached", "mc", ht.CURRENT), (1, "Deployment", "mc", ht.IN_PROGRESS),
-                    (2, "ReplicaSet", "mc-abc", ht.IN_PROGRESS), (3, "Pod", "mc-abc-x", ht.FAILED),
-                    (1, "Service", "mc", ht.CURRENT)]
+    assert rows == [(0, "Memcached", "mc", oh.CURRENT), (1, "Deployment", "mc", oh.IN_PROGRESS),
+                    (2, "ReplicaSet", "mc-abc", oh.IN_PROGRESS), (3, "Pod", "mc-abc-x", oh.FAILED),
+                    (1, "Service", "mc", oh.CURRENT)]
     assert tree.rows()[3].health.reason == "ImagePullBackOff" and tree.error == ""
-    assert tree.counts() == {ht.CURRENT: 1, ht.IN_PROGRESS: 2, ht.FAILED: 1}
+    assert tree.counts() == {oh.CURRENT: 1, oh.IN_PROGRESS: 2, oh.FAILED: 1}
     ht.resource_tree(res, api=object())
     assert len(api.calls) == 4  # the second read within CACHE_SECONDS lists nothing
 
@@ -138,17 +140,17 @@ def test_an_unreachable_api_gives_the_resource_and_a_message(monkeypatch, builti
     def refuse(*args, **kwargs):
         raise kube.ApiException(status=403, reason="Forbidden")
 
-    monkeypatch.setattr(ht.kube, "list_objects", refuse)
+    monkeypatch.setattr(kube, "list_objects", refuse)
     tree = ht.resource_tree(f.resource("mc", "ns"), api=object())
     assert [n.kind for n in tree.rows()] == ["Memcached"] and "did not answer" in tree.error and "403" in tree.error
 
 
 def test_only_owned_kinds_their_descendants_and_events_are_viewable(builtin_kinds_only):
-    assert ht.viewable_kind("apps", "v1", "deployments") is not None
-    assert ht.viewable_kind("core", "v1", "pods") is not None
-    assert ht.viewable_kind("core", "v1", "events") is not None
-    assert ht.viewable_kind("core", "v1", "secrets") is None
-    assert ht.viewable_kind("apps", "v2", "deployments") is None  # the version must match too
+    assert generic_objects.viewable_kind("apps", "v1", "deployments") is not None
+    assert generic_objects.viewable_kind("core", "v1", "pods") is not None
+    assert generic_objects.viewable_kind("core", "v1", "events") is not None
+    assert generic_objects.viewable_kind("core", "v1", "secrets") is None
+    assert generic_objects.viewable_kind("apps", "v2", "deployments") is None  # the version must match too
 
 
 @pytest.mark.django_db
