@@ -159,10 +159,14 @@ class Cluster(PatchingMixin, DeletingMixin):
         out: list[dict[str, Any]] = []
         remaining = 0
         last: tuple[str, str] | None = None
+        selective = label is not None or field is not None
         for obj in self._candidates(rt, ns, label):
             meta = obj["metadata"]
             pos = (meta.get("namespace", ""), meta["name"])
             if start is not None and pos <= start:
+                continue
+            if limit and len(out) >= limit and not selective:
+                remaining += 1  # past the page, every object counts and none is converted (a page costs its size)
                 continue
             ext = rt.external(obj, version)
             if label is not None and not label(ext):
@@ -170,8 +174,8 @@ class Cluster(PatchingMixin, DeletingMixin):
             if field is not None and not field(ext):
                 continue
             if limit and len(out) >= limit:
-                remaining += 1
-                continue
+                remaining = 1  # one more match is enough for a continue token (no count is given with selectors)
+                break
             out.append(ext)
             last = pos
         token = None

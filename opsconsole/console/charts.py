@@ -5,7 +5,7 @@ units (`linechart`).
 
 The figures come from the configured `MetricsSource` (`metrics_source_for`: Prometheus when configured, the
 database otherwise) and cost one read per series for the whole window: the database in one aggregate query
-(`stats.run_buckets`), Prometheus in one range query per series with step = the bucket size. Any other source
+(`run_charts.run_buckets`), Prometheus in one range query per series with step = the bucket size. Any other source
 is read bucket by bucket through the protocol."""
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from django.utils.safestring import SafeString
 
 from opsconsole.console.linechart import line_chart_svg, time_ticks
 from reconcilers.services.metrics_source import DatabaseMetricsSource, MetricsSource, metrics_source_for
-from reconcilers.services.selectors import stats
+from reconcilers.services.selectors import run_charts
 
 log = logging.getLogger(__name__)
 
@@ -73,7 +73,7 @@ class _Series:
 
 def _database_series(src: DatabaseMetricsSource, start: datetime, end: datetime, window: Window) -> _Series:
     seconds = window.step.total_seconds()
-    rows = stats.run_buckets(start, end, window.step, quantiles=QUANTILES, namespaces=src.namespaces)
+    rows = run_charts.run_buckets(start, end, window.step, quantiles=QUANTILES, namespaces=src.namespaces)
     return _Series(rate=[row["runs"] / seconds for row in rows], errors=[row["errors"] / seconds for row in rows],
                    quantiles={q: [row["quantiles"][q] for row in rows] for q in QUANTILES})
 

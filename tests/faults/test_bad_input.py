@@ -160,9 +160,9 @@ EVIL = {
 
 def test_markup_and_odd_unicode_pass_through_escaped_in_the_console_and_intact_in_the_api(faults, kapi, namespace,
                                                                                          monkeypatch):
-    from reconcilers.services.selectors import stats
+    from reconcilers.services.selectors import liveness
 
-    monkeypatch.setattr(stats, "workers_alive", lambda **_: {"workers": ["celery@test"], "error": ""})
+    monkeypatch.setattr(liveness, "workers_alive", lambda **_: {"workers": ["celery@test"], "error": ""})
     annotations = {f"example.com/{k}": v for k, v in EVIL.items()}
     uids = {}
     for key, text in EVIL.items():
@@ -236,9 +236,9 @@ def test_markup_and_odd_unicode_pass_through_escaped_in_the_console_and_intact_i
 
 def test_a_spec_of_a_mebibyte_in_4000_fields_converges_and_is_shown_and_served_whole(faults, kapi, namespace,
                                                                                     monkeypatch):
-    from reconcilers.services.selectors import stats
+    from reconcilers.services.selectors import liveness
 
-    monkeypatch.setattr(stats, "workers_alive", lambda **_: {"workers": ["celery@test"], "error": ""})
+    monkeypatch.setattr(liveness, "workers_alive", lambda **_: {"workers": ["celery@test"], "error": ""})
     blob = {f"field-{i:04d}": f"{i:04d}:" + "v" * 250 for i in range(4000)}
     body = gadget(namespace, "huge", mode="ok", blob=blob)
     size = len(json.dumps(body))

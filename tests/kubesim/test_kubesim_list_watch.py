@@ -50,6 +50,16 @@ def test_a_label_selected_list_pages_in_name_order_and_sees_relabels(core, ns):
     assert [c.metadata.name for c in everywhere if c.metadata.namespace == ns] == ["cm-03", "cm-05"]
 
 
+def test_a_selected_page_gives_no_count_and_a_token_only_when_another_match_follows(core, ns):
+    _cms(core, ns, 7, lambda i: {"tier": "web" if i % 2 == 0 else "db"})  # web: cm-00, -02, -04, -06
+    first = core.list_namespaced_config_map(ns, label_selector="tier=web", limit=3)
+    assert first.metadata._continue and first.metadata.remaining_item_count is None  # as the API server: no count
+    whole = core.list_namespaced_config_map(ns, label_selector="tier=web", limit=4)
+    assert len(whole.items) == 4 and not whole.metadata._continue  # later non-matching objects make no token
+    by_field = core.list_namespaced_config_map(ns, field_selector="metadata.name!=cm-06", limit=6)
+    assert len(by_field.items) == 6 and not by_field.metadata._continue
+
+
 def test_field_selectors(core, ns):
     _cms(core, ns, 3)
     got = core.list_config_map_for_all_namespaces(field_selector=f"metadata.namespace={ns},metadata.name=cm-01")

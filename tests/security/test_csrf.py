@@ -73,9 +73,9 @@ def collect_forms(client: Client, pages: list[str]) -> list[dict]:
 @pytest.fixture
 def site(kapi, queue, reconcilers, namespace, monkeypatch):
     """A superuser's console over a real Gadget, a backing-off queue key and some history."""
-    from reconcilers.services.selectors import stats
+    from reconcilers.services.selectors import liveness
 
-    monkeypatch.setattr(stats, "workers_alive", lambda **_: {"workers": ["celery@test"], "error": ""})
+    monkeypatch.setattr(liveness, "workers_alive", lambda **_: {"workers": ["celery@test"], "error": ""})
     reconcilers(["tests.reconcilers.testkinds.GadgetReconciler"])
     obj = kube.create_object(kapi, GADGET, gadget(namespace, "csrf", mode="ok"))
     res = f.resource("csrf", namespace, kind=GADGET_KIND, uid=obj["metadata"]["uid"])

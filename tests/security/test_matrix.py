@@ -126,9 +126,9 @@ def console_post(client: Client, path: str, data: dict):
 
 @pytest.mark.parametrize("identity", IDENTITIES)
 def test_the_console_allows_and_refuses_exactly_as_designed(cluster, identity, monkeypatch):
-    from reconcilers.services.selectors import stats
+    from reconcilers.services.selectors import liveness
 
-    monkeypatch.setattr(stats, "workers_alive", lambda **_: {"workers": ["celery@test"], "error": ""})
+    monkeypatch.setattr(liveness, "workers_alive", lambda **_: {"workers": ["celery@test"], "error": ""})
     user = make_user(identity, cluster)
     client = console_client(user)
     want = Expect(identity)

@@ -49,9 +49,9 @@ def keyring_engine(kubesim, redis_client, django_db_setup, django_db_blocker) ->
 
 @pytest.fixture
 def engine(keyring_engine, transactional_db, kapi, settings, monkeypatch) -> Iterator:
-    from reconcilers.services.selectors import stats
+    from reconcilers.services.selectors import liveness
 
-    monkeypatch.setattr(stats, "workers_alive", lambda **_: {"workers": ["celery@test"], "error": ""})
+    monkeypatch.setattr(liveness, "workers_alive", lambda **_: {"workers": ["celery@test"], "error": ""})
     settings.OPSCONSOLE_RECONCILERS = RECONCILERS
     settings.OPSCONSOLE_WORKQUEUE_NAME = keyring_engine.queue_name
     registry.reset()

@@ -21,7 +21,7 @@ from opsconsole.console.live import page
 from opsconsole.console.security import console_page
 from reconcilers.core.clusters import DEFAULT_CLUSTER
 from reconcilers.services.healing import healing_overview
-from reconcilers.services.selectors import aggregates, kinds, queue, shards, stats, transitions
+from reconcilers.services.selectors import aggregates, kinds, liveness, queue, shards, stats, transitions
 from reconcilers.services.selectors.cluster_health import REMOVED, UNREACHABLE, ClusterHealth, cluster_health
 
 FRAGMENTS = {
@@ -111,8 +111,8 @@ def _engine(namespaces: frozenset[str] | None, healing: dict[str, Any], choice: 
                                 ("rolling_back", "rolling back", "healing-rolling-back"),
                                 ("escalated", "escalated", "healing-escalated"))
     ]
-    return {"queue": q, "leader": stats.controller_leader() if leaders is None else None,
-            "cluster_leaders": leaders, "workers": stats.workers_alive(), "shards": shards.controller_shards(),
+    return {"queue": q, "leader": liveness.controller_leader() if leaders is None else None,
+            "cluster_leaders": leaders, "workers": liveness.workers_alive(), "shards": shards.controller_shards(),
             "queue_href": _href("console:queue", keep), "workers_href": _href("console:workers", keep),
             "anomalies": anomalies, "healing_error": healing.get("error", "")}
 

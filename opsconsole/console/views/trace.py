@@ -16,7 +16,7 @@ from django.http import Http404, HttpRequest, HttpResponse
 from opsconsole.accounts.roles import user_namespaces
 from opsconsole.console.live import page
 from opsconsole.console.security import console_page
-from reconcilers.services.selectors import runs, stats
+from reconcilers.services.selectors import runs, traces
 
 _TRACE_ID = re.compile(r"^[0-9a-fA-F]{32}$")
 
@@ -104,8 +104,8 @@ def trace_detail(request: HttpRequest, trace_id: str) -> HttpResponse:
     if not _TRACE_ID.match(trace_id):
         raise Http404("Not a trace id (32 hex digits).")
     try:
-        spans = stats.trace_spans(trace_id, namespaces=user_namespaces(request.user))
-    except stats.TraceNotVisible as exc:
+        spans = traces.trace_spans(trace_id, namespaces=user_namespaces(request.user))
+    except traces.TraceNotVisible as exc:
         raise Http404("No such trace, or it is outside your namespaces.") from exc
     rows, total = waterfall(spans)
     for row in rows:

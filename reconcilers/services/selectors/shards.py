@@ -20,7 +20,7 @@ from reconcilers.engine import apiclient, kube
 from reconcilers.engine.controller.leader import LEASE
 from reconcilers.engine.shards.membership import SHARD_LEASE_PREFIX
 from reconcilers.engine.shards.ownership import KEYS, PENDING, SELECTOR, VIEW
-from reconcilers.services.selectors.stats import _cached
+from reconcilers.services.selectors.read_memo import cached
 
 
 def shard_rows(leases: list[dict[str, Any]], now: datetime) -> list[dict[str, Any]]:
@@ -57,4 +57,4 @@ def controller_shards(*, ttl: float = 5.0) -> dict[str, Any]:
             return {"shards": [], "error": f"the Kubernetes API did not answer: {type(exc).__name__}"}
         return {"shards": shard_rows(leases, datetime.now(UTC)), "error": ""}
 
-    return _cached("shards", ttl, read, background=True)
+    return cached("shards", ttl, read, background=True)

@@ -14,7 +14,7 @@ from django.utils import timezone
 
 from reconcilers.models import ReconcileRun
 from reconcilers.services import workers
-from reconcilers.services.selectors import stats
+from reconcilers.services.selectors import liveness
 from tests.opsconsole.api import factories as f
 from tests.reconcilers.services.test_workers import FakeInspect, stats_reply
 
@@ -135,7 +135,7 @@ def test_the_engine_strip_names_each_clusters_leader_when_several_are_registered
     def no_lease(**_):
         raise AssertionError("the strip reads the clusters' reports, not the default cluster's Lease")
 
-    monkeypatch.setattr(stats, "controller_leader", no_lease)
+    monkeypatch.setattr(liveness, "controller_leader", no_lease)
     f.cluster("default", leader="ctl-default-0", heartbeat_at=timezone.now() - timedelta(hours=1))
     html = as_role("viewer").get("/?_live=engine").json()["fragments"]["engine"]
     strip = html.split('id="cluster-leaders"', 1)[1].split("</ul>", 1)[0]
@@ -148,7 +148,7 @@ def test_the_engine_strip_names_each_clusters_leader_when_several_are_registered
 
 
 def test_a_single_cluster_install_keeps_the_leader_lease_in_the_strip(as_role, monkeypatch):
-    monkeypatch.setattr(stats, "controller_leader", lambda **_: {"holder": "ctl-0", "renewed": timezone.now(),
+    monkeypatch.setattr(liveness, "controller_leader", lambda **_: {"holder": "ctl-0", "renewed": timezone.now(),
                                                                  "expires": None, "alive": True, "error": ""})
     html = as_role("viewer").get("/?_live=engine").json()["fragments"]["engine"]
     assert "cluster-leaders" not in html and "<code>ctl-0</code>" in html

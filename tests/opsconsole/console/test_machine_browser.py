@@ -7,7 +7,7 @@ import pytest
 from playwright.sync_api import expect
 
 from reconcilers.kinds.memcached import MACHINE
-from reconcilers.services.selectors import stats
+from reconcilers.services.selectors import liveness
 from tests.opsconsole.api import factories as f
 from tests.opsconsole.console.conftest import signed_in
 from tests.opsconsole.console.test_browser import SHOTS
@@ -17,7 +17,7 @@ pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
 
 def test_the_overview_diagram_is_visible_with_every_state_as_a_node(chromium, live_server, queue, monkeypatch):
-    monkeypatch.setattr(stats, "workers_alive", lambda **_: {"workers": ["celery@w1"], "error": ""})
+    monkeypatch.setattr(liveness, "workers_alive", lambda **_: {"workers": ["celery@w1"], "error": ""})
     f.resource("diagrammed", phase="Running")
     user = f.user("machine-viewer", "viewer")
     context, page, errors = signed_in(chromium, live_server.url, user, width=1280, height=900)

@@ -11,7 +11,7 @@ import pytest
 from django.utils import timezone
 from playwright.sync_api import expect
 
-from reconcilers.services.selectors import stats
+from reconcilers.services.selectors import liveness
 from tests.opsconsole.api import factories as f
 from tests.opsconsole.console.conftest import signed_in
 from tests.opsconsole.console.test_browser import SHOTS
@@ -27,7 +27,7 @@ def _minutes_apart(labels: list[str]) -> set[int]:
 
 def test_a_fresh_start_overview_shows_the_strip_and_charts_over_a_window(chromium, live_server, queue,
                                                                         monkeypatch):
-    monkeypatch.setattr(stats, "workers_alive", lambda **_: {"workers": ["celery@w1"], "error": ""})
+    monkeypatch.setattr(liveness, "workers_alive", lambda **_: {"workers": ["celery@w1"], "error": ""})
     res = f.resource("fresh")
     now = timezone.now()
     for minutes in (1, 1, 5, 12, 25, 40, 55):  # a fresh start: runs over the last hour, not one spike

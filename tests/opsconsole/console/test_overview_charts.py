@@ -15,7 +15,7 @@ from django.test.utils import CaptureQueriesContext
 from opsconsole.console.charts import WINDOWS, overview_charts, window_get
 from opsconsole.console.linechart import line_chart_svg, nice_ticks, time_ticks
 from reconcilers.services.metrics_source import DatabaseMetricsSource
-from reconcilers.services.selectors import stats
+from reconcilers.services.selectors import run_charts
 from tests.opsconsole.api import factories as f
 
 NOW = datetime(2026, 3, 4, 14, 7, 30, tzinfo=UTC)
@@ -62,13 +62,13 @@ def test_runs_spread_over_the_window_fill_several_buckets_in_one_query(db):
     f.run(res, at=NOW - timedelta(minutes=61))  # before the window
     start = NOW - timedelta(hours=1)
     with CaptureQueriesContext(connection) as queries:
-        rows = stats.run_buckets(start, NOW, timedelta(minutes=1), namespaces=frozenset({"default"}))
+        rows = run_charts.run_buckets(start, NOW, timedelta(minutes=1), namespaces=frozenset({"default"}))
     assert len(queries) == 1 and len(rows) == 60
     busy = {i: (r["runs"], r["errors"], r["quantiles"][0.5], r["quantiles"][0.99]) for i, r in enumerate(rows)
             if r["runs"]}
     assert busy == {0: (1, 0, 1.0, 1.0), 18: (1, 1, 0.5, 0.5), 39: (1, 0, 0.05, 0.05), 57: (3, 1, 0.2, 0.3)}
     assert rows[0]["start"] == start and rows[1]["start"] == start + timedelta(minutes=1)
-    everyone = stats.run_buckets(start, NOW, timedelta(minutes=1))
+    everyone = run_charts.run_buckets(start, NOW, timedelta(minutes=1))
     assert sum(r["runs"] for r in everyone) == 7  # team-b's run too, still not the one before the window
     charts = overview_charts(window=WINDOWS["1h"], now=NOW, source=DatabaseMetricsSource(frozenset({"default"})))
     assert len(re.findall(r'class="point line-0"', charts["charts"][0])) == 60  # a rate per bucket, zeros too

@@ -14,7 +14,7 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
-from reconcilers.services.selectors import stats
+from reconcilers.services.selectors import read_memo, stats
 from tests.opsconsole.api import factories as f
 
 pytestmark = pytest.mark.django_db
@@ -111,7 +111,7 @@ def test_machine_figures_are_memoised_for_a_few_seconds_per_namespace_set(datase
     assert stats.machine_figures(machines, ttl=60, namespaces=frozenset({"team-a"}))["Memcached"]["hour"][
         ("Running", "Degraded")] == 2  # another namespace set: its own entry, read now
     assert stats.machine_figures(machines, ttl=0)["Memcached"]["hour"][("Running", "Degraded")] == 2
-    stats.stats_cache_clear()
+    read_memo.stats_cache_clear()
     assert stats.machine_figures(machines, ttl=60)["Memcached"]["hour"][("Running", "Degraded")] == 2
 
 
@@ -137,16 +137,16 @@ def test_an_engine_read_past_its_ttl_answers_the_last_value_while_one_thread_rea
             done.set()
         return len(calls)
 
-    assert stats._cached("probe", 0.0, read, background=True) == 1  # nothing memoised yet: read now
-    assert stats._cached("probe", 0.0, read, background=True) == 1  # stale: answered at once, refresh started
-    assert stats._cached("probe", 0.0, read, background=True) == 1  # one refresh at a time
+    assert read_memo.cached("probe", 0.0, read, background=True) == 1  # nothing memoised yet: read now
+    assert read_memo.cached("probe", 0.0, read, background=True) == 1  # stale: answered at once, refresh started
+    assert read_memo.cached("probe", 0.0, read, background=True) == 1  # one refresh at a time
     release.set()
     assert done.wait(5)
     for _ in range(100):
-        if stats._cached("probe", 60.0, read, background=True) == 2:
+        if read_memo.cached("probe", 60.0, read, background=True) == 2:
             break
         time.sleep(0.01)
-    assert stats._cached("probe", 60.0, read, background=True) == 2
+    assert read_memo.cached("probe", 60.0, read, background=True) == 2
     assert len(calls) == 2
 
 

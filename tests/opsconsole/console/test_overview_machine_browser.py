@@ -13,7 +13,7 @@ from django.utils import timezone
 from playwright.sync_api import expect
 
 from reconcilers.engine import registry
-from reconcilers.services.selectors import stats
+from reconcilers.services.selectors import liveness
 from tests.opsconsole.api import factories as f
 from tests.opsconsole.console.conftest import signed_in
 from tests.opsconsole.console.test_browser import SHOTS
@@ -46,7 +46,7 @@ def four_kinds(settings):
 def test_the_overview_shows_the_kind_with_activity_first_and_folds_the_quiet_ones(chromium, live_server, queue,
                                                                                   monkeypatch, four_kinds):
     assert len(four_kinds) == 4 and four_kinds[-1] == "Gadget"  # the user's kind is registered last
-    monkeypatch.setattr(stats, "workers_alive", lambda **_: {"workers": ["celery@w1"], "error": ""})
+    monkeypatch.setattr(liveness, "workers_alive", lambda **_: {"workers": ["celery@w1"], "error": ""})
     gadget = f.resource("mine", "team", kind=GADGET, phase="")
     for phase in ("Pending", "Running", "Failed", "Running"):
         f.transition(gadget, phase)
@@ -79,7 +79,7 @@ def test_the_overview_shows_the_kind_with_activity_first_and_folds_the_quiet_one
 
 
 def test_a_path_of_ten_numbered_edges_has_no_label_over_another_or_cut(chromium, live_server, queue, monkeypatch):
-    monkeypatch.setattr(stats, "workers_alive", lambda **_: {"workers": ["celery@w1"], "error": ""})
+    monkeypatch.setattr(liveness, "workers_alive", lambda **_: {"workers": ["celery@w1"], "error": ""})
     res = f.resource("wandering", phase="")
     start = timezone.now() - timedelta(hours=2)
     for i, phase in enumerate(PATH):

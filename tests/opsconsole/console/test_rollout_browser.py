@@ -9,7 +9,7 @@ from playwright.sync_api import expect
 
 from opsconsole.console.rollout import resource_rollout
 from reconcilers.models import Resource
-from reconcilers.services.selectors import stats
+from reconcilers.services.selectors import liveness
 from tests.opsconsole.api import factories as f
 from tests.opsconsole.console.conftest import signed_in
 from tests.opsconsole.console.test_browser import SHOTS
@@ -47,7 +47,7 @@ def test_the_selector_reads_the_ordinals_and_skips_kinds_without_them():
 
 def test_the_rollout_view_mid_upgrade_shows_the_block_then_follows_the_next_step(chromium, live_server, queue,
                                                                                  monkeypatch):
-    monkeypatch.setattr(stats, "workers_alive", lambda **_: {"workers": ["celery@w1"], "error": ""})
+    monkeypatch.setattr(liveness, "workers_alive", lambda **_: {"workers": ["celery@w1"], "error": ""})
     res = f.resource("kv", kind=KVSTORE, phase="Blocked", reason="BudgetExhausted", message=BUDGET,
                      spec={"replicas": 3, "minAvailable": 2}, status=BLOCKED_AT_2)
     user = f.user("rollout-viewer", "viewer")

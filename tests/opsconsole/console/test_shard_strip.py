@@ -10,7 +10,7 @@ from reconcilers.core.meta import rfc3339
 from reconcilers.engine import kube
 from reconcilers.engine.controller.leader import LEASE
 from reconcilers.engine.shards.ownership import KEYS, PENDING, SELECTOR, VIEW
-from reconcilers.services.selectors import stats
+from reconcilers.services.selectors import read_memo
 from reconcilers.services.selectors.shards import shard_rows
 
 NOW = datetime(2026, 12, 7, 10, 0, tzinfo=UTC)
@@ -43,7 +43,7 @@ def test_rows_say_live_keys_canary_and_who_is_handing_over():
 
 def test_the_overview_strip_shows_each_shard_and_nothing_unsharded(as_role, db, kapi, namespace, settings):
     settings.OPSCONSOLE_LEADER_NAMESPACE = namespace
-    stats.stats_cache_clear()
+    read_memo.stats_cache_clear()
     client = as_role("viewer")
     assert 'id="strip-shards"' not in client.get("/").content.decode()
     now = datetime.now(UTC)
@@ -52,7 +52,7 @@ def test_the_overview_strip_shows_each_shard_and_nothing_unsharded(as_role, db, 
                      pending=3 if shard == "a" else 0)
         body["metadata"]["namespace"] = namespace
         kube.create_object(kapi, LEASE, {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease", **body})
-    stats.stats_cache_clear()
+    read_memo.stats_cache_clear()
     html = client.get("/").content.decode()
     assert 'id="strip-shards"' in html
     assert '<li class="shard" id="shard-a"><code>a</code> <span class="badge badge-ok">live</span> ' \

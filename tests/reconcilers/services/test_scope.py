@@ -70,7 +70,7 @@ def test_a_trace_of_a_run_in_a_cluster_one_cannot_see_is_refused():
     from django.utils import timezone
 
     from reconcilers.models import Span
-    from reconcilers.services.selectors.stats import TraceNotVisible, trace_places, trace_spans
+    from reconcilers.services.selectors.traces import TraceNotVisible, trace_places, trace_spans
 
     now = timezone.now()
     for trace, key in (("a" * 32, "staging/cache.example.com/v1alpha1/memcacheds/team-a/web"),
