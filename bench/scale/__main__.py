@@ -25,6 +25,7 @@ from bench.converge.scenario import database_url, drop_database
 
 from .fleet import Config, run_n
 from .kinds import KINDS
+from .operations import OPERATIONS
 from .report import chart, render
 
 
@@ -60,6 +61,9 @@ def parse_args(argv: list[str] | None = None) -> tuple[Config, argparse.Namespac
     p.add_argument("--opsconsole-env", action="append", default=[], metavar="NAME=VALUE",
                    help="extra environment for the opsconsole processes")
     p.add_argument("--keep", action="store_true", help="keep the databases")
+    p.add_argument("--skip", default="", help="operations after the window to leave out, comma-separated: "
+                   "pages, commands, startup, failover (a start-up reconciles all N again: at 50,000 that is "
+                   "most of an hour on two cores)")
     p.add_argument("--json", type=Path, default=None, help="also write the raw figures here")
     p.add_argument("--png", type=Path, default=None, help="write the chart here")
     p.add_argument("--from-json", type=Path, nargs="+", default=None, help="report earlier runs instead")
@@ -70,7 +74,11 @@ def parse_args(argv: list[str] | None = None) -> tuple[Config, argparse.Namespac
                  quiet_seconds=a.quiet_seconds, pg_url=a.pg_url,
                  db_prefix=a.db_prefix, redis_url=a.redis_url, flush_redis=a.flush_redis, data_dir=a.data_dir,
                  trees=tuple(a.project_root) or d.trees,
-                 opsconsole_env=dict(item.split("=", 1) for item in a.opsconsole_env), keep=a.keep)
+                 opsconsole_env=dict(item.split("=", 1) for item in a.opsconsole_env), keep=a.keep,
+                 skip=tuple(x.strip() for x in a.skip.split(",") if x.strip()))
+    unknown = set(cfg.skip) - set(OPERATIONS)
+    if unknown:
+        p.error(f"--skip: unknown operations {', '.join(sorted(unknown))} (one of {', '.join(OPERATIONS)})")
     return cfg, a
 
 

@@ -55,6 +55,7 @@ class Config:
     trees: tuple[tuple[str, Path], ...] = (("main", ROOT),)
     opsconsole_env: dict[str, str] = field(default_factory=dict)
     keep: bool = False
+    skip: tuple[str, ...] = ()  # operations after the window left out (operations.OPERATIONS)
 
     def converge_config(self) -> ConvergeConfig:
         """bench/converge's configuration for its database helpers."""

@@ -25,19 +25,18 @@ if TYPE_CHECKING:
     from .fleet import Fleet, Log
 
 PAGES = Path(__file__).resolve().parent / "pages.py"
+OPERATIONS = ("pages", "commands", "startup", "failover")  # after the window, in this order
 
 
 def run_all(fleet: Fleet, out: dict[str, Any], log: Log) -> None:
     """Every operation, each figure into `out`."""
     tag = f"[{fleet.label} n={fleet.n}]"
-    out["pages"] = pages(fleet)
-    log(f"{tag} pages: {out['pages']}")
-    out["commands"] = commands(fleet)
-    log(f"{tag} commands: {out['commands']}")
-    out["startup"] = startup(fleet)
-    log(f"{tag} start-up: {out['startup']}")
-    out["failover"] = failover(fleet)
-    log(f"{tag} failover: {out['failover']}")
+    for name, operation in (("pages", pages), ("commands", commands), ("startup", startup), ("failover", failover)):
+        if name in fleet.cfg.skip:
+            log(f"{tag} {name}: skipped")
+            continue
+        out[name] = operation(fleet)
+        log(f"{tag} {name}: {out[name]}")
 
 
 def pages(fleet: Fleet) -> dict[str, list[float]]:
