@@ -9,6 +9,7 @@ from collections.abc import Iterable
 
 from django.db.models import Q
 
+from reconcilers.engine.shards.selector import _terms as selector_terms
 from reconcilers.services.selectors.scope import scope_q
 
 _KEY = r"(?:[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?"
@@ -36,19 +37,6 @@ def nul_free(**values: str) -> None:
             raise InvalidFilter(field, "must not contain NUL characters")
 
 
-def _split(expr: str) -> list[str]:
-    parts, depth, cur = [], 0, ""
-    for ch in expr:
-        depth += (ch == "(") - (ch == ")")
-        if ch == "," and depth == 0:
-            parts.append(cur)
-            cur = ""
-        else:
-            cur += ch
-    parts.append(cur)
-    return parts
-
-
 def label_selector_q(expr: str, *, field: str = "selector", column: str = "labels") -> Q:
     """Compile a label selector (`a=b`, `a==b`, `a!=b`, `a in (x,y)`, `a notin (x)`, `a`, `!a`, joined by commas)
     into a Q on the JSON column. Raises InvalidFilter on bad syntax. As in Kubernetes, `!=` and `notin` also
@@ -58,8 +46,7 @@ def label_selector_q(expr: str, *, field: str = "selector", column: str = "label
     q = Q()
     if not expr.strip():
         return q
-    for raw in _split(expr):
-        part = raw.strip()
+    for part in selector_terms(expr):  # the engine's splitter: the commas outside parentheses, each term stripped
         if "__" in part:
             raise InvalidFilter(field, f"label keys with '__' are not supported: {part!r}")
         if m := _EQ_RE.match(part):
