@@ -41,6 +41,9 @@ class InformerEvent:
     obj: dict[str, Any]
     old: dict[str, Any] | None = None
     cluster: str = DEFAULT_CLUSTER  # the cluster the informer watches
+    #: a DELETED that a re-list made up for an object it no longer returned (deleted, or out of the informer's label
+    #: selector), not one the watch reported
+    relisted: bool = False
 
     @property
     def key(self) -> str:

@@ -5,8 +5,11 @@ included) at once, without backing off, when it had delivered events or lasted a
 connection breaks mid-stream, as behind a proxy, is such an end, not an error); a 410 Gone (an HTTP 410, or an
 ERROR event carrying a Status with code 410) re-lists, and the re-list is diffed against the cache, so objects
 added, changed or deleted while the watch was down are reported as ADDED / MODIFIED / DELETED and nothing is
-missed. Every change goes to `handler` (called on the informer's thread: it must be quick; the controller's
-hands it off to its loop), and every completed list to `on_listed` (the controller then sweeps its mirror of
+missed. With `label_selector` it lists and watches only the objects the selector matches: an object that stops
+matching arrives as a DELETED (the API server's answer to a change out of the selector), and a re-list's made-up
+DELETED of an object it no longer returned says so (`InformerEvent.relisted`): neither need be a deletion. Every
+change goes to `handler` (called on the informer's thread: it must be quick; the controller's hands it off to its
+loop), and every completed list to `on_listed` (the controller then sweeps its mirror of
 what the cluster no longer has: objects deleted while nobody watched). Each new watch or list after the first counts in
 `opsconsole_informer_restarts_total{resource,reason}`.
 
@@ -64,8 +67,10 @@ class Informer(ObjectStore):
         keep: Keep | None = None,
         index_uids: bool = True,
         cluster: str = DEFAULT_CLUSTER,
+        label_selector: str | None = None,
     ) -> None:
         self.api = api
+        self.label_selector = label_selector or None  # lists and watches only the objects it matches
         self.kind = kind
         self.cluster = cluster  # the cluster `api` reaches: its name prefixes the keys (object_key)
         self.handler = handler
@@ -114,9 +119,8 @@ class Informer(ObjectStore):
         changes = 0
         while True:
             try:
-                page = kube.list_objects(
-                    self.api, self.kind, self.namespace, limit=self.page_size, continue_token=token
-                )
+                page = kube.list_objects(self.api, self.kind, self.namespace, limit=self.page_size,
+                                         continue_token=token, label_selector=self.label_selector)
             except kube.ApiException as exc:
                 if exc.status == 410 and token:  # the continue token expired: start over
                     listed, token, started = set(), None, datetime.now(UTC)
@@ -130,7 +134,7 @@ class Informer(ObjectStore):
                 break
             token = page.continue_token
         for key, gone in self.absent_from(listed):
-            changes += self._apply(DELETED, key, gone)
+            changes += self._apply(DELETED, key, gone, relisted=True)
         self.resource_version = page.resource_version
         self._need_list = False
         self.lists += 1
@@ -153,7 +157,7 @@ class Informer(ObjectStore):
         try:
             stream = kube.watch_objects(
                 self.api, self.kind, resource_version=self.resource_version, namespace=self.namespace,
-                timeout_seconds=max(timeout, 1),
+                timeout_seconds=max(timeout, 1), label_selector=self.label_selector,
             )
         except kube.ApiException as exc:
             if exc.status == 410:
@@ -206,13 +210,14 @@ class Informer(ObjectStore):
             self.resource_version = event.resource_version
         return changes
 
-    def _apply(self, etype: str, key: str, obj: dict[str, Any]) -> int:
-        """Update the cache with one change and report it; 0 when it was no change (same resourceVersion)."""
+    def _apply(self, etype: str, key: str, obj: dict[str, Any], *, relisted: bool = False) -> int:
+        """Update the cache with one change and report it; 0 when it was no change (same resourceVersion).
+        `relisted`: a DELETED made up for an object a re-list no longer returned (`InformerEvent.relisted`)."""
         uid = str((obj.get("metadata") or {}).get("uid") or "")
         old = self.replace(etype == DELETED, key, obj)
         events: list[InformerEvent] = []
         if etype == DELETED:
-            events.append(InformerEvent(DELETED, self.kind, obj, old, self.cluster))
+            events.append(InformerEvent(DELETED, self.kind, obj, old, self.cluster, relisted=relisted))
         elif old is None:
             events.append(InformerEvent(ADDED, self.kind, obj, None, self.cluster))
         elif str(old["metadata"].get("uid") or "") != uid:  # deleted and re-created while we were not looking

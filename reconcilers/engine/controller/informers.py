@@ -8,6 +8,9 @@ What the caches keep (`slim=True`, the default; `slim.py`): of the reconciled an
 managedFields and the last-applied annotation; of Events, a stub (name, namespace, uid, resourceVersion, count).
 Only the reconciled kinds keep the uid -> key index (the owner lookups and the mirror's sweep read it). With
 `slim=False` every cache keeps the objects as delivered (bench/memory compares the two).
+
+`primary_selector`: the informers of the reconciled kinds list and watch only the objects that label selector matches
+(a controller shard's own keys, shards/labels.py); the owned kinds and Events stay unfiltered.
 """
 
 from __future__ import annotations
@@ -32,9 +35,10 @@ class InformerSet:
     `slim`: their caches keep only what is read from them (see the module docstring)."""
 
     def __init__(self, api: Any, kinds: KindMap, *, events: bool = False,
-                 options: dict[str, Any] | None = None, slim: bool = True) -> None:
+                 options: dict[str, Any] | None = None, slim: bool = True,
+                 primary_selector: str | None = None) -> None:
         self.api, self.kinds, self.events, self.options = api, kinds, events, dict(options or {})
-        self.slim = slim
+        self.slim, self.primary_selector = slim, primary_selector
         self.informers: dict[KindId, Informer] = {}
         self.events_informer: Informer | None = None
 
@@ -42,7 +46,8 @@ class InformerSet:
         """Build and start every informer (owner kinds first)."""
         order = sorted(self.kinds.kinds, key=lambda kid: kid not in self.kinds.primary)
         self.informers = {kid: Informer(self.api, self.kinds.kinds[kid], handle, on_listed=on_listed,
-                                        **self._cache_options(kid in self.kinds.primary, slim), **self.options)
+                                        **self._cache_options(kid in self.kinds.primary, slim),
+                                        **self._selected(kid in self.kinds.primary), **self.options)
                           for kid in order}
         if self.events:
             self.events_informer = Informer(self.api, EVENTS, handle_event, **self._cache_options(False, event_stub),
@@ -56,6 +61,10 @@ class InformerSet:
         if not self.slim:
             return {}
         return {"keep": keep, "index_uids": primary}
+
+    def _selected(self, primary: bool) -> dict[str, Any]:
+        """The label selector of a reconciled kind's informer (none for the others)."""
+        return {"label_selector": self.primary_selector} if primary and self.primary_selector else {}
 
     def all(self) -> list[Informer]:
         """Every informer, the events informer last."""

@@ -120,6 +120,7 @@ def build_controller(
     standby: str = "cold",
     mirror_versions: MirrorVersions | None = None,
     cluster: str = DEFAULT_CLUSTER,
+    primary_selector: str | None = None,
 ) -> Controller:
     """A `Controller` for `reconcilers` with every collaborator built. A callable passed replaces its default
     backend (tests): `enqueue` (one key → sent?) replaces the batched enqueue, and a test that fakes the enqueue
@@ -132,7 +133,9 @@ def build_controller(
     informers list and watch behind a closed gate and the takeover hands off only what may need work (standby.py;
     `mirror_versions` replaces the mirror's resourceVersions read there); "cold": they start on acquiring.
     `cluster`: the cluster `api` reaches; its name prefixes every key (outside the default cluster), files the mirror
-    rows it writes, and bounds its sweeps, its takeover's versions and its healing to that cluster's rows."""
+    rows it writes, and bounds its sweeps, its takeover's versions and its healing to that cluster's rows.
+    `primary_selector`: the reconciled kinds' informers see only the objects this label selector matches (a shard's
+    own, shards/labels.py)."""
     if standby not in STANDBY_MODES:
         raise ValueError(f"standby: {standby!r} is not one of {', '.join(STANDBY_MODES)}")
     kinds, handoff = KindMap.of(reconcilers), handoff if handoff is not None else Handoff()
@@ -166,7 +169,8 @@ def build_controller(
         archive_events = mirror and default_archive_events()
     archive = (EventsArchive(events_write or adapters.events_writer(api), handoff, batch_size=batch_size, clock=clock,
                              busy=busy) if archive_events else None)
-    informers = InformerSet(api, kinds, events=archive_events, options=informer_options)
+    informers = InformerSet(api, kinds, events=archive_events, options=informer_options,
+                            primary_selector=primary_selector)
     if heal_interval is None:  # healing reads the mirror: only a controller that writes it heals by default
         heal_interval = default_heal_interval() if mirror else 0.0
     if heal is None and heal_interval > 0:

@@ -9,6 +9,10 @@ own Lease for the cluster-wide work.
   `{"type": "resync", "reason": "shard handover"}` trigger) once their previous owner has stopped; on the replica
   that runs the cluster-wide work it asks for a mirror sweep whenever the view changes (deletions a dying shard
   never recorded).
+- With `informers="labels"` (`runcontroller --shard-informers labels`) the shard's informers of the reconciled kinds
+  list and watch only the objects labelled with its id, and ownership is that label (labels.py); the replica that
+  runs the cluster-wide work also runs the `Sharder` (sharder.py), which keeps the labels, and whose unfiltered view
+  the mirror's sweep and the object cache's prune of the reconciled kinds read. The children stay unfiltered.
 - The controller's Lease (`opsconsole-controller`, controller/leader.py) is campaigned for on its own thread (by
   the ring shards; a canary never campaigns): the replica that holds it also runs the cluster-wide work (the
   Events archive, healing, audit checkpoints, the mirror's ghost sweep); CRDs are installed at start-up by whoever
@@ -17,6 +21,7 @@ own Lease for the cluster-wide work.
 
 from __future__ import annotations
 
+import functools
 import logging
 import threading
 import time
@@ -27,13 +32,17 @@ from typing import Any
 from reconcilers.core.clusters import DEFAULT_CLUSTER, key_join
 from reconcilers.core.reconciler import Reconciler
 from reconcilers.engine import supervise
+from reconcilers.engine.controller import adapters
 from reconcilers.engine.controller.handoff import MirrorSweep
+from reconcilers.engine.controller.kindmap import KindMap, kind_id
 from reconcilers.engine.controller.leader import LeaderElector
 from reconcilers.engine.controller.loop import Controller
 from reconcilers.engine.controller.wiring import build_controller, leader_elector
 from reconcilers.engine.shards.handoff import ShardHandoff
+from reconcilers.engine.shards.labels import INFORMER_MODES, LabelOwnership, shard_selector
 from reconcilers.engine.shards.membership import ShardMembers, shard_elector
 from reconcilers.engine.shards.ownership import SELECTOR, ShardOwnership
+from reconcilers.engine.shards.sharder import Sharder
 from reconcilers.engine.triggers import resync_trigger
 
 log = logging.getLogger(__name__)
@@ -54,17 +63,22 @@ class Shard:
     elector: LeaderElector
     cluster: LeaderElector
     stepper: ShardStepper
+    sharder: Sharder | None = None  # with informers="labels"
 
     def start(self) -> None:
-        """The cluster Lease's campaign (not for a canary: the cluster-wide work stays with the stable version)
-        and the membership step, on threads of their own."""
+        """The cluster Lease's campaign (not for a canary: the cluster-wide work stays with the stable version),
+        the membership step and the sharder, on threads of their own."""
         if self.ownership.selector is None:
             self.cluster.start()
+            if self.sharder is not None:
+                self.sharder.start()
         self.stepper.start()
 
     def stop(self) -> None:
-        """Stop both threads (the cluster Lease is released; the controller releases the shard's)."""
+        """Stop the threads (the cluster Lease is released; the controller releases the shard's)."""
         self.stepper.stop()
+        if self.sharder is not None:
+            self.sharder.stop()
         self.cluster.stop()
 
 
@@ -79,6 +93,7 @@ class ShardStepper:
         self.period = period
         self._swept_for: tuple[str, bool] = ("", False)  # the view and leadership the last sweep was asked for
         self._stop = threading.Event()
+        self._wake = threading.Event()
         self._thread: supervise.Supervised | None = None
 
     def step(self) -> list[str]:
@@ -117,11 +132,16 @@ class ShardStepper:
             if kid in self.controller.kinds.primary and informer.listed_at is not None:
                 self.handoff.put_sweep(MirrorSweep(kid, informer.listed_at))
 
+    def wake(self) -> None:
+        """A step now (a drained key to release, labels.py)."""
+        self._wake.set()
+
     def run(self) -> None:
         while not self._stop.is_set():
             started = time.monotonic()
             self.step()
-            self._stop.wait(max(0.0, self.period - (time.monotonic() - started)))
+            self._wake.wait(max(0.0, self.period - (time.monotonic() - started)))
+            self._wake.clear()
 
     def start(self) -> None:
         self._stop.clear()
@@ -135,6 +155,7 @@ class ShardStepper:
         if self._thread is not None:
             self._thread.signal_stop()
         self._stop.set()
+        self._wake.set()
         if self._thread is not None:
             self._thread.stop(5.0)
 
@@ -146,6 +167,17 @@ def _cached(controller: Controller, key: str) -> dict[str, Any] | None:
         if obj is not None:
             return obj
     return None
+
+
+def _holds(controller: Controller, key: str) -> bool:
+    """Whether the controller's informers of the reconciled kinds hold the object of `key`."""
+    return any(key in informer for kid, informer in controller.informers.items() if kid in controller.kinds.primary)
+
+
+def _count(controller: Controller) -> int:
+    """How many objects the controller's informers of the reconciled kinds hold."""
+    return sum(len(informer.keys()) for kid, informer in controller.informers.items()
+               if kid in controller.kinds.primary)
 
 
 def _objects(controller: Controller, labels: bool) -> Iterator[tuple[str, dict[str, Any]]]:
@@ -169,9 +201,12 @@ def _objects(controller: Controller, labels: bool) -> Iterator[tuple[str, dict[s
 def build_shard(api: Any, reconcilers: Sequence[Reconciler], shard: str, *, namespace: str,
                 by: str = "uid", selector: str | None = None, identity: str | None = None,
                 lease_duration: float | None = None, renew_deadline: float | None = None,
-                retry_period: float | None = None, **controller_options: Any) -> Shard:
+                retry_period: float | None = None, informers: str = "all", **controller_options: Any) -> Shard:
     """Shard `shard` of the controller of `reconcilers` (see the module); `controller_options` go to
-    `build_controller`. ValueError names a bad shard id, shard-by or selector."""
+    `build_controller`. `informers`: "all" (every shard lists and watches every object) or "labels" (its own
+    only, the sharder labelling them). ValueError names a bad shard id, shard-by, selector or informers mode."""
+    if informers not in INFORMER_MODES:
+        raise ValueError(f"shard informers {informers!r}: one of {', '.join(INFORMER_MODES)}")
     cluster = leader_elector(api, identity, lease_duration=lease_duration, renew_deadline=renew_deadline,
                              retry_period=retry_period)
     elector = shard_elector(api, shard, namespace=namespace, identity=cluster.identity,
@@ -183,19 +218,39 @@ def build_shard(api: Any, reconcilers: Sequence[Reconciler], shard: str, *, name
     def annotate(annotations: dict[str, str]) -> None:
         elector.annotations = annotations
 
-    ownership = ShardOwnership(
-        shard, members, by=by, selector=selector, leading=lambda: elector.is_leader, annotate=annotate,
-        objects=lambda labels: _objects(holder["controller"], labels))
+    ownership: ShardOwnership
+    if informers == "labels":
+        ownership = LabelOwnership(
+            shard, members, api=api, by=by, selector=selector, leading=lambda: elector.is_leader, annotate=annotate,
+            cached=lambda key: _holds(holder["controller"], key), count=lambda: _count(holder["controller"]))
+    else:
+        ownership = ShardOwnership(
+            shard, members, by=by, selector=selector, leading=lambda: elector.is_leader, annotate=annotate,
+            objects=lambda labels: _objects(holder["controller"], labels))
     if selector is not None:
         elector.annotations = {SELECTOR: ownership.selector.text}  # type: ignore[union-attr]
     watched = controller_options.get("cluster", DEFAULT_CLUSTER)  # the cluster's name prefixes its keys
-    prefixes = [key_join(watched, f"{r.resource.group}/{r.resource.version}/{r.resource.plural}/")
-                for r in reconcilers]
+    prefixes = {key_join(watched, f"{r.resource.group}/{r.resource.version}/{r.resource.plural}/"):
+                kind_id(r.resource) for r in reconcilers}
     handoff = ShardHandoff(ownership, prefixes, cluster=watched)
+    sharder = None
+    if isinstance(ownership, LabelOwnership):
+        sharder = Sharder(api, KindMap.of(reconcilers), ownership, members, period=cluster.retry_period,
+                          leading=lambda: cluster.is_leader and ownership.selector is None,
+                          sweep=lambda kid, at: handoff.put_sweep(MirrorSweep(kid, at)),
+                          informer_options={**(controller_options.get("informer_options") or {}), "cluster": watched})
+        base_sweep = controller_options.pop("mirror_sweep", None) or functools.partial(adapters.mirror_sweep,
+                                                                                      cluster=watched)
+        controller_options["mirror_sweep"] = sharder.mirror_sweep(base_sweep)
+        controller_options["cache_prune"] = sharder.cache_prune(
+            controller_options.pop("cache_prune", None) or adapters.cache_prune, prefixes)
+        controller_options["primary_selector"] = shard_selector(shard)
     controller = build_controller(api, reconcilers, elector=elector, handoff=handoff, observe=ownership.observe,
                                   cluster_leader=lambda: cluster.is_leader, heal_enqueue=handoff.put_keys_as_leader,
                                   **controller_options)
     holder["controller"] = controller
     stepper = ShardStepper(members, ownership, handoff, controller, elector, cluster.retry_period,
                            cluster_leading=lambda: cluster.is_leader)
-    return Shard(controller, ownership, members, elector, cluster, stepper)
+    if isinstance(ownership, LabelOwnership):
+        ownership.wake = stepper.wake
+    return Shard(controller, ownership, members, elector, cluster, stepper, sharder)

@@ -27,7 +27,10 @@ With `--shard ID` (env OPSCONSOLE_SHARD) it is one of several controller shards 
 holds the Lease `opsconsole-shard-ID` and reconciles only the keys the consistent-hash ring gives it among the live
 shards (`--shard-by uid|namespace`), handing keys over when shards join or leave; the replica that also holds the
 controller's Lease runs the cluster-wide work. With `--selector EXPR` (env OPSCONSOLE_SHARD_SELECTOR) it is a canary
-shard: only the objects the label selector matches, which every other shard then leaves to it.
+shard: only the objects the label selector matches, which every other shard then leaves to it. With
+`--shard-informers labels` (env OPSCONSOLE_SHARD_INFORMERS; default `all`) each shard lists and watches only the
+reconciled objects labelled `shard.opsconsole.io/owner=<its id>`, which the replica running the cluster-wide work
+keeps on every reconciled object (reconcilers.engine.shards.sharder; it needs patch rights on the reconciled kinds).
 
 A controller that does not lead is a hot standby (`--standby hot`, env OPSCONSOLE_STANDBY, the default): its
 informers list and watch while it campaigns, writing and enqueueing nothing, so that on acquiring the Lease it
@@ -74,6 +77,7 @@ from reconcilers.engine.controller.bootstrap import BootstrapError, bootstrap, c
 from reconcilers.engine.controller.standby import STANDBY_MODES
 from reconcilers.engine.controller.wiring import build_controller, default_standby, leader_elector
 from reconcilers.engine.metrics import LEADER_ELECTION_MASTER
+from reconcilers.engine.shards.labels import INFORMER_MODES
 from reconcilers.engine.shards.membership import shard_lease_name
 from reconcilers.engine.shards.ownership import SHARD_BY
 from reconcilers.engine.shards.selector import parse as parse_selector
@@ -140,6 +144,11 @@ class Command(BaseCommand):
         parser.add_argument("--selector", default=os.environ.get("OPSCONSOLE_SHARD_SELECTOR") or None,
                             help="a canary shard: only the objects this label selector matches, which the other "
                                  "shards then leave to it (shard id 'canary' unless --shard)")
+        parser.add_argument("--shard-informers", choices=INFORMER_MODES,
+                            default=os.environ.get("OPSCONSOLE_SHARD_INFORMERS") or "all",
+                            help="all (default): every shard lists and watches every reconciled object; labels: "
+                                 "only those labelled with its id, which the elected replica keeps labelled "
+                                 "(env OPSCONSOLE_SHARD_INFORMERS)")
 
     def handle(self, *args: Any, **options: Any) -> None:
         controller: Controller | None = None
@@ -195,6 +204,7 @@ class Command(BaseCommand):
                 try:
                     shard = build_shard(api, reconcilers, shard_id, by=options["shard_by"],
                                         selector=options["selector"], identity=options["identity"],
+                                        informers=options["shard_informers"],
                                         namespace=getattr(settings, "OPSCONSOLE_LEADER_NAMESPACE", "default"),
                                         background=True, cluster=cluster, **durations)
                 except ValueError as exc:
@@ -202,7 +212,8 @@ class Command(BaseCommand):
                 controller, elector = shard.controller, shard.elector
                 shard.start()
                 self.stdout.write(f"runcontroller: shard {shard_id} by {options['shard_by']}"
-                                  + (f", canary of {options['selector']}" if options["selector"] else ""))
+                                  + (f", canary of {options['selector']}" if options["selector"] else "")
+                                  + f", informers: {options['shard_informers']}")
             else:
                 elector = leader_elector(api, options["identity"], **durations)
                 controller = build_controller(api, reconcilers, elector=elector, background=True,
