@@ -53,7 +53,7 @@ MAX_PATCHES = 500
 _STUB_METADATA = ("name", "namespace", "uid", "resourceVersion", "labels")
 
 Labels = dict[str, str | None]
-Sweep = Callable[[KindId, datetime | None], None]
+Sweep = Callable[[KindId, datetime], None]
 
 
 def label_stub(obj: dict[str, Any]) -> dict[str, Any]:
@@ -107,14 +107,16 @@ class Sharder:
             owner = labels_of(event.obj).get(OWNER) or ""
             with self._lock:
                 unwatched = not owner or owner not in self._live
-            if unwatched:  # no live shard saw it go: the sweep records it
-                self.sweep(kind_id(event.kind), None)
+            informer = self.informers.get(kind_id(event.kind))
+            if unwatched and informer is not None and informer.listed_at is not None:  # no live shard saw it go
+                self.sweep(kind_id(event.kind), informer.listed_at)  # the sweep records it
         with self._lock:
             self._dirty = True
         self._wake.set()
 
     def _listed(self, informer: Informer) -> None:
-        self.sweep(kind_id(informer.kind), informer.listed_at)
+        if informer.listed_at is not None:
+            self.sweep(kind_id(informer.kind), informer.listed_at)
         self._wake.set()
 
     def _start_informers(self) -> None:
