@@ -1,13 +1,18 @@
 """Controller shards by label (reconcilers/engine/shards/labels.py and sharder.py), on the session's kubesim with
 real shard Leases and Gadgets: the sharder's decisions (label a new object, drain one that moves off a live shard,
 relabel at once off a dead or forged owner, no patch when nothing differs), a shard's release of a drained object,
-and the rule that an object leaving a shard's selector is never handed off as a deletion."""
+the rule that an object leaving a shard's selector is never handed off as a deletion, the mirror sweep and object
+cache prune of the reconciled kinds reading the sharder's view, and `--shard-informers` refused when unknown."""
 
 from __future__ import annotations
 
+import re
+import threading
+from datetime import UTC, datetime
 from types import SimpleNamespace
 
 import pytest
+from django.core.management import CommandError, call_command
 
 from kubesim.testing import wait_for
 from reconcilers.engine import kube, metrics
@@ -201,3 +206,51 @@ def test_an_object_leaving_the_selector_is_not_a_deletion_but_a_real_one_is(kapi
     held.add(other)
     assert own.owns(other) and not own.owns(f"{PREFIX}{namespace}/another")
     assert shard_selector("a") == f"{OWNER}=a"
+
+
+class Listed:
+    """A sharder informer that has listed: what `present` reads."""
+
+    def __init__(self, keys, uids):
+        self._keys, self._uids = keys, uids
+        self.listed_at = datetime(2026, 12, 7, tzinfo=UTC)
+        self.synced = threading.Event()
+        self.synced.set()
+
+    def keys(self):
+        return list(self._keys)
+
+    def uids(self):
+        return set(self._uids)
+
+
+def test_the_sweep_and_the_prune_of_the_reconciled_kinds_read_the_sharders_view_only_where_it_runs(kapi, namespace):
+    shards = Shards(kapi, namespace)
+    leading = {"now": True}
+    sharder = Sharder(kapi, KindMap.of([GadgetReconciler()]), ownership(kapi, shards, "a"), shards.members,
+                      leading=lambda: leading["now"], sweep=lambda kid, at: None)
+    sharder.informers = {kind_id(GADGET): Listed([f"{PREFIX}ns/g1", f"{PREFIX}ns/g2"], {"u1", "u2"})}
+    swept, pruned = [], []
+    sweep = sharder.mirror_sweep(lambda rec, present, ns, at: swept.append((present, at)) or ["gone"])
+    prune = sharder.cache_prune(lambda prefix, present: pruned.append((prefix, present)),
+                                {PREFIX: kind_id(GADGET)})
+    # what the shard's own (filtered) informer passes is not what is swept: the sharder's whole view is
+    assert sweep(GadgetReconciler(), {"u1"}, None, None) == ["gone"]
+    assert swept == [({"u1", "u2"}, datetime(2026, 12, 7, tzinfo=UTC))]
+    prune(PREFIX, [f"{PREFIX}ns/g1"])
+    prune("apps/v1/deployments/", ["apps/v1/deployments/ns/d"])  # a child kind: as given (watched whole)
+    assert pruned == [(PREFIX, [f"{PREFIX}ns/g1", f"{PREFIX}ns/g2"]),
+                      ("apps/v1/deployments/", ["apps/v1/deployments/ns/d"])]
+    leading["now"] = False  # not the replica that runs the cluster-wide work: nothing swept or pruned
+    swept.clear(), pruned.clear()  # noqa: B018
+    assert sweep(GadgetReconciler(), {"u1"}, None, None) == []
+    prune(PREFIX, [f"{PREFIX}ns/g1"])
+    assert swept == [] and pruned == []
+
+
+@pytest.mark.parametrize(("args", "named"), [
+    (["--shard", "a", "--shard-informers", "some"], "invalid choice: 'some'"),
+])
+def test_runcontroller_refuses_a_bad_informers_mode(args, named):
+    with pytest.raises(CommandError, match=re.escape(named)):
+        call_command("runcontroller", *args)
