@@ -7,5 +7,7 @@
 - `ownership`: the keys this replica acts on among the live shards, the handover (the old owner stops before
   the new one starts) and canary shards defined by a label selector (`selector`);
 - `handoff`: the controller's handoff filtered to this shard's keys; `setup`: a shard put together for
-  `runcontroller --shard`.
+  `runcontroller --shard`;
+- `labels` and `sharder` (`--shard-informers labels`): a shard's informers watch only the objects labelled with its
+  id, and the sharder, on the replica running the cluster-wide work, keeps those labels (with a drain handshake).
 """
