@@ -1,5 +1,6 @@
 """What the controller-shard tests share: shard controller processes on an engine, the shard Leases read back
-(who is live, the view each acts on, how many keys each holds), and the Gadgets they reconcile."""
+(who is live, the view each acts on, how many keys each holds, how many objects its informers hold), who holds the
+controller's Lease, and the Gadgets they reconcile with their shard labels."""
 
 from __future__ import annotations
 
@@ -8,7 +9,8 @@ from typing import Any
 
 from kubesim.testing import wait_for
 from reconcilers.engine import kube
-from reconcilers.engine.controller.leader import LEASE
+from reconcilers.engine.controller.leader import LEASE, LEASE_NAME
+from reconcilers.engine.shards.labels import CACHED, OWNER
 from reconcilers.engine.shards.membership import SHARD_LEASE_PREFIX
 from reconcilers.engine.shards.ownership import KEYS, VIEW
 from reconcilers.models import ReconcileRun
@@ -76,3 +78,22 @@ def run_shards(key: str) -> list[list[str]]:
 
 def gadget_key(namespace: str, name: str) -> str:
     return f"test.opsconsole.io/v1/gadgets/{namespace}/{name}"
+
+
+def cached(kapi: Any, shards: set[str]) -> dict[str, int]:
+    """How many reconciled objects each held shard Lease (of `shards`) says its informers hold (labels mode)."""
+    return {s: int(lease["annotations"].get(CACHED) or 0) for s, lease in shard_leases(kapi).items()
+            if lease["holder"] and s in shards}
+
+
+def owners(kapi: Any, kind: Any, namespace: str) -> dict[str, str]:
+    """Each object's `shard.opsconsole.io/owner` label ('' none) by name (labels mode)."""
+    return {o["metadata"]["name"]: (o["metadata"].get("labels") or {}).get(OWNER, "")
+            for o in kube.list_objects(kapi, kind, namespace).items}
+
+
+def cluster_shard(kapi: Any) -> str:
+    """The shard whose replica holds the controller's Lease (the cluster-wide work, and with labels the sharder)."""
+    lease = kube.get_object(kapi, LEASE, "default", LEASE_NAME) or {}
+    holder = (lease.get("spec") or {}).get("holderIdentity") or ""
+    return next((s for s, lease in shard_leases(kapi).items() if holder and lease["holder"] == holder), "")

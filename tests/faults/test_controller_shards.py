@@ -4,7 +4,10 @@ each object's runs enqueued by one shard; shard b SIGKILLed in the middle of a b
 to a and c within its lease duration (+ a margin), with no transition lost or doubled; a fourth shard joining
 takes at most 30 % of the keys; a canary shard (`--selector opsconsole.io/canary=true`, its own queue and
 worker, another operator version) runs exactly the labelled objects, every run names its version, and stopped,
-it hands them back to the ring at once.
+it hands them back to the ring at once. The burst tests run the shards with `--shard-informers all` (every shard
+watches every object), the fourth-shard test both ways, the canary test with the default (labels); a test of its
+own shows that with labels each shard's informers hold only the objects labelled with its id, and that a SIGKILLed
+shard's objects are labelled for the others within its lease duration, none recorded deleted.
 
 The default burst is 100 creations (two cores shared by the suite); `-m slow` runs the issue's 500."""
 
@@ -20,14 +23,18 @@ import pytest
 from kubesim.testing import wait_for
 from reconcilers.core.meta import RECONCILE_REQUESTED_AT
 from reconcilers.engine import kube
-from reconcilers.models import ReconcileRun
+from reconcilers.engine.shards.labels import DRAIN
+from reconcilers.models import ReconcileRun, Resource
 from tests.faults.conftest import all_recorded, create_gadgets, phases, with_retries
 from tests.faults.isolated import isolated_engine
 from tests.faults.shards import (
     LEASE_DURATION,
     agreed,
+    cached,
+    cluster_shard,
     gadget_key,
     keys,
+    owners,
     run_shards,
     start_shard,
     view,
@@ -40,6 +47,8 @@ from tests.support.workers import WorkerProcess
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True), pytest.mark.long_unit]
 
 MARGIN = 3.0  # seconds past the lease duration: the survivors' next list, assignment and Lease write
+#: the shards of the burst tests list and watch every object (the default, labels, has a test of its own below)
+ALL = {"OPSCONSOLE_SHARD": "a", "OPSCONSOLE_SHARD_INFORMERS": "all"}
 
 
 def _three_shards(iso):
@@ -106,23 +115,22 @@ def _burst_with_a_shard_killed(iso, burst: int) -> None:
 
 
 def test_three_shards_share_the_keys_and_a_killed_shards_keys_move_within_its_lease(django_db_blocker, settings):
-    with isolated_engine(django_db_blocker, settings, prefix="test-shards",
-                         extra_env={"OPSCONSOLE_SHARD": "a"}) as iso:
+    with isolated_engine(django_db_blocker, settings, prefix="test-shards", extra_env=ALL) as iso:
         _burst_with_a_shard_killed(iso, 100)
     audit_intact()
 
 
 @pytest.mark.slow
 def test_a_500_object_burst_with_a_shard_killed_loses_and_doubles_nothing(django_db_blocker, settings):
-    with isolated_engine(django_db_blocker, settings, prefix="test-shards",
-                         extra_env={"OPSCONSOLE_SHARD": "a"}) as iso:
+    with isolated_engine(django_db_blocker, settings, prefix="test-shards", extra_env=ALL) as iso:
         _burst_with_a_shard_killed(iso, 500)
     audit_intact()
 
 
-def test_a_fourth_shard_takes_at_most_30_percent_of_the_keys_and_each_once(django_db_blocker, settings):
+@pytest.mark.parametrize("informers", ["labels", "all"])
+def test_a_fourth_shard_takes_at_most_30_percent_of_the_keys_and_each_once(django_db_blocker, settings, informers):
     with isolated_engine(django_db_blocker, settings, prefix="test-shards",
-                         extra_env={"OPSCONSOLE_SHARD": "a"}) as iso:
+                         extra_env={"OPSCONSOLE_SHARD": "a", "OPSCONSOLE_SHARD_INFORMERS": informers}) as iso:
         api, ns = iso.api, iso.namespace
         shards = _three_shards(iso)
         try:
@@ -136,17 +144,22 @@ def test_a_fourth_shard_takes_at_most_30_percent_of_the_keys_and_each_once(djang
             wait_agreed(api, {"a", "b", "c", "d"}, total=60)
             wait_idle(iso.engine.workqueue(), timeout=60)
             held = keys(api)
+            # the runs d enqueued: with all, each key handed over to it once (trigger "shard handover"); with
+            # labels, each object that entered its selector once (its informer's ADDED)
             handed = [run for run in ReconcileRun.objects.order_by("id")[before:]
-                      if any(t.get("reason") == "shard handover" for t in run.triggers or [])]
+                      if any(t.get("shard") == "d" for t in run.triggers or [])]
             moved = {run.key for run in handed}
+            if informers == "all":
+                assert all(any(t.get("reason") == "shard handover" for t in run.triggers) for run in handed)
             # at 60 keys one key is 1.7 %: the ring's bound (ceil(1.25 * 60 / 4) = 19 keys) may give the new shard
             # one key over 30 %; the 30 % share itself is shown on the ring at 5,000 uids (test_shard_ring)
             bound = math.ceil(1.25 * 60 / 4)
             assert 0 < held["d"] <= bound, held
-            assert len(moved) <= bound and len(handed) == len(moved), (len(moved), len(handed))
+            assert len(moved) == held["d"] and len(handed) == len(moved), (len(moved), len(handed), held)
             for name, uid in uids.items():
                 assert phases(uid) == [("", "Pending"), ("Pending", "Running")], name
-            print(f"\nSHARDS: a fourth shard joined 3 holding 60 keys: now {held}; {len(moved)} keys handed over "
+            print(f"\nSHARDS ({informers}): a fourth shard joined 3 holding 60 keys: now {held}; {len(moved)} keys "
+                  f"handed over "
                   f"({100 * len(moved) / 60:.0f} %), each once")
         finally:
             for shard in ("b", "c", "d"):
@@ -204,4 +217,56 @@ def test_a_canary_shard_runs_only_the_labelled_objects_and_each_run_names_its_ve
             canary.stop()
             worker.stop()
             wait_idle(iso.engine.workqueue(), timeout=60)
+    audit_intact()
+
+
+def test_labelled_shards_hold_only_their_own_objects_and_a_killed_shards_labels_move(django_db_blocker, settings):
+    with isolated_engine(django_db_blocker, settings, prefix="test-shards",
+                         extra_env={"OPSCONSOLE_SHARD": "a", "OPSCONSOLE_SHARD_INFORMERS": "labels"}) as iso:
+        api, ns = iso.api, iso.namespace
+        shards = _three_shards(iso)
+        try:
+            first = create_gadgets(api, ns, 30, "steady", mode="ok")
+            wait_for(lambda: all_recorded(first, "Running"), timeout=60, interval=0.2)
+            wait_agreed(api, {"a", "b", "c"}, total=30)
+            wait_for(lambda: sum(cached(api, {"a", "b", "c"}).values()) == 30, timeout=30, interval=0.1)
+            held, labelled = cached(api, {"a", "b", "c"}), owners(api, GADGET, ns)
+            # each shard's informers hold its own objects only: the ones labelled with its id
+            assert all(0 < n < 30 for n in held.values()), held
+            assert held == {s: sum(1 for o in labelled.values() if o == s) for s in "abc"}, (held, labelled)
+            three = view(api, "a")
+
+            # a shard that is not the sharder SIGKILLed in the middle of a burst of creations
+            victim = next(s for s in ("b", "c") if s != cluster_shard(api))
+            survivors = {"a", "b", "c"} - {victim}
+            theirs = {n for n, o in labelled.items() if o == victim}
+            uids = create_gadgets(api, ns, 10, "burst", mode="ok")
+            os.killpg(shards[victim].proc.pid, signal.SIGKILL)
+            killed = time.monotonic()
+            shards[victim].proc.wait(5)
+            for i in range(10, 20):
+                obj = with_retries(lambda n=f"burst-{i}": kube.create_object(api, GADGET, gadget(ns, n, mode="ok")))
+                uids[f"burst-{i}"] = obj["metadata"]["uid"]
+            wait_for(lambda: all(owners(api, GADGET, ns)[n] in survivors for n in theirs),
+                     timeout=LEASE_DURATION + 30, interval=0.05)
+            moved_in = time.monotonic() - killed
+            wait_for(lambda: all_recorded(uids, "Running"), timeout=90, interval=0.2)
+            wait_agreed(api, survivors, total=50, stale=three)
+            wait_for(lambda: sum(cached(api, survivors).values()) == 50, timeout=30, interval=0.1)
+            labelled = owners(api, GADGET, ns)
+            assert set(labelled.values()) == survivors, labelled
+            assert not any(DRAIN in (o["metadata"].get("labels") or {})
+                           for o in kube.list_objects(api, GADGET, ns).items)
+            for name, uid in {**first, **uids}.items():
+                assert phases(uid) == [("", "Pending"), ("Pending", "Running")], name  # none lost, none doubled
+            assert moved_in <= LEASE_DURATION + MARGIN, moved_in
+            # objects that left a shard's selector (drained, relabelled) were never recorded deleted
+            assert not Resource.objects.filter(namespace=ns, deleted=True).exists()
+            print(f"\nSHARDS (labels): 3 shards' informers held {held} of 30 objects; {victim} SIGKILLed with "
+                  f"{len(theirs)}, relabelled to {sorted(survivors)} {moved_in:.1f} s after the kill (lease "
+                  f"{LEASE_DURATION:.0f} s), now holding {cached(api, survivors)} of 50; each transition once")
+            wait_idle(iso.engine.workqueue(), timeout=60)
+        finally:
+            for shard in ("b", "c"):
+                shards[shard].stop()
     audit_intact()

@@ -9,10 +9,11 @@ own Lease for the cluster-wide work.
   `{"type": "resync", "reason": "shard handover"}` trigger) once their previous owner has stopped; on the replica
   that runs the cluster-wide work it asks for a mirror sweep whenever the view changes (deletions a dying shard
   never recorded).
-- With `informers="labels"` (`runcontroller --shard-informers labels`) the shard's informers of the reconciled kinds
-  list and watch only the objects labelled with its id, and ownership is that label (labels.py); the replica that
-  runs the cluster-wide work also runs the `Sharder` (sharder.py), which keeps the labels, and whose unfiltered view
-  the mirror's sweep and the object cache's prune of the reconciled kinds read. The children stay unfiltered.
+- With `informers="labels"` (the default; `runcontroller --shard-informers all` turns it off) the shard's
+  informers of the reconciled kinds list and watch only the objects labelled with its id, and ownership is that
+  label (labels.py); the replica that runs the cluster-wide work also runs the `Sharder` (sharder.py), which keeps
+  the labels, and whose unfiltered view the mirror's sweep and the object cache's prune of the reconciled kinds
+  read. The children stay unfiltered. With "all" every shard lists and watches every object.
 - The controller's Lease (`opsconsole-controller`, controller/leader.py) is campaigned for on its own thread (by
   the ring shards; a canary never campaigns): the replica that holds it also runs the cluster-wide work (the
   Events archive, healing, audit checkpoints, the mirror's ghost sweep); CRDs are installed at start-up by whoever
@@ -201,10 +202,11 @@ def _objects(controller: Controller, labels: bool) -> Iterator[tuple[str, dict[s
 def build_shard(api: Any, reconcilers: Sequence[Reconciler], shard: str, *, namespace: str,
                 by: str = "uid", selector: str | None = None, identity: str | None = None,
                 lease_duration: float | None = None, renew_deadline: float | None = None,
-                retry_period: float | None = None, informers: str = "all", **controller_options: Any) -> Shard:
+                retry_period: float | None = None, informers: str = "labels", **controller_options: Any) -> Shard:
     """Shard `shard` of the controller of `reconcilers` (see the module); `controller_options` go to
-    `build_controller`. `informers`: "all" (every shard lists and watches every object) or "labels" (its own
-    only, the sharder labelling them). ValueError names a bad shard id, shard-by, selector or informers mode."""
+    `build_controller`. `informers`: "labels" (a shard lists and watches only its own objects, the sharder
+    labelling them) or "all" (every object, no label written). ValueError names a bad shard id, shard-by, selector
+    or informers mode."""
     if informers not in INFORMER_MODES:
         raise ValueError(f"shard informers {informers!r}: one of {', '.join(INFORMER_MODES)}")
     cluster = leader_elector(api, identity, lease_duration=lease_duration, renew_deadline=renew_deadline,

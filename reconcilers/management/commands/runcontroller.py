@@ -27,10 +27,11 @@ With `--shard ID` (env OPSCONSOLE_SHARD) it is one of several controller shards 
 holds the Lease `opsconsole-shard-ID` and reconciles only the keys the consistent-hash ring gives it among the live
 shards (`--shard-by uid|namespace`), handing keys over when shards join or leave; the replica that also holds the
 controller's Lease runs the cluster-wide work. With `--selector EXPR` (env OPSCONSOLE_SHARD_SELECTOR) it is a canary
-shard: only the objects the label selector matches, which every other shard then leaves to it. With
-`--shard-informers labels` (env OPSCONSOLE_SHARD_INFORMERS; default `all`) each shard lists and watches only the
-reconciled objects labelled `shard.opsconsole.io/owner=<its id>`, which the replica running the cluster-wide work
-keeps on every reconciled object (reconcilers.engine.shards.sharder; it needs patch rights on the reconciled kinds).
+shard: only the objects the label selector matches, which every other shard then leaves to it. Each shard lists and
+watches only the reconciled objects labelled `shard.opsconsole.io/owner=<its id>`, which the replica running the
+cluster-wide work keeps on every reconciled object (reconcilers.engine.shards.sharder; it needs patch rights on the
+reconciled kinds); `--shard-informers all` (env OPSCONSOLE_SHARD_INFORMERS; default `labels`) has every shard list
+and watch every object instead, writing no label.
 
 A controller that does not lead is a hot standby (`--standby hot`, env OPSCONSOLE_STANDBY, the default): its
 informers list and watch while it campaigns, writing and enqueueing nothing, so that on acquiring the Lease it
@@ -145,10 +146,10 @@ class Command(BaseCommand):
                             help="a canary shard: only the objects this label selector matches, which the other "
                                  "shards then leave to it (shard id 'canary' unless --shard)")
         parser.add_argument("--shard-informers", choices=INFORMER_MODES,
-                            default=os.environ.get("OPSCONSOLE_SHARD_INFORMERS") or "all",
-                            help="all (default): every shard lists and watches every reconciled object; labels: "
-                                 "only those labelled with its id, which the elected replica keeps labelled "
-                                 "(env OPSCONSOLE_SHARD_INFORMERS)")
+                            default=os.environ.get("OPSCONSOLE_SHARD_INFORMERS") or "labels",
+                            help="labels (default): a shard lists and watches only the reconciled objects labelled "
+                                 "with its id, which the elected replica keeps labelled; all: every reconciled "
+                                 "object, no label written (env OPSCONSOLE_SHARD_INFORMERS)")
 
     def handle(self, *args: Any, **options: Any) -> None:
         controller: Controller | None = None
