@@ -48,7 +48,9 @@ def run_buckets(
     bucket = Func(F("started_at"), Value(start, output_field=DateTimeField()), arg_joiner=" - ",
                   template=f"CAST(FLOOR(EXTRACT(EPOCH FROM (%(expressions)s)) / {float(seconds)!r}) AS integer)",
                   output_field=IntegerField())
-    figures: dict[str, Any] = {"runs": Count("id"), "errors": Count("id", filter=Q(result=RunResult.ERROR))}
+    # COUNT(*), not COUNT(id): the window is read from the index on started_at alone (it carries the duration
+    # and the result, not the id)
+    figures: dict[str, Any] = {"runs": Count("*"), "errors": Count("result", filter=Q(result=RunResult.ERROR))}
     for i, q in enumerate(quantiles):
         figures[f"q{i}"] = _PercentileDisc("duration_seconds", fraction=float(q))
     rows = (ReconcileRun.objects.filter(namespace_q(namespaces, column="resource__namespace"),
