@@ -16,6 +16,10 @@ Django test client; p50/p95 of the server time in ms are printed. The engine rea
 The overview's per-process memo of its edge counts and dwell medians (OPSCONSOLE_OVERVIEW_CACHE_SECONDS) is off
 for every row but the last, so those rows time the queries themselves; the last row shows the memo's effect.
 After loading, the tables are vacuumed (as autovacuum would after a bulk insert) so index-only scans can be used.
+
+`--runs-last-hour N` adds N reconcile runs spread over the last hour (kept between invocations while their number
+matches; their window slides out an hour later, so load them again with `--reload-runs`): the overview's run
+charts read the window's runs, so a burst (converging 50,000 objects is 100,000 runs) is what they must survive.
 """
 
 from __future__ import annotations
@@ -62,6 +66,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--reload", action="store_true", help="empty the tables and load the data again")
     parser.add_argument("-n", type=int, default=100, help="requests per page")
+    parser.add_argument("--runs-last-hour", type=int, default=0, help="reconcile runs in the last hour (0)")
+    parser.add_argument("--reload-runs", action="store_true", help="load the runs of the last hour again")
     api_bench.add_size_arguments(parser)
     args = parser.parse_args()
     api_bench.set_size(args.resources, args.transitions)
@@ -82,6 +88,8 @@ def main() -> None:
         with connection.cursor() as c:
             c.execute("VACUUM ANALYZE reconcilers_transition")
             c.execute("VACUUM ANALYZE reconcilers_resource")
+    if args.runs_last_hour:
+        _load_runs(args.runs_last_hour, args.reload_runs)
     user, _ = User.objects.get_or_create(username="bench-console-operator")
     user.groups.add(Group.objects.get_or_create(name="operator")[0])
     client = Client(SERVER_NAME="localhost")
@@ -105,7 +113,8 @@ def main() -> None:
     ]
     memo = ("overview, memo on (3 s, the default)", "/")
     print(f"PostgreSQL {connection.pg_version}, {Resource.objects.count()} resources, {Transition.objects.count()} "
-          f"transitions, {args.n} requests per page (in-process Django test client, session login)")
+          f"transitions, {args.runs_last_hour} runs in the last hour, {args.n} requests per page (in-process Django "
+          "test client, session login)")
     print(f"{'page':58} {'p50 ms':>8} {'p95 ms':>8}")
     with override_settings(OPSCONSOLE_OVERVIEW_CACHE_SECONDS=0):
         for label, path in cases:
@@ -120,6 +129,33 @@ def main() -> None:
             other.delete()
     p50, p95 = measure(client, memo[1], args.n)
     print(f"{memo[0]:58} {p50:8.1f} {p95:8.1f}", flush=True)
+
+
+def _load_runs(n: int, reload: bool) -> None:
+    """`n` runs spread over the last hour (see the module), by COPY into the append-only table (its triggers refuse
+    updates and deletes, not inserts); runs loaded before are left where their number already matches."""
+    from django.db import connection
+
+    from reconcilers.models import ReconcileRun, Resource
+
+    now = datetime.now(UTC)
+    hour = ReconcileRun.objects.filter(started_at__gte=now - timedelta(hours=1))
+    if hour.count() >= n and not reload:
+        return
+    resources = list(Resource.objects.order_by("id").values_list("id", "kind", "namespace", "name")[:n])
+    columns = ["key", "cluster", "kind", "resource_id", "started_at", "duration_seconds", "result", "error_class",
+               "error_message", "attempt", "worker", "trace_id", "operator_version", "triggers", "triggers_dropped"]
+
+    def rows():  # noqa: ANN202
+        for i in range(n):
+            rid, kind, namespace, name = resources[i % len(resources)]
+            at = now - timedelta(seconds=3600 * (i + 0.5) / n)
+            yield (f"cache.example.com/v1alpha1/{kind.lower()}s/{namespace}/{name}", "default", kind, rid, at,
+                   0.02 + (i % 97) / 1000, "error" if i % 50 == 0 else "success", "", "", 1, "bench", "", "", "[]", 0)
+
+    with connection.cursor() as c:
+        api_bench._copy(c, "reconcilers_reconcilerun", columns, rows())
+        c.execute("VACUUM ANALYZE reconcilers_reconcilerun")
 
 
 if __name__ == "__main__":
