@@ -97,9 +97,12 @@ def chart(results: list[dict[str, Any]], path: Path) -> None:
             mem_ax.plot(ns, [r["rss_kb_per_object"][group] for r in rows], label=label, **style)
     cpu_ax.set(title="CPU at rest", xlabel="managed objects (N)", ylabel="% of one core")
     mem_ax.set(title="memory per managed object", xlabel="managed objects (N)", ylabel="RSS KB per object")
+    wide = max(r["n"] for r in results) >= 10 * min(r["n"] for r in results)
     for ax in (cpu_ax, mem_ax):
         ax.grid(alpha=0.3)
         ax.set_ylim(bottom=0)
+        if wide:  # 1,000 to 50,000: each size readable
+            ax.set_xscale("log")
     handles, labels = cpu_ax.get_legend_handles_labels()
     fig.legend(handles, labels, loc="lower center", ncol=len(GROUPS), fontsize=8, handlelength=4)
     fig.tight_layout(rect=(0, 0.02 + 0.04 * legend_rows, 1, 1))
