@@ -47,19 +47,19 @@ class Selector:
         return all(r.matches(labels or {}) for r in self.requirements)
 
 
-def _terms(text: str) -> list[str]:
+def terms(text: str) -> list[str]:
     """Split on the commas outside parentheses."""
-    terms, depth, current = [], 0, ""
+    parts, depth, current = [], 0, ""
     for ch in text:
         depth += ch == "("
         depth -= ch == ")"
         if ch == "," and depth == 0:
-            terms.append(current)
+            parts.append(current)
             current = ""
         else:
             current += ch
-    terms.append(current)
-    return [t.strip() for t in terms]
+    parts.append(current)
+    return [t.strip() for t in parts]
 
 
 def parse(text: str) -> Selector:
@@ -67,7 +67,7 @@ def parse(text: str) -> Selector:
     if not text or not text.strip():
         raise ValueError("selector: empty (a canary shard selects its objects, e.g. opsconsole.io/canary=true)")
     requirements = []
-    for term in _terms(text):
+    for term in terms(text):
         if m := _EQ.match(term):
             op = "!=" if m["op"] == "!=" else "="
             requirements.append(Requirement(m["key"], op, frozenset({m["value"]})))

@@ -9,7 +9,7 @@ from collections.abc import Iterable
 
 from django.db.models import Q
 
-from reconcilers.engine.shards.selector import _terms as selector_terms
+from reconcilers.engine.shards.selector import terms as selector_terms
 from reconcilers.services.selectors.scope import scope_q
 
 _KEY = r"(?:[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?"
