@@ -127,7 +127,7 @@ def test_a_500_object_burst_with_a_shard_killed_loses_and_doubles_nothing(django
     audit_intact()
 
 
-@pytest.mark.parametrize("informers", ["labels", "all"])
+@pytest.mark.parametrize("informers", ["labels", pytest.param("all", marks=pytest.mark.slow)])  # `all`: the kill tests
 def test_a_fourth_shard_takes_at_most_30_percent_of_the_keys_and_each_once(django_db_blocker, settings, informers):
     with isolated_engine(django_db_blocker, settings, prefix="test-shards",
                          extra_env={"OPSCONSOLE_SHARD": "a", "OPSCONSOLE_SHARD_INFORMERS": informers}) as iso:
