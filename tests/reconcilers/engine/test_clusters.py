@@ -268,7 +268,7 @@ def test_a_run_reaches_its_keys_cluster_and_a_key_of_an_unknown_cluster_fails_to
     (run,) = ReconcileRun.objects.filter(key=unknown)
     assert run.error_class == "UnknownCluster" and "not registered" in run.error_message
     assert "status" not in kube.get_object(kapi, GADGET, obj["metadata"]["namespace"], "g")  # not this cluster's
-    assert not Resource.objects.exists()
+    assert not Resource.objects.filter(key=unknown).exists() and not Resource.objects.filter(cluster="nowhere").exists()
     snapshot = workqueue.snapshot()
     assert unknown not in {d.key for d in snapshot.backing_off} and snapshot.depth == 0  # forgotten, not retried
 

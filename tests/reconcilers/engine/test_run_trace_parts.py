@@ -76,9 +76,10 @@ def test_a_runs_span_is_made_of_its_parts_and_names_the_recorded_duration(traced
     ends = root.start_time + run.duration_seconds * 1e9
     assert part.start_time - 1e6 <= ends <= record.start_time + 1e6
     assert abs(root.start_time / 1e9 - run.started_at.timestamp()) < 0.002
-    # the parts account for the run: what is between them is bookkeeping, not hidden work
+    # the parts account for the run: what is between them is bookkeeping, not hidden work (a fifth, or 8 ms: on a
+    # loaded CI machine 4.9 ms of a 30 ms run fell between the parts; hidden work, a query or a request, is more)
     duration = root.end_time - root.start_time
-    assert uncovered_ns(root, parts) < max(0.15 * duration, 3_000_000), (uncovered_ns(root, parts), duration)
+    assert uncovered_ns(root, parts) < max(0.2 * duration, 8_000_000), (uncovered_ns(root, parts), duration)
 
 
 def test_the_tasks_span_accounts_for_its_drain_and_its_linger(traced, kapi, namespace, workqueue, reconcilers,
