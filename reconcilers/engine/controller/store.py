@@ -37,6 +37,11 @@ class ObjectStore:
         with self._lock:
             return key in self._cache
 
+    def __len__(self) -> int:
+        """How many objects the store holds (without listing its keys)."""
+        with self._lock:
+            return len(self._cache)
+
     def keys(self) -> list[str]:
         """Every stored key."""
         with self._lock:

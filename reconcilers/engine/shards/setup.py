@@ -177,7 +177,7 @@ def _holds(controller: Controller, key: str) -> bool:
 
 def _count(controller: Controller) -> int:
     """How many objects the controller's informers of the reconciled kinds hold."""
-    return sum(len(informer.keys()) for kid, informer in controller.informers.items()
+    return sum(len(informer) for kid, informer in controller.informers.items()
                if kid in controller.kinds.primary)
 
 

@@ -224,15 +224,10 @@ class Sharder:
                 kube.patch_object(self.api, kind, meta.get("namespace") or None, meta["name"],
                                   {"metadata": {"resourceVersion": rv, "labels": patch}},
                                   field_manager=SHARDER_FIELD_MANAGER)
-            except kube.ApiException as exc:
-                if exc.status in (404, 409):  # gone, or changed since: its event brings it back
-                    log.debug("sharder: %s of %s refused (%s)", action, key, exc.status)
-                    continue
-                log.warning("sharder: could not label %s: %s; retrying at the next pass", key, exc)
-                with self._lock:
-                    self._dirty = True
-                break
             except Exception as exc:  # noqa: BLE001 - the API away: the next pass
+                if isinstance(exc, kube.ApiException) and exc.status in (404, 409):  # gone, or changed since: its
+                    log.debug("sharder: %s of %s refused (%s)", action, key, exc.status)  # event brings it back
+                    continue
                 log.warning("sharder: could not label %s: %s; retrying at the next pass", key, exc)
                 with self._lock:
                     self._dirty = True

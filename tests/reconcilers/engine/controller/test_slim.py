@@ -127,3 +127,13 @@ def test_a_packer_packs_objects_of_one_kind_against_the_first_one_far_tighter_th
 def test_a_packer_unpacks_only_what_it_packed():
     with pytest.raises(ValueError):
         Packer().unpack(b"x")
+
+
+def test_a_store_counts_its_objects_without_listing_their_keys():
+    from reconcilers.engine.controller.store import ObjectStore
+
+    store = ObjectStore(keep=slim)
+    for i in range(3):
+        store.replace(False, f"k{i}", deployment(name=f"web-{i}", uid=f"u-{i}"))
+    store.replace(True, "k1", deployment(name="web-1", uid="u-1"))
+    assert len(store) == 2 == len(store.keys()) and "k1" not in store
