@@ -14,14 +14,14 @@ enqueues, every mirror row it writes and every sweep it runs is of its cluster o
 cluster's health on the row every OPSCONSOLE_CLUSTER_HEALTH_SECONDS (5). Workers serve every cluster: they reach
 cluster NAME through the context recorded here (docs/operations.md, "Many clusters").
 
-With `--bootstrap` it first waits for the Kubernetes API, applies `deploy/crds/*.yaml`, waits until each
-CRD is served, then applies `deploy/samples/*.yaml` (create-if-missing). Those folders exist in a checkout only:
-installed from the wheel it needs `--crds DIR --samples DIR` and says so (`bootstrap_dirs`). With `--install-crds`
-the CRDs are instead generated from the registered kinds and server-side applied (so a kind of the user's own gets
-its CRD, and a changed model updates it); it works with or without `--bootstrap`. Then it campaigns for the
-`opsconsole-controller` Lease and, while it leads, runs the informers of every registered reconciler and
-feeds the workqueue. A clean exit (SIGINT/SIGTERM) stops the informers and releases the Lease, so a
-standby controller takes over at once.
+With `--bootstrap` it first waits for the Kubernetes API, applies `deploy/crds/*.yaml`, waits until each CRD is
+served, then applies `deploy/samples/*.yaml` (create-if-missing). Those folders exist in a checkout only: installed
+from the wheel it needs `--crds DIR --samples DIR` and says so (`controller_start.bootstrap_dirs`). With
+`--install-crds` the CRDs are instead generated from the registered kinds and server-side applied (so a kind of the
+user's own gets its CRD, and a changed model updates it); it works with or without `--bootstrap`. Then it campaigns
+for the `opsconsole-controller` Lease and, while it leads, runs the informers of every registered reconciler and
+feeds the workqueue. A clean exit (SIGINT/SIGTERM) stops the informers and releases the Lease, so a standby
+controller takes over at once.
 
 With `--shard ID` (env OPSCONSOLE_SHARD) it is one of several controller shards (reconcilers.engine.shards): it
 holds the Lease `opsconsole-shard-ID` and reconciles only the keys the consistent-hash ring gives it among the live
@@ -57,9 +57,6 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from opsconsole.gcsettle import settle
-from opsconsole.telemetry.health import metrics_health_server_start
-from opsconsole.telemetry.metrics import reconciler_metrics_init
-from opsconsole.telemetry.tracing import tracing_setup
 from reconcilers.core.clusters import DEFAULT_CLUSTER, cluster_name_check
 from reconcilers.core.crd import crd_manifest
 from reconcilers.engine import apiclient, kube, registry
@@ -83,27 +80,7 @@ from reconcilers.engine.shards.membership import shard_lease_name
 from reconcilers.engine.shards.ownership import SHARD_BY
 from reconcilers.engine.shards.selector import parse as parse_selector
 from reconcilers.engine.shards.setup import Shard, build_shard
-
-
-def bootstrap_dirs(crds: Path | None, samples: Path | None, *, generated: bool) -> tuple[Path | None, Path]:
-    """The folders `--bootstrap` reads: the given ones, else the checkout's deploy/crds and deploy/samples (no CRD
-    folder with `--install-crds`, which applies the generated CRDs). CommandError naming the option when one is not
-    a folder, and saying what to pass when a default is missing (opsconsole installed from its wheel has no deploy/)."""
-    deploy = Path(settings.BASE_DIR) / "deploy"
-
-    def folder(name: str, given: Path | None) -> Path:
-        if given is not None:
-            if not given.is_dir():
-                raise CommandError(f"--{name} {given}: not a directory")
-            return given
-        if not (deploy / name).is_dir():
-            raise CommandError(
-                f"--bootstrap: {deploy / name} does not exist (deploy/ is in a checkout of opsconsole, not in its "
-                "wheel): pass --crds DIR --samples DIR, the folders of your CRD and sample manifests (*.yaml), or "
-                "--install-crds --samples DIR to apply the CRDs generated from the registered kinds")
-        return deploy / name
-
-    return (None if generated else folder("crds", crds)), folder("samples", samples)
+from reconcilers.management.controller_start import bootstrap_dirs, telemetry_start
 
 
 class Command(BaseCommand):
@@ -198,7 +175,7 @@ class Command(BaseCommand):
                     except BootstrapError as exc:
                         raise CommandError(str(exc)) from exc
                     self.stdout.write(f"install-crds: {len(served)} CRDs served")
-            _telemetry_start(self)
+            telemetry_start(self)
             durations = {"lease_duration": options["lease_duration"], "renew_deadline": options["renew_deadline"],
                          "retry_period": options["retry_period"]}
             if shard_id is not None:
@@ -299,18 +276,3 @@ class Command(BaseCommand):
             cluster_unreachable(cluster, server=server, context=context)
         except Exception as exc:  # noqa: BLE001 - reported, and the start fails on the API server's error anyway
             self.stderr.write(f"runcontroller: cluster {cluster} not recorded unreachable: {exc}")
-
-
-def _telemetry_start(command: BaseCommand) -> None:
-    """Tracing ("opsconsole-controller"; off with OPSCONSOLE_TRACING=off), every label pair at 0, and /metrics
-    and /healthz on OPSCONSOLE_CONTROLLER_METRICS_PORT (0: not served; a busy port is a warning, never a stop)."""
-    tracing_setup("opsconsole-controller")
-    reconciler_metrics_init()
-    port = int(getattr(settings, "OPSCONSOLE_CONTROLLER_METRICS_PORT", 0) or 0)
-    if port:
-        addr = getattr(settings, "OPSCONSOLE_METRICS_ADDR", "127.0.0.1")
-        try:
-            metrics_health_server_start(port, addr)
-            command.stdout.write(f"runcontroller: /metrics and /healthz on {addr}:{port}")
-        except OSError as exc:
-            command.stderr.write(f"runcontroller: /metrics not served on port {port}: {exc}")

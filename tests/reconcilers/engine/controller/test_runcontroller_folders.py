@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from django.core.management import CommandError, call_command
 
-from reconcilers.management.commands.runcontroller import bootstrap_dirs
+from reconcilers.management.controller_start import bootstrap_dirs
 
 
 @pytest.fixture
